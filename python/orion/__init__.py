@@ -1,0 +1,13 @@
+"""orion: compile, run and train neural networks on Apple's Neural Engine (or its faithful simulator)."""
+
+from pkgutil import extend_path
+
+# Lets a development build (scripts/dev_build.sh) provide orion/_native from its build folder.
+__path__ = extend_path(__path__, __name__)
+
+from .errors import *  # noqa: E402,F401,F403
+from .errors import __all__ as _error_names  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = list(_error_names)

@@ -1,0 +1,14 @@
+// One registration function per subject; module.cpp calls them in order.
+#pragma once
+#include <nanobind/nanobind.h>
+
+namespace nb = nanobind;
+
+namespace orion::bindings {
+void bind_errors(nb::module_& m);   // errors.cpp: C++ orion::Error -> orion.errors.* Python classes
+void bind_mil(nb::module_& m);      // mil.cpp: parse/print MIL text
+void bind_blob(nb::module_& m);     // blob.cpp: MILBlob read/write
+void bind_sim(nb::module_& m);      // sim.cpp: kernels info, constraint/op catalogs, profiles
+void bind_runtime(nb::module_& m);  // runtime.cpp: Program, Surface, counters, budget
+void bind_kernels(nb::module_& m);  // kernels.cpp: underscore-prefixed kernel test hooks (tests, benchmarks)
+}  // namespace orion::bindings

@@ -1,0 +1,66 @@
+// MILBlob storage format v2 (weight-blob-format.md): reader with spec validation, writer.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace orion::blob {
+
+enum class BlobDType : uint32_t {
+  Float16 = 1, Float32 = 2, UInt8 = 3, Int8 = 4, BFloat16 = 5, Int16 = 6, UInt16 = 7, Int4 = 8,
+  UInt1 = 9, UInt2 = 10, UInt4 = 11, UInt3 = 12, UInt6 = 13, Int32 = 14, UInt32 = 15,
+  Float8E4M3FN = 16, Float8E5M2 = 17,
+};
+bool blob_dtype_valid(uint32_t code);
+const char* blob_dtype_name(BlobDType t);
+unsigned blob_dtype_bits(BlobDType t);  // 16, 32, 8, 4, 1, ...
+
+constexpr uint32_t kSentinel = 0xDEADBEEFu;
+constexpr size_t kHeaderSize = 64, kMetadataSize = 64, kAlignment = 64;
+
+struct Record {
+  uint64_t metadata_offset = 0;  // = the MIL BLOBFILE offset
+  BlobDType dtype = BlobDType::Float16;
+  uint64_t size_in_bytes = 0;    // field as stored
+  uint64_t data_offset = 0;      // field as stored (spec: metadata_offset + 64)
+  uint64_t padding_bits = 0;
+};
+
+struct ReadOptions {
+  // strict (C08 strict / C32 m1-m2 profiles): spec violations that upstream files commit
+  // (count mismatch, offset != M+64, non-zero reserved) become errors instead of warnings.
+  bool strict_spec = false;
+  // C08 permissive: accept a record whose sentinel is wrong and read the payload at offset + 64.
+  bool ignore_sentinel = false;
+};
+
+struct Blob {
+  Record record;
+  const uint8_t* payload = nullptr;  // = file + metadata_offset + 64 (where the M4 compiler reads it)
+  size_t payload_size = 0;           // bytes available for the payload (= size_in_bytes when valid)
+  std::vector<std::string> warnings; // spec deviations tolerated under the options
+};
+
+// Locates the blob whose metadata record sits at `metadata_offset`.
+// Throws orion::Error(BlobFormat) for: file shorter than the header, version != 2, offset not
+// 64-aligned or < 64, metadata or payload past the end of the file, bad sentinel (unless
+// ignore_sentinel), unknown dtype code. Messages name the offset and what was expected.
+Blob read(const uint8_t* file, size_t file_size, uint64_t metadata_offset, const ReadOptions& opt = {});
+
+// Walks the whole file from offset 64 (records every 64-aligned metadata block in sequence).
+std::vector<Record> list(const uint8_t* file, size_t file_size, std::vector<std::string>* warnings = nullptr);
+
+struct Input {
+  BlobDType dtype;
+  const uint8_t* data;
+  size_t size_in_bytes;     // sub-byte types: ceil(n*bits/8), already packed LSB-first
+  uint64_t padding_bits = 0;
+};
+
+// Spec-exact file (true count, 64-byte alignment, u64 size/offset, zeroed reserved fields, no tail
+// padding after the last payload), identical bytes to coremltools' _BlobStorageWriter.
+// metadata_offsets (optional) receives each blob's MIL offset.
+std::vector<uint8_t> write(const std::vector<Input>& blobs, std::vector<uint64_t>* metadata_offsets = nullptr);
+
+}  // namespace orion::blob

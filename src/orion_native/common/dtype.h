@@ -1,0 +1,27 @@
+// Element types shared by the MIL parser, the blob format and the simulator.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace orion {
+
+// MIL element types (mil-dialect.md §2 DTYPE). Order is internal only; never serialised.
+enum class DType : uint8_t { fp16, fp32, int8, uint8, int16, uint16, int32, uint32, uint64, bool_, string };
+
+using Shape = std::vector<int64_t>;
+
+// Bytes per element (string: 0, it has no tensor storage).
+size_t dtype_size(DType t);
+// MIL spelling: "fp16", "int32", "bool", ...
+const char* dtype_name(DType t);
+// Parses a MIL spelling; returns false when unknown.
+bool dtype_from_name(const std::string& s, DType* out);
+bool dtype_is_float(DType t);  // fp16, fp32
+bool dtype_is_int(DType t);    // int8..uint64
+
+int64_t shape_numel(const Shape& s);
+std::string shape_str(const Shape& s);  // "[1, 768, 1, 256]"
+
+}  // namespace orion

@@ -1,0 +1,83 @@
+// Simulator compile + execute: mil::Program (+ weight files) -> checked, typed, executable Plan.
+// build_plan performs type/shape inference for every op and rejects what the ANE compiler rejects
+// (CompileError with the constraint ID and the statement). The Plan snapshots all const and weight data
+// at build time (C07: weights are baked at compile), so later changes to the files have no effect.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "mil/ast.h"
+#include "sim/profile.h"
+
+namespace orion::sim {
+
+struct Warning {
+  std::string constraint;  // "C06", ... or "" for general notes
+  std::string message;     // "AneSimWarning: <detail> [Cnn]" style text
+};
+
+struct IOInfo {
+  std::string name;
+  DType dtype;  // fp16 or fp32 (C39 rejects others)
+  Shape shape;
+  size_t bytes() const { return (size_t)shape_numel(shape) * dtype_size(dtype); }
+};
+
+// Static estimate of what the ANE would spend (cost model: C26 SRAM cliff, C41 dispatch, C46 op choice).
+struct CostEstimate {
+  double flops = 0;            // multiply-adds counted as 2
+  int64_t weight_bytes = 0;    // baked const bytes
+  int64_t activation_bytes = 0;// peak live intermediate bytes (fp16)
+  double est_ms = 0;           // modelled device time per eval (m4 numbers from numbers.md)
+};
+
+class Plan {
+ public:
+  virtual ~Plan() = default;
+  virtual const std::vector<IOInfo>& inputs() const = 0;   // function parameters, text order
+  virtual const std::vector<IOInfo>& outputs() const = 0;  // return tuple, text order
+  // inputs[i]: packed data of inputs()[i] in its dtype; outputs[j]: packed destination of outputs()[j].
+  // Thread-safe: may run concurrently with itself and other plans (per-call scratch memory).
+  // Reproduce-class behaviour (C06, C35, C36, ...) appends to warnings when non-null.
+  virtual void execute(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                       std::vector<Warning>* warnings) const = 0;
+  virtual CostEstimate cost() const = 0;
+  virtual size_t num_ops() const = 0;  // executed (non-const) statements
+};
+
+struct WeightFile {
+  std::string path;  // weight-dictionary key exactly as in BLOBFILE(path = ...), "@model_path/..."
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+
+// Compiles function "main". Errors: orion::Error(Compile) (constraint + statement), or
+// orion::Error(BlobFormat) wrapped as Compile with the path/offset when a weight cannot be read.
+std::unique_ptr<Plan> build_plan(const mil::Program& prog, const std::vector<WeightFile>& weights,
+                                 const Profile& profile, std::vector<Warning>* warnings);
+
+// ---- constraint catalog (orion.sim.constraints()) ----------------------------------------------
+struct ConstraintInfo {
+  std::string id;          // "C01".."C46"
+  std::string rule;        // short rule text from the catalog
+  std::string kind;        // compile | eval | silent | process | api | perf | numeric
+  std::string confidence;  // "[C]", "[S]", "[X]", "[D]", combinations as in the catalog
+  std::string reaction;    // what the simulator does under this profile: "compile-reject", "eval-fail",
+                           // "reproduce", "warn", "count", "cost-model", "inactive", ...
+  std::string where;       // where it is enforced: "plan", "runtime", "compiler", "none"
+  bool active = true;      // false when this profile does not apply it
+};
+std::vector<ConstraintInfo> constraint_catalog(const Profile& profile);
+
+// Every op the simulator knows, with its MIL parameter names (required first; "?" suffix = optional).
+struct OpInfo {
+  std::string name;
+  std::vector<std::string> params;
+  std::string status;  // "supported", "rejected (C20)", "permissive only (C10)", ...
+};
+std::vector<OpInfo> op_catalog(const Profile& profile);
+
+}  // namespace orion::sim

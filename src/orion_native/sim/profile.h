@@ -1,0 +1,29 @@
+// Simulator configuration: which chip's documented behaviour to reproduce and how strictly to treat
+// the contested ([X]) constraints (ane-constraints.md, "How to use it").
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace orion::sim {
+
+enum class Chip { m1, m2, m3, m4, m5 };
+enum class Strictness { strict, permissive };
+// C07 / training-on-ane.md §1: "hardware" = a reload of an unchanged identifier reuses the baked
+// program (measured on M4/M5); "paper" = the reload picks up rewritten weight files (Orion's claim).
+enum class DeltaBehaviour { hardware, paper };
+
+struct Profile {
+  Chip chip = Chip::m4;
+  Strictness strictness = Strictness::strict;
+  DeltaBehaviour delta = DeltaBehaviour::hardware;
+  int64_t min_surface_bytes = 49152;  // C04
+  int64_t compile_budget = 119;       // C05
+  bool legacy_chip() const { return chip == Chip::m1 || chip == Chip::m2; }
+  bool strict() const { return strictness == Strictness::strict; }
+};
+
+const char* chip_name(Chip c);
+bool chip_from_name(const std::string& s, Chip* out);
+std::string profile_key(const Profile& p);  // stable text, part of the program identifier
+
+}  // namespace orion::sim
