@@ -7,7 +7,9 @@ __path__ = extend_path(__path__, __name__)
 
 from .errors import *  # noqa: E402,F401,F403
 from .errors import __all__ as _error_names  # noqa: E402
+from . import sim  # noqa: E402
+from .runtime import IOSpec, Program, compile_mil, counters, devices, reset_counters  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = list(_error_names)
+__all__ = list(_error_names) + ["sim", "IOSpec", "Program", "compile_mil", "counters", "devices", "reset_counters"]

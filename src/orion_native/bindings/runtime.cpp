@@ -1,7 +1,297 @@
+// Python face of runtime/: Surface, Program, process counters and compile budget.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings/arrays.h"
 #include "bindings/bindings.h"
+#include "runtime/backends.h"
+#include "runtime/folders.h"
+#include "runtime/process.h"
+#include "runtime/program.h"
 
 namespace orion::bindings {
 
-void bind_runtime(nb::module_& m) {}
+using runtime::Program;
+using runtime::Surface;
+using runtime::SurfacePtr;
+
+namespace {
+
+std::vector<runtime::WeightEntry> to_weights(const nb::dict& d) {
+  std::vector<runtime::WeightEntry> out;
+  for (auto [k, v] : d) {
+    if (!nb::isinstance<nb::str>(k)) throw_error(ErrorKind::Input, "weight dictionary keys must be str (\"@model_path/...\")");
+    runtime::WeightEntry e;
+    e.key = nb::cast<std::string>(k);
+    if (nb::isinstance<nb::bytes>(v)) {
+      nb::bytes b = nb::borrow<nb::bytes>(v);
+      e.bytes.assign((const uint8_t*)b.c_str(), (const uint8_t*)b.c_str() + b.size());
+    } else {
+      AnyArray a;
+      if (!nb::try_cast(v, a) || !c_contiguous(a))
+        throw_error(ErrorKind::Input, "weight '" + e.key + "' must be bytes (a whole MILBlob file)");
+      size_t n = a.nbytes();
+      e.bytes.assign((const uint8_t*)a.data(), (const uint8_t*)a.data() + n);
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::string to_text(const nb::object& o) {
+  if (nb::isinstance<nb::str>(o)) return nb::cast<std::string>(o);
+  if (nb::isinstance<nb::bytes>(o)) {
+    nb::bytes b = nb::borrow<nb::bytes>(o);
+    return std::string(b.c_str(), b.size());
+  }
+  throw_error(ErrorKind::Input, "MIL text must be str or bytes (UTF-8)");
+}
+
+sim::Profile make_profile(const std::string& chip, const std::string& strictness, const std::string& delta,
+                          int64_t min_surface, int64_t budget) {
+  sim::Profile p;
+  if (!sim::chip_from_name(chip, &p.chip)) throw_error(ErrorKind::Input, "unknown chip '" + chip + "': use m1, m2, m3, m4 or m5");
+  if (strictness == "strict") p.strictness = sim::Strictness::strict;
+  else if (strictness == "permissive") p.strictness = sim::Strictness::permissive;
+  else throw_error(ErrorKind::Input, "unknown strictness '" + strictness + "': use strict or permissive");
+  if (delta == "hardware") p.delta = sim::DeltaBehaviour::hardware;
+  else if (delta == "paper") p.delta = sim::DeltaBehaviour::paper;
+  else throw_error(ErrorKind::Input, "unknown delta behaviour '" + delta + "': use hardware or paper");
+  if (min_surface < 1) throw_error(ErrorKind::Input, "min_surface_bytes must be >= 1");
+  p.min_surface_bytes = min_surface;
+  p.compile_budget = budget;
+  return p;
+}
+
+nb::list io_list(const std::vector<runtime::IOSlot>& slots) {
+  nb::list l;
+  for (const auto& s : slots) l.append(nb::make_tuple(s.name, dtype_name(s.dtype), nb::tuple(nb::cast(s.shape))));
+  return l;
+}
+
+nb::list warning_list(const std::vector<sim::Warning>& ws) {
+  nb::list l;
+  for (const auto& w : ws) l.append(nb::make_tuple(w.constraint, w.message));
+  return l;
+}
+
+// Validates one caller array against an input slot and copies it into the slot's surface.
+void write_array(Program& p, int slot, const std::string& name, const nb::handle& value, bool stage) {
+  const runtime::IOSlot& io = p.inputs()[slot];
+  AnyArray a;
+  if (!nb::try_cast(value, a))
+    throw_error(ErrorKind::Input, "input '" + name + "' must be a numpy array, got " +
+                                      nb::cast<std::string>(nb::str(nb::handle(value.type()).attr("__name__"))));
+  DType t;
+  if (!dtype_of(a.dtype(), &t) || (t != DType::fp16 && t != DType::fp32))
+    throw_error(ErrorKind::Input, "input '" + name + "' has dtype " + dl_name(a.dtype()) + "; the program takes " +
+                                      dtype_name(io.dtype) + " — pass float16 or float32 (e.g. x.astype(np.float16))");
+  Shape sh = shape_of(a);
+  if (sh != io.shape)
+    throw_error(ErrorKind::Input, "input '" + name + "' has shape " + shape_str(sh) + ", the program declares " +
+                                      shape_str(io.shape));
+  if (!c_contiguous(a))
+    throw_error(ErrorKind::Input, "input '" + name + "' is not C-contiguous; pass np.ascontiguousarray(...)");
+  p.write_input((size_t)slot, a.data(), t, a.size(), stage);
+}
+
+nb::object read_output(Program& p, size_t slot) {
+  const runtime::IOSlot& io = p.outputs()[slot];
+  void* dst;
+  nb::object arr = new_array(io.dtype, io.shape, &dst);
+  std::memcpy(dst, p.output_surface(slot)->data(), io.bytes());  // packed from byte 0 (C14)
+  return arr;
+}
+
+}  // namespace
+
+void bind_runtime(nb::module_& m) {
+  nb::class_<Surface>(m, "Surface", "IOSurface-like flat buffer; tensors are packed [1, C, 1, S] from byte 0.")
+      .def(nb::new_([](size_t nbytes) { return std::make_shared<Surface>(nbytes); }), nb::arg("nbytes"))
+      .def_prop_ro("alloc_size", &Surface::alloc_size)
+      .def_prop_ro("id", &Surface::id)
+      .def(
+          "view",
+          [](std::shared_ptr<Surface> s, const std::string& dtype, std::vector<int64_t> shape) {
+            DType t;
+            if (!dtype_from_name(dtype, &t) || dtype_size(t) == 0)
+              throw_error(ErrorKind::Input, "unknown dtype '" + dtype + "' (use fp16, fp32, int32, uint8, ...)");
+            if (shape.empty()) shape = {(int64_t)(s->alloc_size() / dtype_size(t))};
+            for (int64_t d : shape) if (d < 0) throw_error(ErrorKind::Input, "negative dimension in view shape");
+            if ((size_t)shape_numel(shape) * dtype_size(t) > s->alloc_size())
+              throw_error(ErrorKind::Input, "view " + shape_str(shape) + " of " + dtype + " needs more than the surface's " +
+                                                std::to_string(s->alloc_size()) + " bytes");
+            size_t dims[8];
+            for (size_t i = 0; i < shape.size() && i < 8; ++i) dims[i] = (size_t)shape[i];
+            // The view keeps the surface alive through a capsule holding a shared_ptr copy.
+            auto* keep = new std::shared_ptr<Surface>(s);
+            nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<Surface>*>(p); });
+            return nb::cast(nb::ndarray<nb::numpy>(s->data(), shape.size(), dims, owner, nullptr, dl_dtype(t)));
+          },
+          nb::arg("dtype") = "uint8", nb::arg("shape") = std::vector<int64_t>{},
+          "Zero-copy numpy view of the surface's first bytes (packed, row-major).");
+
+  nb::class_<Program>(m, "Program", "A compiled program (low level; see orion.runtime.Program).")
+      .def_prop_ro("identifier", &Program::identifier)
+      .def_prop_ro("mil", &Program::mil)
+      .def_prop_ro("folder", &Program::folder)
+      .def_prop_ro("backend", &Program::backend_name)
+      .def_prop_ro("weight_keys", &Program::weight_keys)
+      .def_prop_ro("state", [](const Program& p) { return std::string(runtime::state_name(p.state())); })
+      .def_prop_ro("inputs", [](const Program& p) { return io_list(p.inputs()); })
+      .def_prop_ro("outputs", [](const Program& p) { return io_list(p.outputs()); })
+      .def_prop_ro("compile_warnings", [](const Program& p) { return warning_list(p.compile_warnings()); })
+      .def_prop_ro("cost", [](const Program& p) {
+        auto c = p.cost();
+        nb::dict d;
+        d["flops"] = c.flops;
+        d["weight_bytes"] = c.weight_bytes;
+        d["activation_bytes"] = c.activation_bytes;
+        d["est_ms"] = c.est_ms;
+        return d;
+      })
+      .def("load", &Program::load)
+      .def("unload", &Program::unload)
+      .def("release", &Program::release)
+      .def("input_slot", &Program::input_slot)
+      .def("output_slot", &Program::output_slot)
+      .def("input_surface", &Program::input_surface)
+      .def("output_surface", &Program::output_surface)
+      .def("bind_input", &Program::bind_input)
+      .def("bind_output", &Program::bind_output)
+      .def("staged", &Program::staged)
+      .def(
+          "call",
+          [](Program& p, nb::dict arrays) {
+            // One call = write inputs, eval, read outputs, atomically per program. Taken with the GIL
+            // released so a holder waiting for the GIL can never deadlock with us.
+            std::unique_lock<std::mutex> call(p.call_mutex(), std::defer_lock);
+            {
+              nb::gil_scoped_release nogil;
+              call.lock();
+            }
+            size_t n_in = p.inputs().size();
+            std::vector<bool> given(n_in, false);
+            for (auto [k, v] : arrays) {
+              std::string name = nb::cast<std::string>(k);
+              int slot = p.input_slot(name);
+              if (slot < 0) {
+                std::string names;
+                for (const auto& io : p.inputs()) names += (names.empty() ? "" : ", ") + io.name;
+                throw_error(ErrorKind::Input, "unknown input '" + name + "'; the program's inputs are: " + names);
+              }
+              write_array(p, slot, name, v, false);
+              given[slot] = true;
+            }
+            for (size_t i = 0; i < n_in; ++i)
+              if (!given[i] && !p.staged(i))
+                throw_error(ErrorKind::Input, "missing input '" + p.inputs()[i].name + "' (" + dtype_name(p.inputs()[i].dtype) +
+                                                  " " + shape_str(p.inputs()[i].shape) + "); stage() it or pass it");
+            std::vector<sim::Warning> w;
+            {
+              nb::gil_scoped_release nogil;
+              w = p.eval();
+            }
+            nb::dict out;
+            for (size_t j = 0; j < p.outputs().size(); ++j) out[nb::str(p.outputs()[j].name.c_str())] = read_output(p, j);
+            return nb::make_tuple(out, warning_list(w));
+          },
+          nb::arg("arrays"), "Writes inputs by name, evaluates, returns ({output name: array}, warnings).")
+      .def(
+          "stage",
+          [](Program& p, const std::string& name, nb::handle value) {
+            std::unique_lock<std::mutex> call(p.call_mutex(), std::defer_lock);
+            {
+              nb::gil_scoped_release nogil;
+              call.lock();
+            }
+            int slot = p.input_slot(name);
+            if (slot < 0) throw_error(ErrorKind::Input, "unknown input '" + name + "'");
+            write_array(p, slot, name, value, true);
+          },
+          nb::arg("name"), nb::arg("array"), "Writes an input surface once; later calls may omit that input.")
+      .def("eval",
+           [](Program& p) {
+             std::vector<sim::Warning> w;
+             {
+               nb::gil_scoped_release nogil;
+               w = p.eval();
+             }
+             return warning_list(w);
+           })
+      .def(
+          "eval_slots",
+          [](Program& p, std::vector<SurfacePtr> in, std::vector<SurfacePtr> out) {
+            std::vector<sim::Warning> w;
+            {
+              nb::gil_scoped_release nogil;
+              w = p.eval_slots(in, out);
+            }
+            return warning_list(w);
+          },
+          nb::arg("inputs"), nb::arg("outputs"), "Raw request: surfaces bound to hardware slots in the order given.")
+      .def("read_output", [](Program& p, const std::string& name) {
+        int slot = p.output_slot(name);
+        if (slot < 0) throw_error(ErrorKind::Input, "unknown output '" + name + "'");
+        return read_output(p, (size_t)slot);
+      })
+      .def("recompile", [](Program& p, nb::dict w) { p.recompile(to_weights(w)); })
+      .def("delta_reload", [](Program& p, nb::dict w) { return p.delta_reload(to_weights(w)); })
+      .def("delta_patch", [](Program& p, nb::dict w) { p.delta_patch(to_weights(w)); });
+
+  m.def(
+      "compile",
+      [](nb::object mil, nb::object weights, const std::string& backend, const std::string& chip,
+         const std::string& strictness, const std::string& delta, int64_t min_surface, int64_t budget) {
+        // C09/C11: the text crosses as bytes and the weight dictionary is never nil.
+        std::string text = to_text(mil);
+        std::vector<runtime::WeightEntry> w;
+        if (!weights.is_none()) {
+          if (!nb::isinstance<nb::dict>(weights)) throw_error(ErrorKind::Input, "weights must be a dict {\"@model_path/...\": bytes}");
+          w = to_weights(nb::borrow<nb::dict>(weights));
+        }
+        runtime::Backend& be = runtime::find_backend(backend);
+        sim::Profile prof = make_profile(chip, strictness, delta, min_surface, budget);
+        std::shared_ptr<Program> p;
+        {
+          nb::gil_scoped_release nogil;
+          p = std::make_shared<Program>(be, std::move(text), std::move(w), prof);
+        }
+        return p;
+      },
+      nb::arg("mil"), nb::arg("weights").none() = nb::none(), nb::arg("backend") = "sim", nb::arg("chip") = "m4",
+      nb::arg("strictness") = "strict", nb::arg("delta") = "hardware", nb::arg("min_surface_bytes") = 49152,
+      nb::arg("compile_budget") = 119);
+
+  m.def("backends", [] {
+    nb::list l;
+    for (const auto& s : runtime::backend_statuses()) {
+      nb::dict d;
+      d["name"] = s.name;
+      d["available"] = s.available;
+      d["reason"] = s.reason;
+      l.append(d);
+    }
+    return l;
+  }, "Every backend built into this module, with availability and the reason when unavailable.");
+  m.def("counters", &runtime::counters_snapshot);
+  m.def("reset_counters", &runtime::reset_counters);
+  m.def("budget", [](const std::string& backend) {
+    auto b = runtime::budget(backend);
+    return std::make_pair(b.used, b.limit);
+  }, nb::arg("backend") = "sim");
+  m.def("set_budget_limit", &runtime::set_budget_limit, nb::arg("backend"), nb::arg("limit"));
+  m.def("reset_budget", &runtime::reset_budget, nb::arg("backend") = "sim");
+  m.def("folder_root", &runtime::folder_root);
+  m.def("live_folder_count", &runtime::live_folder_count);
+  m.def("shutdown", [] {
+    runtime::cache_clear();
+    runtime::remove_all_folders();
+  });
+}
 
 }  // namespace orion::bindings

@@ -1,7 +1,164 @@
+// Simulator introspection (constraint and op catalogs) and `_sim_run`, a direct test hook that
+// parses MIL text, builds a sim::Plan and executes it once — no surfaces, no runtime binding rules.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <vector>
+
+#include "bindings/arrays.h"
 #include "bindings/bindings.h"
+#include "common/error.h"
+#include "mil/parser.h"
+#include "sim/plan.h"
 
 namespace orion::bindings {
 
-void bind_sim(nb::module_& m) {}
+namespace {
+
+sim::Profile make_profile(const std::string& chip, const std::string& strictness) {
+  sim::Profile p;
+  if (!sim::chip_from_name(chip, &p.chip)) throw_error(ErrorKind::Input, "unknown chip '" + chip + "': use m1..m5");
+  if (strictness == "strict") p.strictness = sim::Strictness::strict;
+  else if (strictness == "permissive") p.strictness = sim::Strictness::permissive;
+  else throw_error(ErrorKind::Input, "unknown strictness '" + strictness + "': use 'strict' or 'permissive'");
+  return p;
+}
+
+// Read-only views of the weight buffers, released on scope exit.
+struct Views {
+  std::vector<Py_buffer> v;
+  ~Views() { for (auto& b : v) PyBuffer_Release(&b); }
+};
+
+// weight dictionary {path: bytes-like} -> views kept alive by `views` for the duration of the build
+std::vector<sim::WeightFile> weight_files(nb::dict weights, Views* views) {
+  std::vector<sim::WeightFile> files;
+  views->v.reserve(weights.size());
+  for (auto [k, val] : weights) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(val.ptr(), &b, PyBUF_SIMPLE) != 0) throw nb::python_error();
+    views->v.push_back(b);
+    files.push_back({nb::cast<std::string>(k), (const uint8_t*)b.buf, (size_t)b.len});
+  }
+  return files;
+}
+
+nb::tuple sim_run(const std::string& text, nb::dict weights, nb::dict inputs, const std::string& chip,
+                  const std::string& strictness) {
+  sim::Profile prof = make_profile(chip, strictness);
+  mil::Program prog = mil::parse(text);
+  Views views;
+  std::vector<sim::WeightFile> files = weight_files(weights, &views);
+  std::vector<sim::Warning> warns;
+  std::unique_ptr<sim::Plan> plan;
+  {
+    nb::gil_scoped_release rel;
+    plan = sim::build_plan(prog, files, prof, &warns);
+  }
+  std::vector<AnyArray> keep;
+  std::vector<const void*> in_ptrs;
+  for (const auto& io : plan->inputs()) {
+    nb::str key(io.name.c_str());
+    if (!inputs.contains(key)) throw_error(ErrorKind::Input, "missing input '" + io.name + "'");
+    AnyArray a = nb::cast<AnyArray>(inputs[key]);
+    DType d;
+    if (!dtype_of(a.dtype(), &d) || d != io.dtype)
+      throw_error(ErrorKind::Input, "input '" + io.name + "' must be " + dtype_name(io.dtype) + ", got " + dl_name(a.dtype()));
+    if (shape_of(a) != io.shape)
+      throw_error(ErrorKind::Input, "input '" + io.name + "' must have shape " + shape_str(io.shape) + ", got " + shape_str(shape_of(a)));
+    if (!c_contiguous(a)) throw_error(ErrorKind::Input, "input '" + io.name + "' must be C-contiguous");
+    in_ptrs.push_back(a.data());
+    keep.push_back(a);
+  }
+  if (inputs.size() != plan->inputs().size()) throw_error(ErrorKind::Input, "unexpected extra inputs");
+  nb::dict outs;
+  std::vector<void*> out_ptrs;
+  for (const auto& io : plan->outputs()) {
+    void* p = nullptr;
+    outs[nb::str(io.name.c_str())] = new_array(io.dtype, io.shape, &p);
+    out_ptrs.push_back(p);
+  }
+  {
+    nb::gil_scoped_release rel;
+    plan->execute(in_ptrs, out_ptrs, &warns);
+  }
+  nb::list wl;
+  for (const auto& w : warns) wl.append(nb::str(w.message.c_str()));
+  return nb::make_tuple(outs, wl);
+}
+
+// Test hook: build only and describe the plan (I/O, op count, cost model, compile warnings).
+nb::dict sim_plan_info(const std::string& text, nb::dict weights, const std::string& chip, const std::string& strictness) {
+  sim::Profile prof = make_profile(chip, strictness);
+  mil::Program prog = mil::parse(text);
+  Views views;
+  std::vector<sim::WeightFile> files = weight_files(weights, &views);
+  std::vector<sim::Warning> warns;
+  std::unique_ptr<sim::Plan> plan;
+  {
+    nb::gil_scoped_release rel;
+    plan = sim::build_plan(prog, files, prof, &warns);
+  }
+  auto io = [](const std::vector<sim::IOInfo>& v) {
+    nb::list l;
+    for (const auto& i : v) l.append(nb::make_tuple(nb::str(i.name.c_str()), nb::str(dtype_name(i.dtype)), nb::cast(i.shape)));
+    return l;
+  };
+  sim::CostEstimate c = plan->cost();
+  nb::dict d;
+  d["inputs"] = io(plan->inputs());
+  d["outputs"] = io(plan->outputs());
+  d["num_ops"] = plan->num_ops();
+  d["flops"] = c.flops;
+  d["weight_bytes"] = c.weight_bytes;
+  d["activation_bytes"] = c.activation_bytes;
+  d["est_ms"] = c.est_ms;
+  nb::list wl;
+  for (const auto& w : warns) wl.append(nb::str(w.message.c_str()));
+  d["warnings"] = wl;
+  return d;
+}
+
+}  // namespace
+
+void bind_sim(nb::module_& m) {
+  m.def("sim_constraints", [](const std::string& chip, const std::string& strictness) {
+    nb::list l;
+    for (const auto& c : sim::constraint_catalog(make_profile(chip, strictness))) {
+      nb::dict d;
+      d["id"] = c.id;
+      d["rule"] = c.rule;
+      d["kind"] = c.kind;
+      d["confidence"] = c.confidence;
+      d["reaction"] = c.reaction;
+      d["where"] = c.where;
+      d["active"] = c.active;
+      l.append(d);
+    }
+    return l;
+  }, nb::arg("chip") = "m4", nb::arg("strictness") = "strict", "The ANE constraint catalog C01-C46 under a profile.");
+
+  m.def("sim_ops", [](const std::string& chip, const std::string& strictness) {
+    nb::list l;
+    for (const auto& o : sim::op_catalog(make_profile(chip, strictness))) {
+      nb::dict d;
+      d["name"] = o.name;
+      nb::list ps;
+      for (const auto& p : o.params) ps.append(nb::str(p.c_str()));
+      d["params"] = ps;
+      d["status"] = o.status;
+      l.append(d);
+    }
+    return l;
+  }, nb::arg("chip") = "m4", nb::arg("strictness") = "strict", "Every MIL op the simulator knows.");
+
+  m.def("_sim_run", &sim_run, nb::arg("mil_text"), nb::arg("weights"), nb::arg("inputs"), nb::arg("chip") = "m4",
+        nb::arg("strictness") = "strict",
+        "Test hook: parse, build a sim plan and execute it once -> (outputs dict, warning strings).");
+  m.def("_sim_plan_info", &sim_plan_info, nb::arg("mil_text"), nb::arg("weights"), nb::arg("chip") = "m4",
+        nb::arg("strictness") = "strict", "Test hook: build a sim plan -> dict(inputs, outputs, num_ops, cost fields, warnings).");
+}
 
 }  // namespace orion::bindings

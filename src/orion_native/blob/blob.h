@@ -40,6 +40,9 @@ struct Blob {
   const uint8_t* payload = nullptr;  // = file + metadata_offset + 64 (where the M4 compiler reads it)
   size_t payload_size = 0;           // bytes available for the payload (= size_in_bytes when valid)
   std::vector<std::string> warnings; // spec deviations tolerated under the options
+  // false when the sentinel was wrong and ignored (C08 permissive): the record fields are then
+  // whatever bytes sit there, and payload_size is everything from metadata_offset + 64 to the end.
+  bool metadata_valid = true;
 };
 
 // Locates the blob whose metadata record sits at `metadata_offset`.
@@ -50,6 +53,18 @@ Blob read(const uint8_t* file, size_t file_size, uint64_t metadata_offset, const
 
 // Walks the whole file from offset 64 (records every 64-aligned metadata block in sequence).
 std::vector<Record> list(const uint8_t* file, size_t file_size, std::vector<std::string>* warnings = nullptr);
+// Same, with ReadOptions::strict_spec turning the tolerated deviations into errors
+// (ignore_sentinel does not apply: the chain cannot be followed past a bad record).
+std::vector<Record> list(const uint8_t* file, size_t file_size, std::vector<std::string>* warnings,
+                         const ReadOptions& opt);
+
+// Payload bytes of `elements` values of type t: ceil(elements * bits / 8). False on u64 overflow.
+bool payload_bytes(BlobDType t, uint64_t elements, uint64_t* bytes);
+
+// Checks a blob against the MIL const that references it (weight-blob-format.md §4 rows "dtype
+// matches the requested type" and "sizeInBytes == element count x dtype size"): throws BlobFormat.
+// For a blob read with an ignored bad sentinel only "enough payload bytes" is checked.
+void check_declaration(const Blob& blob, BlobDType declared, uint64_t element_count);
 
 struct Input {
   BlobDType dtype;
@@ -62,5 +77,10 @@ struct Input {
 // padding after the last payload), identical bytes to coremltools' _BlobStorageWriter.
 // metadata_offsets (optional) receives each blob's MIL offset.
 std::vector<uint8_t> write(const std::vector<Input>& blobs, std::vector<uint64_t>* metadata_offsets = nullptr);
+
+// Two-step form of write() for callers that own the output buffer (no extra copy of large payloads):
+// write_size validates the inputs and returns the file size; write_into fills exactly that many bytes.
+size_t write_size(const std::vector<Input>& blobs, std::vector<uint64_t>* metadata_offsets = nullptr);
+void write_into(const std::vector<Input>& blobs, uint8_t* out, size_t out_size);
 
 }  // namespace orion::blob

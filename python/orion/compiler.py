@@ -1,0 +1,102 @@
+"""``orion.compile(graph)``: Graph → passes → MIL text + weight files → runtime Program.
+
+``lower()`` stops before the runtime (MIL text, weight dictionary and the I/O plan) — what the
+benchmarks and text-level tests use; ``compile()`` hands the result to ``orion.compile_mil`` and wraps
+the loaded program in a :class:`~orion.program.CompiledProgram` that speaks the graph's names.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .codegen import build_weights, emit
+from .errors import CompileError
+from .ir.graph import Graph, GraphError
+from .passes.context import CompileContext, CompileOptions, IOPlan
+from .passes.pipeline import run_pipeline
+
+__all__ = ["compile", "lower", "Lowered"]
+
+
+@dataclass
+class Lowered:
+    """A compiled-to-text program: what the runtime (and the ANE) receives, plus the I/O plan."""
+    mil: str
+    weights: dict[str, bytes]
+    io: IOPlan
+    options: CompileOptions
+    graph: Graph                       # the graph after all passes (MIL names assigned)
+    stats: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        kb = sum(len(b) for b in self.weights.values()) / 1024
+        return (f"<Lowered {self.options.target}: {len(self.mil.splitlines())} MIL lines, {len(self.weights)} weight "
+                f"file(s) {kb:.0f} KiB, inputs {list(self.io.inputs)}, outputs {list(self.io.outputs)}>")
+
+
+def lower(graph: Graph, *, target: str = "ios18", chip: str | None = None, pipeline=None, dynamic_weights=None,
+          **options: Any) -> Lowered:
+    """Run the pass pipeline and the codegen on a copy of ``graph`` (the caller's graph is not modified).
+
+    Options are the fields of :class:`~orion.passes.CompileOptions` (``weight_layout``,
+    ``pack_dynamic_weights``, ``non_finite``, ``allow_concat``, ``min_surface_bytes``, ...)."""
+    if not isinstance(graph, Graph):
+        raise GraphError(f"compile expects an orion.ir.Graph, got {type(graph).__name__}")
+    if not graph.outputs:
+        raise GraphError(f"graph {graph.name!r} has no outputs; declare them with g.output(name, value)")
+    graph.topo_check()
+    t0 = time.perf_counter()
+    if options.get("weight_layout") is None:
+        options["weight_layout"] = "per_tensor" if target == "ios16" else "multi"   # C32
+    if options.get("count_weight_tensors") is None:
+        options["count_weight_tensors"] = False
+    try:
+        opts = CompileOptions(target=target, chip=chip, dynamic_weights=dynamic_weights, **options)
+    except TypeError as e:
+        raise CompileError(f"unknown compile option: {e}") from None
+    g = graph.clone()
+    ctx = CompileContext(g, opts)
+    run_pipeline(g, ctx, pipeline)
+    t1 = time.perf_counter()
+    wf = build_weights(g, opts.weight_layout)
+    text = emit(g, ctx, wf)
+    ctx.stats["time_ms"]["codegen"] = (time.perf_counter() - t1) * 1e3
+    ctx.stats["time_ms"]["total"] = (time.perf_counter() - t0) * 1e3
+    return Lowered(text, wf.files, ctx.io, opts, g, ctx.stats, ctx.warnings)
+
+
+def _resolve_target(device: str, target: str | None, profile) -> tuple[str, str | None]:
+    if device == "sim":
+        chip = profile.chip
+    else:
+        from .runtime import devices
+        ane = next((d for d in devices() if d.get("name") == "ane"), {})
+        chip = ane.get("chip")
+    if target is None:
+        target = "ios16" if chip in ("m1", "m2") else "ios18"   # C29
+    return target, chip
+
+
+def compile(graph: Graph, device: str = "auto", target: str | None = None, pipeline=None, dynamic_weights=None,
+            *, profile=None, **options: Any):  # noqa: A001 - the public name is orion.compile
+    """Compile ``graph`` for the ANE (``device="ane"``), its simulator (``"sim"``) or whichever exists
+    (``"auto"``). ``target`` picks the MIL dialect (default: ios16 on M1/M2, else ios18).
+    ``dynamic_weights``: True (every weight) or weight names to pass as program inputs.
+    Returns a :class:`~orion.program.CompiledProgram`."""
+    from .program import CompiledProgram
+    from .runtime import compile_mil, resolve_device
+    from .sim import get_profile
+
+    dev = resolve_device(device)
+    prof = profile or get_profile()
+    target, chip = _resolve_target(dev, target, prof)
+    if options.get("count_weight_tensors") is None:
+        options["count_weight_tensors"] = dev == "sim" and prof.strictness == "strict"   # C18 as simulated
+    lowered = lower(graph, target=target, chip=chip, pipeline=pipeline, dynamic_weights=dynamic_weights, **options)
+    prog = compile_mil(lowered.mil, lowered.weights, device=dev, profile=profile)
+    return CompiledProgram(prog, lowered, source=graph,
+                           recompile_args=dict(device=dev, target=target, pipeline=pipeline,
+                                               dynamic_weights=dynamic_weights, profile=profile, **options))

@@ -1,0 +1,208 @@
+"""Composite layers built from registry ops, in the ANE layout ``[1, C, 1, S]`` (channels on axis 1).
+
+Each composite emits only primitive ops (gelu/silu/rsqrt/reduce_mean nodes are expanded later by the
+decompose pass, so the graph stays readable until then). Numerics follow the reference kernels with
+the fp16 caveats of mil-dialect.md §5.3 handled: norms pre-scale by 1/sqrt(N) before squaring so the
+sum of squares cannot overflow fp16 for RMS values up to ~250; attention scales Q before QK^T (C36)
+and masks with -1e4, never -65504 (which can turn into -inf).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .graph import GraphError, Value
+from . import ops
+
+MASK_VALUE = -1e4
+
+
+def _const_like(x: Value, array) -> Value:
+    return ops.as_value(np.asarray(array, dtype=np.float32), x)
+
+
+def _channel_param(x: Value, p, axis: int, what: str) -> Value:
+    """A per-channel parameter broadcast over ``axis`` (array or Value of N elements)."""
+    n = x.shape[axis]
+    shape = tuple(n if k == axis else 1 for k in range(x.rank))
+    if isinstance(p, Value):
+        if p.size != n:
+            raise GraphError(f"{what}: {p!r} must have {n} elements (axis {axis} of x{list(x.shape)})")
+        return p if p.shape == shape else ops.reshape(p, shape)
+    arr = np.asarray(p, dtype=np.float32)
+    if arr.size != n:
+        raise GraphError(f"{what}: array of shape {list(arr.shape)} must have {n} elements (axis {axis} of "
+                         f"x{list(x.shape)})")
+    return _const_like(x, arr.reshape(shape))
+
+
+def linear(x: Value, weight, bias=None, name: str | None = None) -> Value:
+    """``y = W x + b`` as a 1x1 conv (C46) plus a separate add (C16).
+
+    ``weight``: [out, in] or [out, in, 1, 1] (array or Value; for a named/dynamic weight use
+    ``g.weight(name, W)``); ``x``: [1, in, 1, S]; ``bias``: [out] array or Value."""
+    if isinstance(weight, Value):
+        w = weight
+        if w.rank == 2:
+            w = ops.reshape(w, (w.shape[0], w.shape[1], 1, 1))
+    else:
+        arr = np.asarray(weight)
+        if arr.ndim == 2:
+            arr = arr.reshape(arr.shape + (1, 1))
+        w = ops.as_value(arr, x, "linear weight")
+    if w.rank != 4 or w.shape[2:] != (1, 1):
+        raise GraphError(f"linear: weight must be [out, in] or [out, in, 1, 1], got {list(w.shape)}")
+    if x.rank != 4 or x.shape[1] != w.shape[1]:
+        raise GraphError(f"linear: x{list(x.shape)} must be [1, {w.shape[1]}, 1, S] for weight [out={w.shape[0]}, "
+                         f"in={w.shape[1]}]")
+    y = ops.conv(x, w, name=None if bias is not None else name)
+    if bias is not None:
+        y = ops.add(y, _channel_param(y, bias, 1, "linear bias"), name=name)
+    return y
+
+
+def layer_norm(x: Value, gamma=None, beta=None, eps: float = 1e-5, axis: int = 1, name: str | None = None) -> Value:
+    """LayerNorm over ``axis`` (channels): centre with the mean, then RMS-normalise (pow(-0.5), C20)."""
+    axis = axis % x.rank
+    n = x.shape[axis]
+    xc = ops.sub(x, ops.reduce_mean(x, [axis]))
+    xs = ops.mul(xc, 1.0 / math.sqrt(n))            # pre-scale: the sum of squares is the variance
+    var = ops.reduce_sum(ops.mul(xs, xs), [axis])
+    y = ops.mul(xc, ops.rsqrt(ops.add(var, float(eps))))
+    if gamma is not None:
+        y = ops.mul(y, _channel_param(y, gamma, axis, "layer_norm gamma"))
+    if beta is not None:
+        y = ops.add(y, _channel_param(y, beta, axis, "layer_norm beta"))
+    if name:
+        y = ops.identity(y, name=name)
+    return y
+
+
+def rms_norm(x: Value, weight=None, eps: float = 1e-5, axis: int = 1, name: str | None = None) -> Value:
+    """RMSNorm over ``axis``: ``x * (mean(x^2) + eps)^-0.5 * weight`` (mil-dialect.md example 5.3, pre-scaled)."""
+    axis = axis % x.rank
+    n = x.shape[axis]
+    xs = ops.mul(x, 1.0 / math.sqrt(n))
+    ms = ops.reduce_sum(ops.mul(xs, xs), [axis])
+    y = ops.mul(x, ops.rsqrt(ops.add(ms, float(eps))))
+    if weight is not None:
+        y = ops.mul(y, _channel_param(y, weight, axis, "rms_norm weight"))
+    if name:
+        y = ops.identity(y, name=name)
+    return y
+
+
+def causal_mask(s_q: int, s_kv: int | None = None, value: float = MASK_VALUE) -> np.ndarray:
+    """Additive mask [1, 1, s_q, s_kv]: 0 where key j <= query i + (s_kv - s_q), ``value`` above."""
+    s_kv = s_q if s_kv is None else s_kv
+    i = np.arange(s_q)[:, None] + (s_kv - s_q)
+    j = np.arange(s_kv)[None, :]
+    return np.where(j <= i, 0.0, value).astype(np.float32).reshape(1, 1, s_q, s_kv)
+
+
+def causal_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int | None = None,
+                     mask="causal", name: str | None = None) -> Value:
+    """Multi-head attention on [1, D, 1, S] tensors with an explicit additive mask (never SDPA, C06).
+
+    ``mask``: "causal" (a baked [1, 1, Sq, Skv] const, queries aligned to the end of the keys),
+    None, or an additive mask (array or Value broadcastable to [1, H, Sq, Skv]).
+    ``n_kv_heads`` < ``n_heads`` gives grouped-query attention (rank-5 broadcasting)."""
+    for t, nm in ((q, "q"), (k, "k"), (v, "v")):
+        if t.rank != 4 or t.shape[0] != 1 or t.shape[2] != 1:
+            raise GraphError(f"causal_attention: {nm}{list(t.shape)} must be [1, D, 1, S]")
+    d, s_q = q.shape[1], q.shape[3]
+    hkv = n_kv_heads or n_heads
+    if d % n_heads or n_heads % hkv:
+        raise GraphError(f"causal_attention: D={d} must divide into n_heads={n_heads}, and n_heads into "
+                         f"n_kv_heads={hkv} groups")
+    hd = d // n_heads
+    s_kv = k.shape[3]
+    if k.shape != v.shape or k.shape[1] != hkv * hd:
+        raise GraphError(f"causal_attention: k{list(k.shape)} and v{list(v.shape)} must both be "
+                         f"[1, {hkv * hd}, 1, Skv]")
+    if hkv == n_heads:
+        qh = ops.reshape(q, (1, n_heads, hd, s_q))
+        kh = ops.reshape(k, (1, n_heads, hd, s_kv))
+        vh = ops.reshape(v, (1, n_heads, hd, s_kv))
+        mshape = (1, 1, s_q, s_kv)
+    else:
+        g = n_heads // hkv
+        qh = ops.reshape(q, (1, hkv, g, hd, s_q))
+        kh = ops.reshape(k, (1, hkv, 1, hd, s_kv))
+        vh = ops.reshape(v, (1, hkv, 1, hd, s_kv))
+        mshape = (1, 1, 1, s_q, s_kv)
+    qh = ops.mul(qh, 1.0 / math.sqrt(hd))                     # scale Q first (C36)
+    scores = ops.matmul(qh, kh, transpose_x=True)             # [.., Sq, Skv]
+    if isinstance(mask, str):
+        if mask != "causal":
+            raise GraphError(f"causal_attention: mask must be 'causal', None, an array or a Value, got {mask!r}")
+        scores = ops.add(scores, _const_like(scores, causal_mask(s_q, s_kv).reshape(mshape)))
+    elif mask is not None:
+        m = mask if isinstance(mask, Value) else _const_like(scores, np.asarray(mask, np.float32))
+        if m.rank < len(mshape) and m.rank == 4 and len(mshape) == 5:
+            m = ops.reshape(m, (1,) + m.shape)
+        scores = ops.add(scores, m)
+    p = ops.softmax(scores, axis=-1)
+    o = ops.matmul(vh, p, transpose_y=True)                   # [.., hd, Sq]
+    return ops.reshape(o, (1, d, 1, s_q), name=name)
+
+
+def rope_tables(head_dim: int, positions, base: float = 10000.0) -> tuple[np.ndarray, np.ndarray]:
+    """cos/sin [1, head_dim/2, 1, S] with frequency base^(-2i/head_dim) (llama2.c)."""
+    if head_dim % 2:
+        raise GraphError(f"rope: head_dim {head_dim} must be even")
+    pos = np.asarray(positions, dtype=np.float64)
+    freq = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    ang = freq[:, None] * pos[None, :]
+    return (np.cos(ang).reshape(1, head_dim // 2, 1, -1), np.sin(ang).reshape(1, head_dim // 2, 1, -1))
+
+
+def rope(x: Value, n_heads: int, *, positions=None, offset: int = 0, base: float = 10000.0,
+         layout: str = "adjacent", cos=None, sin=None, name: str | None = None) -> Value:
+    """Rotary embedding on [1, D, 1, S] (D = heads * head_dim).
+
+    ``layout="adjacent"`` rotates pairs (2i, 2i+1) as llama2.c does; ``"rotate_half"`` pairs (i, i + hd/2)
+    as HF Llama. Tables are baked consts for ``positions`` (default ``offset + arange(S)``), or ``cos``/``sin``
+    Values [1, hd/2, 1, S] (program inputs for decode). The pair swap is a 2x2 matmul (no gather/concat)."""
+    if x.rank != 4 or x.shape[0] != 1 or x.shape[2] != 1:
+        raise GraphError(f"rope: x{list(x.shape)} must be [1, D, 1, S]")
+    d, s = x.shape[1], x.shape[3]
+    if d % n_heads or (d // n_heads) % 2:
+        raise GraphError(f"rope: D={d} must split into {n_heads} heads of even size")
+    hd = d // n_heads
+    if (cos is None) != (sin is None):
+        raise GraphError("rope: give both cos and sin, or neither")
+    if cos is None:
+        pos = np.arange(offset, offset + s) if positions is None else np.asarray(positions)
+        if pos.shape != (s,):
+            raise GraphError(f"rope: positions must have S={s} entries, got shape {list(pos.shape)}")
+        cos, sin = rope_tables(hd, pos, base)
+    if layout == "adjacent":
+        xs = ops.reshape(x, (1, n_heads, hd // 2, 2, s))
+        tshape, rshape = (1, 1, hd // 2, 1, s), (1, 1, 1, 2, 2)
+    elif layout == "rotate_half":
+        xs = ops.reshape(x, (1, n_heads, 2, hd // 2 * s))
+        tshape, rshape = (1, 1, 1, hd // 2 * s), (1, 1, 2, 2)
+    else:
+        raise GraphError(f"rope: layout must be 'adjacent' or 'rotate_half', got {layout!r}")
+
+    def table(t, what):
+        if isinstance(t, Value):
+            if t.size != hd // 2 * s:
+                raise GraphError(f"rope: {what}{list(t.shape)} must be [1, {hd // 2}, 1, {s}]")
+            return ops.reshape(t, tshape)
+        return _const_like(xs, np.asarray(t, np.float32).reshape(tshape))
+
+    rot = _const_like(xs, np.array([[0.0, -1.0], [1.0, 0.0]], np.float32).reshape(rshape))
+    swapped = ops.matmul(rot, xs)                 # (x0, x1) -> (-x1, x0) per pair
+    y = ops.add(ops.mul(xs, table(cos, "cos")), ops.mul(swapped, table(sin, "sin")))
+    return ops.reshape(y, (1, d, 1, s), name=name)
+
+
+def swiglu_ffn(x: Value, w1, w2, w3, name: str | None = None) -> Value:
+    """Llama FFN: ``W2 (silu(W1 x) * W3 x)`` with w1 (gate) / w3 (up) [h, d] and w2 (down) [d, h]."""
+    h1 = linear(x, w1)
+    h3 = linear(x, w3)
+    return linear(ops.mul(ops.silu(h1), h3), w2, name=name)

@@ -1,0 +1,49 @@
+"""Weight sanity: every float constant must be finite and representable in fp16 (|x| <= 65,504, C37).
+
+A NaN/inf or an overflowing weight becomes inf/NaN on the device and spreads through softmax and the
+loss. ``non_finite="error"`` (default) raises InputError naming the weight; ``"warn"`` warns and keeps it
+(the value is baked as the fp16 conversion gives it). The fp16 copy made here is reused by the codegen.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ..ir.graph import Graph
+from .context import CompileContext
+
+FP16_MAX = 65504.0
+
+
+def to_fp16(node) -> np.ndarray:
+    """The fp16 array the codegen bakes for a const node (cached on the node)."""
+    cached = node.attrs.get("_fp16")
+    if cached is None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            cached = np.ascontiguousarray(np.asarray(node.attrs["value"]).astype(np.float16))
+        node.attrs["_fp16"] = cached
+    return cached
+
+
+def describe_bad(arr: np.ndarray, ref: np.ndarray) -> str:
+    bad = ~np.isfinite(arr)
+    i = int(np.flatnonzero(bad.ravel())[0])
+    idx = np.unravel_index(i, arr.shape) if arr.ndim else ()
+    return (f"{int(bad.sum())} of {arr.size} values are NaN, inf or beyond the fp16 range +-65504; first at "
+            f"index {list(map(int, idx))}: {ref.ravel()[i]!r}")
+
+
+def run(graph: Graph, ctx: CompileContext) -> None:
+    for node in graph.nodes:
+        if node.op != "const" or node.out.dtype not in ("fp16", "fp32"):
+            continue
+        h = to_fp16(node)
+        if h.size and not np.isfinite(h).all():
+            label = node.attrs.get("weight") or node.name or f"constant {node.out!r}"
+            msg = f"weight {label!r}: " + describe_bad(h, np.asarray(node.attrs["value"]))
+            if ctx.options.non_finite == "error":
+                err = InputError(msg + " (pass non_finite='warn' to compile anyway) [C37]")
+                err.constraint = "C37"
+                raise err
+            ctx.warn(msg, "C37")

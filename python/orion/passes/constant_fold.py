@@ -1,0 +1,59 @@
+"""Constant folding: evaluate ops whose operands are all constants (float64 numpy reference), and
+remove multiplications by zero, which the ANE fails to compile after a reduction (C33).
+
+``mul(x, 0)`` becomes ``sub(x, x)`` (same IEEE result: 0, or NaN where x is inf/NaN) — or, when the zero
+broadcasts x to a bigger shape, ``add(sub(x, x), zeros)``. Folding never creates a constant larger than
+``fold_max_elements`` or than its largest operand (no weight-size blow-up).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import ops
+from ..ir.graph import Graph, Node
+from ..ir.ops import OPS, evaluate_node
+from .context import CompileContext
+
+
+def _is_zero_const(v) -> bool:
+    return v.is_const and v.dtype in ("fp16", "fp32") and not np.any(np.asarray(v.data, np.float16))
+
+
+def fold_mul_by_zero(node: Node):
+    x, y = node.inputs["x"], node.inputs["y"]
+    for a, z in ((x, y), (y, x)):
+        if _is_zero_const(z) and not a.is_const:
+            zeros = ops.sub(a, a)
+            if zeros.shape == node.out.shape:
+                return zeros if node.name is None else ops.identity(zeros, name=node.name)
+            return ops.add(zeros, z, name=node.name)
+    return None
+
+
+def run(graph: Graph, ctx: CompileContext) -> None:
+    limit = ctx.options.fold_max_elements
+
+    def visit(node: Node):
+        if node.op in ("input", "const"):
+            return None
+        if node.op == "mul":
+            r = fold_mul_by_zero(node)
+            if r is not None:
+                ctx.count("constant_fold", "mul_by_zero")
+                return r
+        ins = list(node.input_values())
+        if not ins or not all(v.is_const for v in ins) or OPS[node.op].eval is None:
+            return None
+        biggest = max(v.size for v in ins)
+        if any(o.size > max(limit, biggest) for o in node.outputs):
+            return None
+        args = {k: (tuple(x.data for x in v) if isinstance(v, tuple) else v.data) for k, v in node.inputs.items()}
+        with np.errstate(all="ignore"):
+            results = evaluate_node(node.op, args, node.attrs)
+        ctx.count("constant_fold", node.op)
+        return [graph.const(r.reshape(o.shape).astype(np.int32 if o.dtype == "int32" else np.float32), o.dtype,
+                            name=node.name)
+                for r, o in zip(results, node.outputs)]
+
+    graph.rewrite(visit)

@@ -1,0 +1,180 @@
+"""What every pass shares: the compile options, the I/O plan (user names ↔ MIL params/results and how
+to convert between them), dynamic-weight layouts, warnings and per-pass statistics."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import CompileError
+from ..ir.graph import Graph, Value
+
+
+class CompileWarning(UserWarning):
+    """The compiler changed or could not fully legalize something (constraint ID in the message)."""
+
+
+def compile_error(message: str, constraint: str | None = None, statement: str | None = None) -> CompileError:
+    """A CompileError carrying the constraint ID (also appended to the message) and the offending node."""
+    err = CompileError(f"{message} [{constraint}]" if constraint else message)
+    err.constraint = constraint
+    err.statement = statement
+    return err
+
+
+@dataclass
+class CompileOptions:
+    target: str = "ios18"                 # "ios18" (M3+) or "ios16" (M1/M2, C29)
+    chip: str | None = None               # m1..m5 when known (C24 width limit, C35 packing)
+    weight_layout: str = "multi"          # "multi": one multi-blob file per program (C18); "per_tensor"
+    count_weight_tensors: bool = True     # C18 budget counts tensors too (the simulator's strict profile)
+    dynamic_weights: Any = None           # None | True (all weights) | iterable of weight names
+    pack_dynamic_weights: bool = False    # several conv weights with equal in-channels in one input surface
+    non_finite: str = "error"             # non-finite / out-of-fp16-range weights: "error" | "warn"
+    allow_concat: bool = False            # emit the full-form concat instead of rejecting it (C01)
+    softmax_pow2: bool = True             # rewrite last-axis non-power-of-two softmax explicitly (C21)
+    min_surface_bytes: int = 49152        # C04
+    min_seq: int = 16                     # C04: declared S >= 16
+    max_seq_pad: int = 256                # largest S the sequence-padding retrace may pad to
+    max_axis: int = 65536                 # C22
+    conv_split_channels: int = 8192       # C25: split contractions over more input channels
+    max_weight_files: int = 16            # C18
+    sram_warn_bytes: int = 32 * 1024 * 1024  # C26
+    fold_max_elements: int = 1 << 16      # constant folding never creates consts bigger than this
+
+    def __post_init__(self):
+        if self.target not in ("ios18", "ios16"):
+            raise CompileError(f"unknown target {self.target!r}: use 'ios18' (M3 and later) or 'ios16' (M1/M2)")
+        if self.weight_layout not in ("multi", "per_tensor"):
+            raise CompileError(f"unknown weight_layout {self.weight_layout!r}: use 'multi' or 'per_tensor'")
+        if self.non_finite not in ("error", "warn"):
+            raise CompileError(f"non_finite must be 'error' or 'warn', got {self.non_finite!r}")
+
+    @property
+    def legacy(self) -> bool:
+        return self.target == "ios16"
+
+
+@dataclass
+class InputBinding:
+    """A program input: the user-facing array and the MIL parameter it is written into."""
+    name: str                          # user-facing name (graph input or dynamic-weight surface)
+    key: str                           # key in graph.inputs
+    shape: tuple                       # user-facing shape
+    dtype: str                         # user-facing dtype ("fp16"/"fp32")
+    kind: str = "activation"           # "activation" | "weight" (a dynamic-weight surface, staged)
+    mil_name: str = ""
+    mil_shape: tuple = ()
+    mil_dtype: str = ""
+    pad_axis: int | None = None        # data fills [..., :shape[axis], ...] of a zero-padded surface
+
+    def to_surface(self, arr: np.ndarray) -> np.ndarray:
+        np_dt = np.float16 if self.mil_dtype == "fp16" else np.float32
+        arr = np.asarray(arr)
+        if tuple(self.mil_shape) == tuple(arr.shape):
+            return np.ascontiguousarray(arr, dtype=np_dt)
+        out = np.zeros(self.mil_shape, dtype=np_dt)
+        out[tuple(slice(0, d) for d in arr.shape)] = arr
+        return out
+
+
+@dataclass
+class OutputPart:
+    key: str                           # key in graph.outputs
+    shape: tuple                       # logical shape of this part (before padding/widening)
+    mil_name: str = ""
+    mil_shape: tuple = ()
+    mil_dtype: str = ""
+    unpad: tuple | None = None         # ("slice", axis, n) | ("widen", k): how to recover ``shape``
+
+    def from_surface(self, arr: np.ndarray) -> np.ndarray:
+        if self.unpad is None:
+            return arr
+        if self.unpad[0] == "slice":
+            axis, n = self.unpad[1], self.unpad[2]
+            return arr[(slice(None),) * axis + (slice(0, n),)]
+        k = self.unpad[1]                # widened: every element repeated k times on the last axis
+        return arr.reshape(arr.shape[:-1] + (arr.shape[-1] // k, k))[..., 0]
+
+
+@dataclass
+class OutputBinding:
+    name: str
+    shape: tuple
+    dtype: str
+    parts: list[OutputPart]
+    concat_axis: int | None = None     # several parts: host-side concatenation (C01 / C22 chunking)
+
+
+@dataclass
+class DynamicWeight:
+    """A weight passed as a program input (training-on-ane.md §2.2)."""
+    name: str
+    user_shape: tuple                  # what set_weights accepts
+    layout: str                        # "as_is" | "conv_t" ([OC, IC, 1, 1] stored as [1, IC, 1, OC])
+    input_key: str                     # graph input carrying it (shared when packed)
+    surface_shape: tuple               # logical shape inside the (packed) input
+    offset: int = 0                    # packed: position on the last axis
+    initial: np.ndarray | None = None
+
+    def to_surface(self, arr: np.ndarray) -> np.ndarray:
+        arr = np.asarray(arr)
+        if self.layout == "conv_t":
+            oc, ic = self.surface_shape[3], self.surface_shape[1]
+            return np.ascontiguousarray(arr.reshape(oc, ic).T).reshape(self.surface_shape)
+        return arr.reshape(self.surface_shape)
+
+
+@dataclass
+class IOPlan:
+    inputs: dict[str, InputBinding] = field(default_factory=dict)     # by user name
+    outputs: dict[str, OutputBinding] = field(default_factory=dict)   # by user name
+    dynamic: dict[str, DynamicWeight] = field(default_factory=dict)   # by weight name
+
+    @classmethod
+    def from_graph(cls, graph: Graph) -> "IOPlan":
+        plan = cls()
+        for name, v in graph.inputs.items():
+            plan.inputs[name] = InputBinding(name, name, v.shape, v.dtype)
+        for name, v in graph.outputs.items():
+            plan.outputs[name] = OutputBinding(name, v.shape, v.dtype, [OutputPart(name, v.shape)])
+        return plan
+
+    def binding_for_key(self, key: str) -> InputBinding | None:
+        for b in self.inputs.values():
+            if b.key == key:
+                return b
+        return None
+
+    def part_for_key(self, key: str) -> OutputPart | None:
+        for b in self.outputs.values():
+            for p in b.parts:
+                if p.key == key:
+                    return p
+        return None
+
+
+class CompileContext:
+    def __init__(self, graph: Graph, options: CompileOptions):
+        self.options = options
+        self.io = IOPlan.from_graph(graph)
+        self.warnings: list[str] = []
+        self.stats: dict[str, dict] = {}
+        self.weight_files: int = 0
+
+    def warn(self, message: str, constraint: str | None = None) -> None:
+        text = f"{message} [{constraint}]" if constraint else message
+        self.warnings.append(text)
+        warnings.warn(text, CompileWarning, stacklevel=4)
+
+    def count(self, pass_name: str, key: str, n: int = 1) -> None:
+        d = self.stats.setdefault(pass_name, {})
+        d[key] = d.get(key, 0) + n
+
+
+def node_label(v: Value) -> str:
+    n = v.node
+    return f"{n.op} '{n.name or v.name or n.id}'"

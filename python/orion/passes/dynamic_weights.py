@@ -1,0 +1,183 @@
+"""Weights as program inputs (training-on-ane.md §1 strategy C, §2.2): compile once, update by writing
+surfaces — no compile, no reload (C07 makes baked weights immutable).
+
+A weight is dynamic when ``g.weight(..., dynamic=True)`` or ``compile(dynamic_weights=True | [names])``.
+* Used only as 1x1 conv weights → input ``[1, IC, 1, OC]`` (Wᵀ) and the documented matmul idiom:
+  reshape x → [1,1,IC,S], transpose → [1,1,S,IC], matmul with W [1,1,IC,OC], transpose back, reshape
+  → [1,OC,1,S]. With ``pack_dynamic_weights`` several such weights with the same IC share one input
+  surface along its last axis and are cut out with ``slice_by_size`` (never on M1/M2: C35).
+* Any other use → an input holding the weight as is (viewed as [1, C, 1, S]); a conv consuming a
+  non-const weight is lowered to ``matmul(W[1,1,OC,IC], x[1,1,IC,S])``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ..ir import ops
+from ..ir.graph import Graph, Node, Value
+from .context import CompileContext, DynamicWeight, InputBinding, compile_error
+
+
+def _selected(graph: Graph, ctx: CompileContext) -> list[str]:
+    want = ctx.options.dynamic_weights
+    names = [n for n, v in graph.weights.items() if v.node.attrs.get("dynamic")]
+    if want is True:
+        names = list(graph.weights)
+    elif want:
+        want = [want] if isinstance(want, str) else list(want)
+        unknown = [n for n in want if n not in graph.weights]
+        if unknown:
+            raise InputError(f"dynamic_weights: unknown weight name(s) {unknown}; the graph's weights are "
+                             f"{sorted(graph.weights)}")
+        names += [n for n in want if n not in names]
+    return [n for n in graph.weights if n in names and graph.weights[n].node.op == "const"]
+
+
+def _is_pointwise_conv(n: Node) -> bool:
+    w = n.inputs["weight"]
+    a = n.attrs
+    return (w.rank == 4 and w.shape[2:] == (1, 1) and a["groups"] == 1 and tuple(a["strides"]) == (1, 1)
+            and (a["pad_type"] != "custom" or not any(a["pad"])) and "bias" not in n.inputs
+            and n.inputs["x"].shape[0] == 1)
+
+
+def _conv_weight_uses(w: Value, uses) -> list[Node] | None:
+    """The conv nodes using ``w`` as their weight (directly or through a reshape to [OC, IC, 1, 1]);
+    None if ``w`` has any other use."""
+    convs = []
+    for node, param in uses.get(w, []):
+        if node.op == "conv" and param == "weight" and _is_pointwise_conv(node):
+            convs.append(node)
+        elif node.op == "reshape" and len(node.out.shape) == 4 and node.out.shape[2:] == (1, 1):
+            inner = _conv_weight_uses(node.out, uses)
+            if inner is None:
+                return None
+            convs += inner
+        else:
+            return None
+    return convs
+
+
+def _matmul_idiom(x: Value, w_t: Value, oc: int, name: str | None) -> Value:
+    """conv1x1(x, W) with W given as [1, IC, 1, OC] (training-on-ane.md §2.2)."""
+    _, ic, h, wd = x.shape
+    s = h * wd
+    xt = ops.transpose(ops.reshape(x, (1, 1, ic, s)), (0, 1, 3, 2))           # [1, 1, S, IC]
+    y = ops.matmul(xt, ops.reshape(w_t, (1, 1, ic, oc)))                      # [1, 1, S, OC]
+    return ops.reshape(ops.transpose(y, (0, 1, 3, 2)), (1, oc, h, wd), name=name)
+
+
+def lower_conv_with_tensor_weight(node: Node) -> Value:
+    """conv whose weight is not a const (the ANE needs const conv weights): W·X as a matmul."""
+    if not _is_pointwise_conv(node):
+        raise compile_error(f"{node.describe()}: a conv whose weight is not a constant (dynamic or computed) must "
+                            f"be 1x1, stride 1, groups 1, unpadded and batch 1 to lower to matmul", None, node.name)
+    x, w = node.inputs["x"], node.inputs["weight"]
+    _, ic, h, wd = x.shape
+    oc = w.shape[0]
+    y = ops.matmul(ops.reshape(w, (1, 1, oc, ic)), ops.reshape(x, (1, 1, ic, h * wd)))   # [1, 1, OC, S]
+    return ops.reshape(y, (1, oc, h, wd), name=node.name)
+
+
+def _unique_key(graph: Graph, ctx: CompileContext, stem: str) -> str:
+    taken = set(graph.inputs) | set(graph.outputs) | set(graph.weights) | set(ctx.io.inputs)
+    key, k = stem, 1
+    while key in taken:
+        key, k = f"{stem}_{k}", k + 1
+    return key
+
+
+def run(graph: Graph, ctx: CompileContext) -> None:
+    names = _selected(graph, ctx)
+    if not names:
+        graph.rewrite(lambda n: lower_conv_with_tensor_weight(n)
+                      if n.op == "conv" and not n.inputs["weight"].is_const else None)
+        return
+    uses = graph.uses()
+    conv_t: dict[str, list[Node]] = {}
+    for name in names:
+        convs = _conv_weight_uses(graph.weights[name], uses)
+        if convs:
+            conv_t[name] = convs
+    pack = ctx.options.pack_dynamic_weights
+    if pack and ctx.options.legacy:
+        ctx.warn("pack_dynamic_weights ignored on M1/M2: width-axis slices with begin != 0 saturate there", "C35")
+        pack = False
+
+    # plan the surfaces: (input key, full surface shape, offset) per weight
+    layout: dict[str, tuple[str, tuple, int]] = {}
+    if pack:
+        groups: dict[int, list[str]] = {}
+        for name in conv_t:
+            groups.setdefault(graph.weights[name].shape[1], []).append(name)
+        for ic, members in groups.items():
+            if len(members) < 2:
+                continue
+            key = _unique_key(graph, ctx, f"packed_w{ic}")
+            total = sum(graph.weights[m].shape[0] for m in members)
+            off = 0
+            for m in members:
+                layout[m] = (key, (1, ic, 1, total), off)
+                off += graph.weights[m].shape[0]
+            ctx.io.inputs[key] = InputBinding(key, key, (1, ic, 1, total), "fp16", kind="weight")
+    for name in names:
+        if name in layout:
+            continue
+        w = graph.weights[name]
+        if name in conv_t:
+            shape = (1, w.shape[1], 1, w.shape[0])
+        elif w.rank == 4 and w.shape[0] == 1 and w.shape[2] == 1:
+            shape = w.shape
+        else:
+            shape = (1, int(np.prod(w.shape[:-1])) if w.rank > 1 else 1, 1, w.shape[-1])
+        layout[name] = (name, shape, 0)
+        ctx.io.inputs[name] = InputBinding(name, name, shape, "fp16", kind="weight")
+
+    for name in names:
+        w = graph.weights[name]
+        key, full, off = layout[name]
+        surf = (1, w.shape[1], 1, w.shape[0]) if name in conv_t else full
+        ctx.io.dynamic[name] = DynamicWeight(name, tuple(w.node.attrs.get("user_shape", w.shape)),
+                                             "conv_t" if name in conv_t else "as_is", key, surf, off,
+                                             initial=np.asarray(w.data))
+    inputs: dict[str, Value] = {}
+    weight_value: dict[str, Value] = {}
+
+    def surface(name: str) -> Value:
+        """The weight's value in its surface layout (creating the input / slice at first use)."""
+        if name in weight_value:
+            return weight_value[name]
+        key, full, off = layout[name]
+        if key not in inputs:
+            inputs[key] = graph.add_node("input", {}, {"io_name": key}, [(full, "fp16")], name=key).out
+            graph.inputs[key] = inputs[key]
+        v = inputs[key]
+        dw = ctx.io.dynamic[name]
+        if full != dw.surface_shape:
+            v = ops.slice_by_size(v, (0, 0, 0, off), dw.surface_shape, name=f"{name}_slice")
+        weight_value[name] = v
+        return v
+
+    conv_owner = {id(n): name for name, convs in conv_t.items() for n in convs}
+    by_value = {id(graph.weights[n]): n for n in names}
+
+    def visit(node: Node):
+        if id(node) in conv_owner:
+            name = conv_owner[id(node)]
+            ctx.count("dynamic_weights", "conv_to_matmul")
+            return _matmul_idiom(node.inputs["x"], surface(name), graph.weights[name].shape[0], node.name)
+        if node.op == "const" and id(node.out) in by_value:
+            name = by_value[id(node.out)]
+            if name in conv_t:
+                return None                      # only the rewritten convs used it; DCE removes it
+            v = surface(name)
+            ctx.count("dynamic_weights", "as_input")
+            return v if v.shape == node.out.shape else ops.reshape(v, node.out.shape, name=f"{name}_view")
+        if node.op == "conv" and not node.inputs["weight"].is_const:
+            ctx.count("dynamic_weights", "tensor_weight_conv")
+            return lower_conv_with_tensor_weight(node)
+        return None
+
+    graph.rewrite(visit)

@@ -1,0 +1,102 @@
+"""Validation, last before codegen: every constraint of ane-constraints.md that applies to MIL text is
+checked, and a violation raises CompileError with the constraint ID and the offending node.
+
+(Constraints fixed by earlier passes are re-checked here, so a custom pipeline that drops a pass gets a
+precise error instead of a program the ANE rejects.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.graph import MAX_RANK, Graph
+from ..ir.ops import OPS
+from .context import CompileContext, compile_error
+from .names import collation_consistent
+
+REJECTED = {  # op -> (constraint, why)
+    "gelu": ("C10", "gelu is rejected on the in-memory path; run the decompose pass (tanh form)"),
+    "rsqrt": ("C20", "rsqrt is rejected by the ANE compiler; run decompose (pow(x, -0.5))"),
+    "scaled_dot_product_attention": ("C06", "SDPA ignores attn_mask on the ANE; run decompose (explicit attention)"),
+    "reduce_mean": ("C27", "reduce_mean is disputed in raw MIL; run decompose (reduce_sum * 1/N)"),
+    "silu": (None, "silu is treated as unsupported; run decompose (x * sigmoid(x))"),
+    "real_div": (None, "real_div is unverified on the ANE; run decompose (mul by a reciprocal)"),
+}
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def run(graph: Graph, ctx: CompileContext) -> None:
+    opts = ctx.options
+    kw_limit = 13 if opts.chip == "m1" else 15
+    graph.topo_check()
+    names: set[str] = set()
+    for node in graph.nodes:
+        where = node.out.mil_name or node.name
+        d = OPS.get(node.op)
+        if d is None or (d.mil is None and node.op != "input"):
+            raise compile_error(f"{node.describe()}: op has no MIL form", None, where)
+        if node.op in REJECTED:
+            cid, why = REJECTED[node.op]
+            raise compile_error(f"{node.describe()}: {why}", cid, where)
+        for v in node.outputs:
+            if v.rank > MAX_RANK:
+                raise compile_error(f"{node.describe()}: rank {v.rank} exceeds 5", "C23", where)
+            if any(dim > opts.max_axis or dim < 1 for dim in v.shape):
+                raise compile_error(f"{node.describe()}: axis length outside 1..{opts.max_axis}; chunk the tensor "
+                                    f"(a returned conv is chunked automatically)", "C22", where)
+            if v.mil_name is not None:
+                if v.mil_name in names:
+                    raise compile_error(f"duplicate SSA name {v.mil_name!r}", "C40", v.mil_name)
+                names.add(v.mil_name)
+            if d.category not in ("source", "layout") and v.dtype != "fp16":
+                raise compile_error(f"{node.describe()}: the ANE computes in fp16; cast only at program I/O", "C37",
+                                    where)
+        if node.op == "concat" and not opts.allow_concat:
+            raise compile_error(f"{node.describe()}: concat; return the pieces as separate outputs", "C01", where)
+        if node.op == "conv":
+            if "bias" in node.inputs:
+                raise compile_error(f"{node.describe()}: conv takes no bias=; run decompose (separate add)", "C16",
+                                    where)
+            w = node.inputs["weight"]
+            if not w.is_const:
+                raise compile_error(f"{node.describe()}: conv weight must be a constant (dynamic weights lower to "
+                                    f"matmul in the dynamic_weights pass)", None, where)
+            if w.shape[3] > kw_limit:
+                raise compile_error(f"{node.describe()}: kernel width {w.shape[3]} exceeds {kw_limit}", "C24", where)
+            if node.inputs["x"].shape[1] >= 32000:
+                raise compile_error(f"{node.describe()}: {node.inputs['x'].shape[1]} input channels are rejected; "
+                                    f"the limits pass splits contractions above {opts.conv_split_channels}", "C25",
+                                    where)
+        if node.op == "softmax" and opts.softmax_pow2:
+            x = node.inputs["x"]
+            if node.attrs["axis"] == x.rank - 1 and not _is_pow2(x.shape[-1]):
+                raise compile_error(f"{node.describe()}: softmax over a non-power-of-two last axis", "C21", where)
+        if node.op == "mul":
+            for a, b in ((node.inputs["x"], node.inputs["y"]), (node.inputs["y"], node.inputs["x"])):
+                if a.op.startswith("reduce_") and b.is_const and not np.any(np.asarray(b.data, np.float16)):
+                    raise compile_error(f"{node.describe()}: multiplying a reduction by zero fails to compile; run "
+                                        f"constant_fold", "C33", where)
+        if node.op == "cast" and opts.legacy:
+            raise compile_error(f"{node.describe()}: M1/M2 reject casts; fp32 I/O is converted on the host", "C28",
+                                where)
+        if opts.legacy and node.op == "input" and node.out.dtype == "fp32":
+            raise compile_error(f"input {node.attrs['io_name']!r}: fp32 program I/O is rejected on M1/M2", "C28", where)
+    for key, v in graph.outputs.items():
+        if v.op in ("input", "const"):
+            raise compile_error(f"output {key!r} is not an op result", "C17", key)
+        if v.dtype not in ("fp16", "fp32"):
+            raise compile_error(f"output {key!r} is {v.dtype}", "C39", key)
+        if opts.legacy and v.dtype == "fp32":
+            raise compile_error(f"output {key!r}: fp32 program I/O is rejected on M1/M2", "C28", key)
+    if len({id(v) for v in graph.outputs.values()}) != len(graph.outputs):
+        raise compile_error("two outputs return the same value (the return tuple must name distinct values)", "C17")
+    for label, vals in (("input", graph.inputs.values()), ("output", graph.outputs.values())):
+        mil = [v.mil_name for v in vals]
+        if None not in mil and not collation_consistent(mil):
+            raise compile_error(f"{label} names {mil} sort differently byte-wise and case-insensitively; slot order "
+                                f"would be ambiguous", "C03" if label == "output" else "C13")
+    if opts.legacy and any(n.op == "matmul" for n in graph.nodes):
+        ctx.warn("matmul is disputed on M1/M2 (PR #6 reports failures, M1 training runs use it)", "C30")

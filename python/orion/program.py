@@ -1,0 +1,353 @@
+"""``CompiledProgram``: a runtime Program that speaks the graph's names and shapes.
+
+Callers pass and receive numpy arrays by graph name, in the shapes they declared; the program pads
+and unpads surfaces, converts dtypes (host-side fp32 on M1/M2), joins outputs split into several
+program results, and never exposes slot order (the runtime binds by MIL name, C03/C13).
+
+Weight updates: ``set_weights(name=array)`` writes dynamic weights into their staged input surfaces
+(no compile, no reload: ``orion.counters()`` shows zero compiles); baked weights are updated by a new
+compile from the source graph, which charges the per-process compile budget (C05/C07).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from typing import Mapping, NamedTuple
+
+import numpy as np
+
+from .errors import InputError, ProgramStateError, WeightUpdateError
+from .passes.context import DynamicWeight, InputBinding, IOPlan, OutputBinding, OutputPart
+
+__all__ = ["CompiledProgram", "Spec", "load"]
+
+FORMAT_VERSION = 1
+_NP = {"fp16": np.dtype(np.float16), "fp32": np.dtype(np.float32)}
+
+
+class Spec(NamedTuple):
+    """A user-facing input or output: graph name, numpy dtype, shape."""
+    name: str
+    dtype: np.dtype
+    shape: tuple
+
+
+def _check_array(what: str, name: str, arr, shape: tuple) -> np.ndarray:
+    if not isinstance(arr, np.ndarray):
+        try:
+            arr = np.asarray(arr)
+        except Exception as e:  # noqa: BLE001
+            raise InputError(f"{what} {name!r}: cannot convert {type(arr).__name__} to an array ({e})") from None
+    if arr.dtype.kind != "f":
+        raise InputError(f"{what} {name!r}: expected a floating-point array (float16/float32), got dtype {arr.dtype}")
+    if tuple(arr.shape) != tuple(shape):
+        raise InputError(f"{what} {name!r}: expected shape {list(shape)}, got {list(arr.shape)}")
+    return arr
+
+
+class CompiledProgram:
+    """A graph compiled and loaded on a device. ``prog(x=...)`` → ``{output name: array}``."""
+
+    def __init__(self, program, lowered, source=None, recompile_args: dict | None = None):
+        self._prog = program
+        self._io: IOPlan = lowered.io
+        self.mil: str = lowered.mil
+        self._weight_files: dict[str, bytes] = dict(lowered.weights)
+        self.target: str = lowered.options.target
+        self.stats = lowered.stats
+        self._non_finite = lowered.options.non_finite
+        self._source = source
+        self._recompile_args = recompile_args or {}
+        self._dynamic: dict[str, np.ndarray] = {}
+        self._packed: dict[str, np.ndarray] = {}
+        self._activations = {n: b for n, b in self._io.inputs.items() if b.kind == "activation"}
+        initial = {n: dw.initial for n, dw in self._io.dynamic.items() if dw.initial is not None}
+        if initial:
+            self._stage(initial)
+
+    # -- description ------------------------------------------------------------------------------
+    @property
+    def inputs(self) -> list[Spec]:
+        return [Spec(b.name, _NP[b.dtype], tuple(b.shape)) for b in self._activations.values()]
+
+    @property
+    def outputs(self) -> list[Spec]:
+        return [Spec(b.name, _NP[b.dtype], tuple(b.shape)) for b in self._io.outputs.values()]
+
+    @property
+    def dynamic_weights(self) -> list[str]:
+        return list(self._io.dynamic)
+
+    @property
+    def io_plan(self) -> IOPlan:
+        """How user names map to MIL parameters/results (padding, packing, splits)."""
+        return self._io
+
+    @property
+    def program(self):
+        """The underlying runtime Program (MIL names, surfaces)."""
+        return self._check_alive()
+
+    @property
+    def device(self) -> str:
+        return self._check_alive().device
+
+    @property
+    def weights(self) -> dict[str, bytes]:
+        return dict(self._weight_files)
+
+    def __repr__(self) -> str:
+        def fmt(specs):
+            return ", ".join(f"{s.name}: {s.dtype.name}{list(s.shape)}" for s in specs)
+        state = "released" if self._prog is None else self._prog.device
+        dyn = f" dynamic_weights=[{', '.join(self._io.dynamic)}]" if self._io.dynamic else ""
+        return (f"<orion.CompiledProgram {self.target} on {state}: inputs=({fmt(self.inputs)}) "
+                f"outputs=({fmt(self.outputs)}){dyn} mil={len(self.mil.splitlines())} lines>")
+
+    def _repr_html_(self) -> str:  # notebooks
+        import html
+        rows = "".join(f"<tr><td>{d}</td><td><code>{html.escape(s.name)}</code></td><td>{s.dtype.name}</td>"
+                       f"<td>{list(s.shape)}</td></tr>"
+                       for d, specs in (("in", self.inputs), ("out", self.outputs)) for s in specs)
+        return (f"<b>orion.CompiledProgram</b> ({self.target})<table><tr><th></th><th>name</th><th>dtype</th>"
+                f"<th>shape</th></tr>{rows}</table>")
+
+    # -- calling ----------------------------------------------------------------------------------
+    def _check_alive(self):
+        if self._prog is None:
+            raise ProgramStateError("this CompiledProgram was released")
+        return self._prog
+
+    def __call__(self, **arrays) -> dict[str, np.ndarray]:
+        return self.run(arrays)
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        prog = self._check_alive()
+        unknown = [k for k in inputs if k not in self._activations]
+        if unknown:
+            hint = [k for k in unknown if k in self._io.dynamic]
+            extra = f" ({', '.join(hint)}: dynamic weight(s), use set_weights)" if hint else ""
+            raise InputError(f"unknown input name(s) {unknown}{extra}; this program takes "
+                             f"{sorted(self._activations)}")
+        missing = [k for k in self._activations if k not in inputs]
+        if missing:
+            raise InputError(f"missing input(s) {missing}; this program takes {sorted(self._activations)}")
+        feed = {}
+        for name, b in self._activations.items():
+            arr = _check_array("input", name, inputs[name], b.shape)
+            feed[b.mil_name] = b.to_surface(arr)
+        raw = prog.run(feed)
+        return {name: self._assemble(ob, raw) for name, ob in self._io.outputs.items()}
+
+    @staticmethod
+    def _assemble(ob: OutputBinding, raw: dict) -> np.ndarray:
+        pieces = [p.from_surface(np.asarray(raw[p.mil_name])) for p in ob.parts]
+        out = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=ob.concat_axis)
+        return np.ascontiguousarray(out.reshape(ob.shape), dtype=_NP[ob.dtype])
+
+    # -- weights ----------------------------------------------------------------------------------
+    def _check_weight(self, name: str, arr, shape) -> np.ndarray:
+        arr = _check_array("weight", name, arr, shape)
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = np.isfinite(arr.astype(np.float16)).all()
+        if not finite:
+            msg = f"weight {name!r}: contains NaN/inf or values beyond the fp16 range +-65504 [C37]"
+            if self._non_finite == "error":
+                raise InputError(msg)
+            import warnings
+            from .passes.context import CompileWarning
+            warnings.warn(msg, CompileWarning, stacklevel=3)
+        return arr
+
+    def _stage(self, values: dict[str, np.ndarray]) -> None:
+        prog = self._check_alive()
+        touched: dict[str, None] = {}
+        for name, arr in values.items():
+            dw: DynamicWeight = self._io.dynamic[name]
+            surf = dw.to_surface(arr)
+            b: InputBinding = self._io.inputs[dw.input_key]
+            if tuple(b.shape) == tuple(dw.surface_shape):
+                prog.stage(b.mil_name, b.to_surface(surf))
+            else:                                   # packed with other weights on the last axis
+                host = self._packed.get(dw.input_key)
+                if host is None:
+                    host = self._packed[dw.input_key] = np.zeros(b.shape, np.float32)
+                host[..., dw.offset:dw.offset + dw.surface_shape[-1]] = surf
+                touched[dw.input_key] = None
+            self._dynamic[name] = np.array(arr, copy=True)
+        for key in touched:
+            b = self._io.inputs[key]
+            prog.stage(b.mil_name, b.to_surface(self._packed[key]))
+
+    def set_weights(self, **arrays) -> None:
+        """Update weights by name. Dynamic weights: written into their input surfaces (no compile).
+        Baked weights: one recompile from the source graph (charges the compile budget, C05)."""
+        self._check_alive()
+        dynamic, baked = {}, {}
+        graph_weights = self._source.weights if self._source is not None else {}
+        for name, arr in arrays.items():
+            if name in self._io.dynamic:
+                dynamic[name] = self._check_weight(name, arr, self._io.dynamic[name].user_shape)
+            elif name in graph_weights:
+                shape = graph_weights[name].node.attrs.get("user_shape", graph_weights[name].shape)
+                baked[name] = self._check_weight(name, arr, shape)
+            else:
+                known = sorted(set(self._io.dynamic) | set(graph_weights))
+                raise InputError(f"unknown weight {name!r}; this program's weights: {known}")
+        if dynamic:
+            self._stage(dynamic)
+        if baked:
+            self._recompile(baked)
+
+    def get_weight(self, name: str) -> np.ndarray:
+        """Current value of a dynamic weight (user shape)."""
+        if name not in self._dynamic:
+            raise InputError(f"{name!r} is not a dynamic weight of this program ({sorted(self._dynamic)})")
+        return self._dynamic[name].copy()
+
+    def _recompile(self, baked: dict[str, np.ndarray]) -> None:
+        if self._source is None:
+            raise WeightUpdateError(f"weights {sorted(baked)} are baked into this program and it has no source graph "
+                                    f"(loaded from disk): compile the graph again, or make them dynamic")
+        from .compiler import compile as compile_graph
+        g = self._source.clone()
+        for name, arr in baked.items():
+            node = g.weights[name].node
+            node.attrs["value"] = np.asarray(arr).reshape(g.weights[name].shape)
+        args = dict(self._recompile_args)
+        new = compile_graph(g, **args)
+        old = self._prog
+        self._prog, new._prog = new._prog, None
+        self.mil, self._weight_files, self._io = new.mil, new._weight_files, new._io
+        self._activations = new._activations
+        if self._dynamic:
+            self._stage(dict(self._dynamic))
+        self._source = g
+        old.release()
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def release(self) -> None:
+        if self._prog is not None:
+            self._prog.release()
+            self._prog = None
+
+    def __enter__(self) -> "CompiledProgram":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    # -- persistence ------------------------------------------------------------------------------
+    def save(self, directory: str | os.PathLike) -> None:
+        """Write model.mil, the weight files, the I/O plan and current dynamic weights to ``directory``
+        atomically (a complete new folder replaces the old one in one rename)."""
+        directory = os.path.abspath(os.fspath(directory))
+        parent = os.path.dirname(directory)
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix="." + os.path.basename(directory) + ".", suffix=".tmp", dir=parent)
+        try:
+            with open(os.path.join(tmp, "model.mil"), "w", encoding="utf-8") as f:
+                f.write(self.mil)
+            files = {}
+            for path, data in self._weight_files.items():
+                rel = path.replace("@model_path/", "", 1)
+                if rel.startswith("/") or ".." in rel.split("/"):
+                    raise InputError(f"weight path {path!r} escapes the program directory")
+                full = os.path.join(tmp, rel)
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                with open(full, "wb") as f:
+                    f.write(data)
+                files[path] = rel
+            meta = {"format": FORMAT_VERSION, "target": self.target, "non_finite": self._non_finite,
+                    "weight_files": files, "io": _plan_to_json(self._io)}
+            with open(os.path.join(tmp, "program.json"), "w", encoding="utf-8") as f:
+                json.dump(meta, f, indent=1, sort_keys=True)
+            if self._dynamic:
+                np.savez(os.path.join(tmp, "dynamic_weights.npz"), **self._dynamic)
+            _fsync_tree(tmp)
+            if os.path.exists(directory):
+                old = directory + ".old-" + os.path.basename(tmp)
+                os.rename(directory, old)
+                os.rename(tmp, directory)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(tmp, directory)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+def _fsync_tree(root: str) -> None:
+    for dirpath, _, names in os.walk(root):
+        for n in names:
+            fd = os.open(os.path.join(dirpath, n), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def _plan_to_json(plan: IOPlan) -> dict:
+    def enc(obj):
+        d = dataclasses.asdict(obj)
+        d.pop("initial", None)
+        return d
+    return {"inputs": [enc(b) for b in plan.inputs.values()],
+            "outputs": [enc(b) for b in plan.outputs.values()],
+            "dynamic": [enc(b) for b in plan.dynamic.values()]}
+
+
+def _tup(x):
+    return tuple(_tup(e) for e in x) if isinstance(x, list) else x
+
+
+def _plan_from_json(d: dict) -> IOPlan:
+    plan = IOPlan()
+    for b in d["inputs"]:
+        plan.inputs[b["name"]] = InputBinding(**{k: _tup(v) for k, v in b.items()})
+    for b in d["outputs"]:
+        parts = [OutputPart(**{k: _tup(v) for k, v in p.items()}) for p in b.pop("parts")]
+        plan.outputs[b["name"]] = OutputBinding(parts=parts, **{k: _tup(v) for k, v in b.items()})
+    for b in d["dynamic"]:
+        plan.dynamic[b["name"]] = DynamicWeight(**{k: _tup(v) for k, v in b.items()})
+    return plan
+
+
+def load(directory: str | os.PathLike, device: str = "auto", *, profile=None) -> CompiledProgram:
+    """Load a program written by :meth:`CompiledProgram.save` (compiles the saved MIL + weights)."""
+    from .compiler import Lowered
+    from .passes.context import CompileOptions
+    from .runtime import compile_mil
+    directory = os.fspath(directory)
+    try:
+        with open(os.path.join(directory, "program.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+        with open(os.path.join(directory, "model.mil"), encoding="utf-8") as f:
+            mil = f.read()
+        weights = {}
+        for path, rel in meta["weight_files"].items():
+            if rel.startswith("/") or ".." in rel.split("/"):
+                raise InputError(f"{directory}: weight path {rel!r} escapes the program directory")
+            with open(os.path.join(directory, rel), "rb") as f:
+                weights[path] = f.read()
+        plan = _plan_from_json(meta["io"])
+    except FileNotFoundError as e:
+        raise InputError(f"{directory}: not a saved orion program ({e.strerror}: {e.filename})") from None
+    except (KeyError, TypeError, ValueError) as e:
+        raise InputError(f"{directory}/program.json is malformed ({e})") from None
+    if meta.get("format") != FORMAT_VERSION:
+        raise InputError(f"{directory}: unsupported program format {meta.get('format')!r}")
+    dyn_path = os.path.join(directory, "dynamic_weights.npz")
+    if os.path.exists(dyn_path):
+        with np.load(dyn_path) as z:
+            for name in z.files:
+                if name in plan.dynamic:
+                    plan.dynamic[name].initial = z[name]
+    opts = CompileOptions(target=meta["target"], non_finite=meta.get("non_finite", "error"))
+    lowered = Lowered(mil, weights, plan, opts, graph=None)
+    prog = compile_mil(mil, weights, device=device, profile=profile)
+    return CompiledProgram(prog, lowered)

@@ -1,0 +1,220 @@
+"""Programs: compiled MIL + weights on a backend, called with numpy arrays by MIL name.
+
+``compile_mil(text, weights)`` is the low-level entry (researchers write MIL by hand); the graph
+compiler (``orion.compile``) builds on it. Names, not slots: the runtime binds inputs and outputs in the
+hardware's alphabetical slot order (C03/C13) so callers never see it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import warnings
+from typing import Mapping, NamedTuple
+
+import numpy as np
+
+from . import _native
+from .errors import AneSimWarning, OrionError, ProgramStateError
+from .sim import Profile, get_profile
+
+log = logging.getLogger("orion")
+
+_NP_DTYPES = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "int8": np.int8, "uint8": np.uint8,
+              "int16": np.int16, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "bool": np.bool_}
+
+
+class IOSpec(NamedTuple):
+    """One program input or output: MIL name, numpy dtype, shape."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * self.dtype.itemsize
+
+
+def _specs(raw) -> list[IOSpec]:
+    return [IOSpec(n, np.dtype(_NP_DTYPES[d]), tuple(s)) for n, d, s in raw]
+
+
+def _warn(ws) -> None:
+    for cid, msg in ws:
+        warnings.warn(msg, AneSimWarning, stacklevel=3)
+
+
+_announced_fallback = False
+
+
+def devices() -> list[dict]:
+    """Every backend built into this orion: name, availability and, when unavailable, the reason."""
+    return [dict(d) for d in _native.backends()]
+
+
+def resolve_device(device: str) -> str:
+    """"auto" -> the ANE when this build and machine have one, else the simulator (announced once)."""
+    global _announced_fallback
+    if device not in ("auto", "sim", "ane"):
+        raise OrionError(f"unknown device {device!r}: use 'auto', 'sim' or 'ane'")
+    if device != "auto":
+        return device  # the native layer explains an unavailable backend
+    ane = next((d for d in devices() if d["name"] == "ane"), None)
+    if ane and ane["available"]:
+        return "ane"
+    if not _announced_fallback:
+        why = ane["reason"] if ane else "this build has no ANE backend (it is built on macOS arm64)"
+        log.info("orion: using the ANE simulator (%s)", why)
+        _announced_fallback = True
+    return "sim"
+
+
+class Program:
+    """A compiled, loaded program. ``prog(x=a, y=b)`` returns ``{output name: array}``.
+
+    Lifecycle: compiled -> loaded -> (unloaded -> loaded)* -> released; also a context manager.
+    Zero-copy use: ``input_surface(name).view(...)`` / ``output_surface(name)``, ``bind_input``, ``eval()``.
+    """
+
+    def __init__(self, native, device: str, profile: Profile):
+        self._p = native
+        self.device = device
+        self.profile = profile
+        self.inputs = _specs(native.inputs)    # slot order (alphabetical by MIL name)
+        self.outputs = _specs(native.outputs)
+        self._in = {s.name: s for s in self.inputs}
+        self._out = {s.name: s for s in self.outputs}
+        _warn(native.compile_warnings)
+
+    # -- identity ------------------------------------------------------------------------------
+    identifier = property(lambda self: self._p.identifier, doc="content hash of MIL text, weights, options")
+    mil = property(lambda self: self._p.mil, doc="the MIL text as compiled")
+    folder = property(lambda self: self._p.folder, doc="the program's temp folder (model.mil + weight files)")
+    state = property(lambda self: self._p.state)
+    weight_keys = property(lambda self: list(self._p.weight_keys))
+    cost = property(lambda self: dict(self._p.cost), doc="modelled ANE cost per eval (simulator)")
+
+    def __repr__(self) -> str:
+        def fmt(specs):
+            return ", ".join(f"{s.name}: {s.dtype.name}{list(s.shape)}" for s in specs)
+        return (f"<orion.Program {self.identifier[:12]}… on {self.device} ({self.state}) "
+                f"inputs=({fmt(self.inputs)}) outputs=({fmt(self.outputs)})>")
+
+    # -- calling ----------------------------------------------------------------------------------
+    def __call__(self, **arrays) -> dict[str, np.ndarray]:
+        out, ws = self._p.call(arrays)
+        if ws:
+            _warn(ws)
+        return out
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        out, ws = self._p.call(dict(inputs))
+        if ws:
+            _warn(ws)
+        return out
+
+    def stage(self, name: str, array: np.ndarray) -> None:
+        """Writes ``array`` into input ``name``'s surface once: later calls may omit it (dynamic weights)."""
+        self._p.stage(name, array)
+
+    # -- surfaces ---------------------------------------------------------------------------------
+    def input_surface(self, name: str):
+        return self._p.input_surface(self._slot(self._p.input_slot, name, "input"))
+
+    def output_surface(self, name: str):
+        return self._p.output_surface(self._slot(self._p.output_slot, name, "output"))
+
+    def bind_input(self, name: str, surface) -> None:
+        self._p.bind_input(self._slot(self._p.input_slot, name, "input"), surface)
+
+    def bind_output(self, name: str, surface) -> None:
+        self._p.bind_output(self._slot(self._p.output_slot, name, "output"), surface)
+
+    def eval(self) -> None:
+        """Evaluates with the surfaces currently bound (read results from the output surfaces)."""
+        _warn(self._p.eval())
+
+    def eval_slots(self, inputs, outputs) -> None:
+        """Raw hardware request: surfaces bound to slots in the order given (no name mapping)."""
+        _warn(self._p.eval_slots(list(inputs), list(outputs)))
+
+    def read_output(self, name: str) -> np.ndarray:
+        return self._p.read_output(name)
+
+    @staticmethod
+    def _slot(find, name, what):
+        slot = find(name)
+        if slot < 0:
+            from .errors import InputError
+            raise InputError(f"unknown {what} {name!r}")
+        return slot
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def load(self) -> "Program":
+        self._p.load()
+        return self
+
+    def unload(self) -> None:
+        self._p.unload()
+
+    def release(self) -> None:
+        """Unloads, frees surfaces and removes the temp folder (unless an identical program shares it)."""
+        self._p.release()
+
+    def __enter__(self) -> "Program":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    # -- weight updates (training-on-ane.md §1) ------------------------------------------------
+    def recompile(self, weights: Mapping[str, bytes]) -> None:
+        """New program from new weight bytes (same MIL); charges the compile budget."""
+        self._p.recompile(dict(weights))
+
+    def delta_reload(self, weights: Mapping[str, bytes]) -> bool:
+        """EXPERIMENTAL probe (reference W1/W2): rewrite weight files, unload, load the same program.
+
+        On hardware this was measured to have no effect (C07); the simulator reproduces that unless
+        its profile is "paper". Returns whether outputs now follow the new weights.
+        """
+        took = bool(self._p.delta_reload(dict(weights)))
+        if not took:
+            warnings.warn("AneSimWarning: delta reload left the baked weights in place (the loaded program "
+                          "is the identifier's cached compile) [C07]", AneSimWarning, stacklevel=2)
+        return took
+
+    def delta_patch(self, weights: Mapping[str, bytes]) -> None:
+        """EXPERIMENTAL probe (reference W4): new descriptor with the new weights, loaded without an
+        explicit compile. The hardware profile counts it as the hidden compile the evidence suggests."""
+        self._p.delta_patch(dict(weights))
+
+
+def compile_mil(mil_text: str | bytes, weights: Mapping[str, bytes] | None = None, device: str = "auto", *,
+                profile: Profile | None = None) -> Program:
+    """Compiles and loads hand-written MIL.
+
+    ``weights`` maps the ``"@model_path/..."`` paths used in ``BLOBFILE(path = ...)`` to whole MILBlob
+    file bytes (the private API's weight dictionary). Returns a loaded :class:`Program`.
+    """
+    dev = resolve_device(device)
+    prof = profile or get_profile()
+    native = _native.compile(mil_text, dict(weights) if weights is not None else {}, backend=dev,
+                             **prof.native_args())
+    prog = Program(native, dev, prof)
+    prog.load()
+    return prog
+
+
+def counters() -> dict[str, int]:
+    """Process-wide runtime counters: compiles, hidden_compiles, cache_hits, loads, unloads, evals,
+    weight_writes, bytes_written, releases."""
+    return dict(_native.counters())
+
+
+def reset_counters() -> None:
+    _native.reset_counters()
+
+
+atexit.register(_native.shutdown)

@@ -1,0 +1,111 @@
+"""Simulator settings and introspection: chip profile, strictness, constraint and op catalogs, budget.
+
+The simulator reproduces the documented ANE behaviour (``shared/reference/ane-constraints.md``).
+Contested and chip-specific rules follow a :class:`Profile`; the default (m4, strict) rejects every
+disputed pattern, so what passes the simulator should run on every reported chip.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+from .errors import InputError
+
+CHIPS = ("m1", "m2", "m3", "m4", "m5")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the simulator reproduces.
+
+    chip: m1..m5 (chip-specific constraints C24, C28-C32, C35).
+    strictness: "strict" rejects the contested ([X]) patterns; "permissive" allows them.
+    delta: "hardware" (a reload never picks up rewritten weight files, as measured on M4/M5, C07) or
+        "paper" (the reload does, as the Orion paper claims) - only for testing the delta code path.
+    min_surface_bytes: smallest surface the hardware evaluates (C04).
+    compile_budget: compiles per process before BudgetExceeded (C05).
+    """
+
+    chip: str = "m4"
+    strictness: str = "strict"
+    delta: str = "hardware"
+    min_surface_bytes: int = 49152
+    compile_budget: int = 119
+
+    def __post_init__(self):
+        if self.chip not in CHIPS:
+            raise InputError(f"unknown chip {self.chip!r}: use one of {', '.join(CHIPS)}")
+        if self.strictness not in ("strict", "permissive"):
+            raise InputError(f"unknown strictness {self.strictness!r}: use 'strict' or 'permissive'")
+        if self.delta not in ("hardware", "paper"):
+            raise InputError(f"unknown delta behaviour {self.delta!r}: use 'hardware' or 'paper'")
+        if int(self.min_surface_bytes) < 1 or int(self.compile_budget) < 0:
+            raise InputError("min_surface_bytes must be >= 1 and compile_budget >= 0")
+
+    @property
+    def dialect(self) -> str:
+        """MIL dialect the compiler targets for this chip (C29: legacy spelling on M1/M2)."""
+        return "ios16" if self.chip in ("m1", "m2") else "ios18"
+
+    def native_args(self) -> dict:
+        return dict(chip=self.chip, strictness=self.strictness, delta=self.delta,
+                    min_surface_bytes=int(self.min_surface_bytes), compile_budget=int(self.compile_budget))
+
+
+def _profile_from_env() -> Profile:
+    return Profile(chip=os.environ.get("ORION_SIM_CHIP", "m4"),
+                   strictness=os.environ.get("ORION_SIM_STRICTNESS", "strict"))
+
+
+_profile = _profile_from_env()
+
+
+def get_profile() -> Profile:
+    """The default profile used by compiles that do not pass one."""
+    return _profile
+
+
+def set_profile(profile: Profile | None = None, **changes) -> Profile:
+    """Sets the default profile (``set_profile(chip="m1")`` changes single fields); returns the old one."""
+    global _profile
+    old = _profile
+    _profile = replace(profile or _profile, **changes)
+    return old
+
+
+def constraints(profile: Profile | None = None) -> list[dict]:
+    """Every emulated ANE constraint (C01..C46) with its reaction under ``profile``."""
+    from . import _native
+
+    p = profile or _profile
+    return list(_native.sim_constraints(p.chip, p.strictness))
+
+
+def ops(profile: Profile | None = None) -> list[dict]:
+    """Every MIL op the simulator knows, with parameters and ANE status."""
+    from . import _native
+
+    p = profile or _profile
+    return list(_native.sim_ops(p.chip, p.strictness))
+
+
+def compile_budget() -> tuple[int, int]:
+    """(compiles used, limit) of the simulator's per-process budget (C05)."""
+    from . import _native
+
+    return tuple(_native.budget("sim"))
+
+
+def reset_compile_budget() -> None:
+    """Simulator only: starts the emulated per-process budget again (the hardware's never resets)."""
+    from . import _native
+
+    _native.reset_budget("sim")
+
+
+def set_compile_budget(limit: int) -> None:
+    """Overrides the budget limit for the simulator (default: the profile's, 119)."""
+    from . import _native
+
+    _native.set_budget_limit("sim", int(limit))

@@ -1,0 +1,39 @@
+// State shared by the ANE backend (ane_backend.mm) and its diagnostics hook (ane_control.mm).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace orion::ane {
+
+// Two ways to drive the framework (issue 4): the in-memory model every upstream project uses, and the
+// _ANEClient/_ANEModel route the in-memory model wraps. Default: ORION_ANE_ROUTE ("inmemory"/"client").
+enum class Route { in_memory, client };
+Route route();
+void set_route(Route r);  // throws when the client route is unusable on this machine
+const char* route_name(Route r);
+
+// Weight-dictionary entry shape (reference §4 ordering hazard): "two" = {data, offset} as upstream
+// (falls back to "one" when the framework would see offset first), "one" = {data} only.
+// Default: ORION_ANE_WEIGHT_ENTRY.
+bool single_key_entries();
+void set_single_key_entries(bool one);
+
+// Experimental W4 probe: the next compile on this thread becomes "new descriptor with the new weights,
+// previous program's files copied, load without an explicit compile" (Program::delta_patch calls it).
+void patch_next_compile();
+
+struct Stats {
+  std::atomic<int64_t> framework_compiles{0};  // successful explicit compiles (charge the budget, C05)
+  std::atomic<int64_t> hidden_compiles{0};     // loads that made aned compile (compiledModelExists NO->YES)
+  std::atomic<int64_t> unverified_loads{0};    // loads without compile where that could not be observed
+  std::atomic<int64_t> shared_models{0};       // compiles answered by a live model with the same identifier
+  std::atomic<int64_t> loads{0}, load_retries{0}, unloads{0}, evals{0}, requests_built{0};
+  std::atomic<int64_t> reload_probes{0}, patch_probes{0};
+  std::atomic<int64_t> cleanup_errors{0};      // unload failures during release (reported on stderr)
+};
+Stats& stats();
+int live_models();
+void shutdown_all();  // unloads and releases every model, removes every folder (at exit; tests)
+
+}  // namespace orion::ane

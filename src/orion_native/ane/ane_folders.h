@@ -1,0 +1,32 @@
+// The framework's temp-folder protocol (ane-private-api.md §3, C44): NSTemporaryDirectory()/<the
+// model's own hexStringIdentifier>/ pre-populated with model.mil and every weight file at the path its
+// "@model_path/..." key names, before compile. The framework's unload deletes the folder; we delete it
+// too on release and at exit. Crash hygiene (§10): each folder gets an owner marker
+// <tmp>/orion-ane-owners/<id>.<pid>; at start-up, folders whose only owners are dead processes are
+// removed (folders of other tools, which have no marker, are never touched).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runtime/backend.h"
+
+namespace orion::ane {
+
+bool is_identifier(const std::string& name);  // <64 hex>_<64 hex>_<64 hex>
+std::string model_folder(const std::string& hex_id);  // NSTemporaryDirectory()/<hex_id>
+// (Re)creates the folder with model.mil + weight files and this process's owner marker.
+void populate_model_folder(const std::string& hex_id, const std::string& mil,
+                           const std::vector<runtime::WeightEntry>& weights);
+// Overwrites weight files in place (the W1/W2 delta recipe; creates the folder if unload deleted it).
+void rewrite_model_weights(const std::string& hex_id, const std::vector<runtime::WeightEntry>& weights);
+// What the framework's save step writes itself (§3 step 5): net.plist = MIL text, and each weight
+// entry's first value under its first key ("data"). Used by the direct route, which has no in-memory
+// model to do it.
+void write_framework_files(const std::string& hex_id, const std::string& mil,
+                           const std::vector<runtime::WeightEntry>& weights);
+bool copy_file(const std::string& from, const std::string& to);
+void remove_model_folder(const std::string& hex_id);  // folder + owner marker
+void clean_stale_model_folders();                     // once per process
+int live_model_folders();                             // folders this process created and still owns
+
+}  // namespace orion::ane

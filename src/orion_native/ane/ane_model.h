@@ -1,0 +1,68 @@
+// One framework model (one hexStringIdentifier) in this process: the documented sequence of
+// ane-private-api.md §3/§6/§10 on either route, with every call checked.
+//   create()  descriptor (NSData MIL + weight dictionary, never nil) -> model -> identifier
+//   prepare() temp folder NSTemporaryDirectory()/<id>/ with model.mil + weight files (C44)
+//   compile() / load()  QoS 21, options @{} (never nil); load retried once after 100 ms
+//   eval()    _ANEIOSurfaceObject wrappers + _ANERequest built once per surface set and reused
+//   shutdown() unload, drop requests, release model/descriptor, remove the folder (idempotent)
+#pragma once
+#import <Foundation/Foundation.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ane/ane_backend.h"
+#include "runtime/backend.h"
+
+namespace orion::ane {
+
+class Model {
+ public:
+  Model(Route route, std::string mil, std::vector<runtime::WeightEntry> weights);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  void create();
+  void prepare();
+  // W4 probe: instead of compiling, copy the donor folder's net.plist (or write the MIL as net.plist)
+  // and the weight blob as "data" (reference §7 W4).
+  void prepare_patch(const std::string& donor_hex_id);
+  void compile();
+  // hidden: the load is expected to compile inside aned (no explicit compile); counted when observed.
+  void load(bool expect_hidden_compile);
+  // W1/W2 probe: unload, rewrite the weight files in the folder, load the same model object again.
+  void reload(const std::vector<runtime::WeightEntry>& weights);
+  void eval(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out);
+  void shutdown() noexcept;
+
+  const std::string& hex_id() const { return hex_id_; }
+  const std::string& mil() const { return mil_; }
+  Route route() const { return route_; }
+  uint64_t generation() const { return generation_; }
+
+ private:
+  id request_for(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out);
+  void unload_locked(bool report);
+  const char* cls() const;
+
+  Route route_;
+  std::string mil_;
+  std::vector<runtime::WeightEntry> weights_;
+  std::string hex_id_;
+  id descriptor_ = nil;  // _ANEInMemoryModelDescriptor (retained)
+  id model_ = nil;       // _ANEInMemoryModel, or _ANEModel on the client route (retained)
+  id client_ = nil;      // _ANEClient (retained), client route only
+  bool loaded_ = false, released_ = false, folder_ = false;
+  uint64_t generation_ = 0;
+  struct CachedRequest {
+    std::vector<uint64_t> key;  // surface ids, inputs then outputs
+    id request;                 // retained
+  };
+  std::vector<CachedRequest> requests_;  // most recent last, at most kRequests
+  std::mutex mu_;                        // one framework call at a time per model
+};
+
+}  // namespace orion::ane

@@ -1,0 +1,33 @@
+// Name -> backend registry. The simulator is always present; the ANE backend registers itself when
+// it is built (macOS arm64, or Linux against the fake framework for contract tests).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runtime/backend.h"
+
+namespace orion::runtime {
+
+// Availability of one backend on this machine; `reason` says why not when unavailable.
+struct BackendStatus {
+  std::string name;
+  bool available = false;
+  std::string reason;
+};
+
+class BackendProvider {
+ public:
+  virtual ~BackendProvider() = default;
+  virtual std::string name() const = 0;
+  // Probes lazily (e.g. dlopen of the private framework) and reports why the backend is unusable.
+  virtual BackendStatus status() = 0;
+  // Only called when status().available; throws orion::Error otherwise.
+  virtual Backend& backend() = 0;
+};
+
+void register_backend(BackendProvider* provider);  // providers live for the whole process
+// Throws OrionError naming the reason when `name` is unknown or unavailable.
+Backend& find_backend(const std::string& name);
+std::vector<BackendStatus> backend_statuses();
+
+}  // namespace orion::runtime

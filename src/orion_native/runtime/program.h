@@ -1,0 +1,95 @@
+// A program's lifecycle, identical for every backend: compile(MIL text, weights) -> load -> eval ->
+// unload -> release. Owns its I/O surfaces (uniform alloc per direction, >= the profile minimum) and
+// binds them in the hardware's slot order, so callers only ever deal in names.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/surface.h"
+
+namespace orion::runtime {
+
+enum class State { compiled, loaded, unloaded, released };
+const char* state_name(State s);
+
+class Program {
+ public:
+  // Validates the weight dictionary (C11), charges the compile budget (C05), lays out the temp
+  // folder (C44) and compiles, reusing a cached compiled model for a known identifier.
+  Program(Backend& backend, std::string mil, std::vector<WeightEntry> weights, const sim::Profile& profile);
+  ~Program();
+
+  const std::string& identifier() const { return identifier_; }
+  const std::string& mil() const { return mil_; }
+  const std::string& folder() const { return dir_; }
+  std::string backend_name() const { return backend_->name(); }
+  std::vector<std::string> weight_keys() const;
+  State state() const;
+  // Slot order; copies kept by the Program so they stay valid after release().
+  const std::vector<IOSlot>& inputs() const { return inputs_; }
+  const std::vector<IOSlot>& outputs() const { return outputs_; }
+  int input_slot(const std::string& name) const;   // -1 when unknown
+  int output_slot(const std::string& name) const;
+  std::vector<sim::Warning> compile_warnings() const;
+  sim::CostEstimate cost() const;
+
+  void load();
+  void unload();
+  void release();
+
+  SurfacePtr input_surface(size_t slot) const;
+  SurfacePtr output_surface(size_t slot) const;
+  void bind_input(size_t slot, SurfacePtr s);
+  void bind_output(size_t slot, SurfacePtr s);
+
+  // Copies `n` elements of `src_dtype` (fp16 or fp32) into the slot's surface, converting to the
+  // slot's dtype; marks the input as staged (it may then be omitted from later calls).
+  void write_input(size_t slot, const void* src, DType src_dtype, size_t n, bool stage);
+  bool staged(size_t slot) const { return staged_[slot]; }
+  // Runs with the currently bound surfaces (GIL must be released by the caller).
+  std::vector<sim::Warning> eval();
+  // Held by a binding across write-inputs -> eval -> read-outputs so concurrent callers of one
+  // program cannot interleave their surfaces.
+  std::mutex& call_mutex() { return call_mu_; }
+  // Raw request: surfaces bound to hardware slots exactly as given (no name mapping).
+  std::vector<sim::Warning> eval_slots(const std::vector<SurfacePtr>& in, const std::vector<SurfacePtr>& out);
+
+  // Weight-update primitives (training-on-ane.md §1). All keep this Program's surfaces.
+  // recompile: new program from new weight bytes; the old compiled model is dropped; budget charged.
+  void recompile(std::vector<WeightEntry> weights);
+  // delta_reload (W1/W2, experimental): unload, rewrite the weight files in the folder, load again.
+  // Returns true when the outputs now follow the new weights (only under the "paper" profile).
+  bool delta_reload(const std::vector<WeightEntry>& weights);
+  // delta_patch (W4, experimental): new descriptor with the new weights, old MIL, loaded without an
+  // explicit compile. Under the hardware profile the load compiles implicitly and is charged.
+  void delta_patch(std::vector<WeightEntry> weights);
+
+ private:
+  void require(State s, const char* action) const;
+  void require_live(const char* action) const;
+  void compile_into(std::vector<WeightEntry> weights, bool hidden, bool charge);
+  void allocate_surfaces();
+  void check_same_io(const BackendModel& m) const;
+
+  Backend* backend_;
+  std::string mil_;
+  std::vector<WeightEntry> weights_;
+  sim::Profile profile_;
+  std::string identifier_, dir_;
+  std::shared_ptr<BackendModel> model_;
+  State state_ = State::compiled;
+  std::vector<IOSlot> inputs_, outputs_;
+  std::vector<SurfacePtr> in_, out_;
+  std::vector<bool> staged_;
+  std::unordered_map<std::string, int> in_index_, out_index_;
+  mutable std::mutex mu_;
+  std::mutex call_mu_;
+};
+
+std::string make_identifier(const std::string& mil, const std::vector<WeightEntry>& weights, const std::string& options);
+
+}  // namespace orion::runtime

@@ -1,0 +1,36 @@
+// Static cost model of one eval on an M4-class ANE (numbers.md; deliberately simple):
+//   est_ms = 0.095 ms dispatch (C41)
+//          + conv-like flops / (peak x depth efficiency) + matmul flops x 3 / (same)   (C46)
+//   peak   = 11 TFLOPS (128 chained 1x1 convs on M4 Max / M5, numbers.md §1)
+//   depth efficiency = clamp(heavy ops / 128, 0.2, 1): 32 chained convs reach 2.6 of 11.1 TFLOPS (C46)
+//   x SRAM factor above 32 MB working set (weights + peak activations + I/O): 1 + 0.43 per extra 64 MB,
+//     i.e. 96 MB runs ~30 % slower, matching the 2048^2 vs 4096^2 matmul probe (C26, numbers.md §4).
+// Element-wise and other ops are counted at the conv rate (they fuse into the conv pipeline).
+#include <algorithm>
+
+#include "sim/ops/op.h"
+
+namespace orion::sim::cost {
+
+CostEstimate estimate(const std::vector<StepCost>& steps, int64_t weight_bytes, int64_t activation_bytes, int64_t io_bytes) {
+  constexpr double kDispatchMs = 0.095;  // C41 (maderix Part 2, M4)
+  constexpr double kPeakFlops = 11.0e12;
+  constexpr double kMatmulPenalty = 3.0;  // C46
+  CostEstimate c;
+  double eff_flops = 0;
+  int heavy = 0;
+  for (const auto& s : steps) {
+    c.flops += s.flops;
+    eff_flops += s.unit == ops::OpCtx::Unit::matmul ? s.flops * kMatmulPenalty : s.flops;
+    if (s.unit != ops::OpCtx::Unit::other) ++heavy;
+  }
+  c.weight_bytes = weight_bytes;
+  c.activation_bytes = activation_bytes;
+  double eff = std::clamp(heavy / 128.0, 0.2, 1.0);
+  double ws = (double)(weight_bytes + activation_bytes + io_bytes);
+  double sram = ws > kSramBytes ? 1.0 + 0.43 * (ws - kSramBytes) / (64.0 * 1024 * 1024) : 1.0;
+  c.est_ms = kDispatchMs + eff_flops / (kPeakFlops * eff) * 1e3 * sram;
+  return c;
+}
+
+}  // namespace orion::sim::cost

@@ -1,0 +1,169 @@
+// GEMM driver: fp16 operands are packed (and widened to fp32) into MR-/NR-wide panels, an ISA
+// microkernel accumulates MR x NR tiles in fp32 registers, and each output is rounded once.
+//
+// Blocking (Goto/BLIS style): B is packed once per column block of NCB columns for all of K (shared
+// by the threads); work items are MC x NC tiles of C; each item walks K in KC steps, packing its A
+// block and accumulating into a per-thread fp32 tile buffer. Every C element is the same in-order fma
+// chain over k whatever the blocking, thread count or ISA, so results are reproducible.
+#include <algorithm>
+#include <cstring>
+
+#include "sim/kernels/kernels.h"
+#include "sim/kernels/scratch.h"
+#include "sim/simd/isa.h"
+#include "sim/threadpool.h"
+
+namespace orion::sim::kernels {
+namespace {
+
+constexpr int64_t kKC = 256;              // A/B micro-panels of KC rows stay in L1/L2
+constexpr int64_t kPackedBBytes = 4 << 20;  // bound on the shared packed-B block
+constexpr double kSerialFlops = 2e6;       // below this a GEMM (or batch chunk) stays on one thread
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+struct Plan {
+  const GemmShape& g;
+  const simd::IsaOps& o;
+  int64_t mr, nr, mc, nc, ncb;
+};
+
+// Packs op(B)[0:K, j0:j0+cols] into panels of nr columns, each [K][nr].
+void pack_b_panel(const Plan& p, const f16* B, int64_t j0, int64_t cols, float* dst) {
+  const GemmShape& g = p.g;
+  if (!g.trans_b) {
+    p.o.gemm_pack_rows(B + j0, g.ldb, g.K, cols, (int)p.nr, dst);
+    return;
+  }
+  // B stored [N][ldb]: column j of op(B) is row j of B; widen then scatter with stride nr.
+  float* row = scratch_as<float>(ScratchSlot::tmp, (size_t)g.K);
+  for (int64_t c = 0; c < p.nr; ++c) {
+    if (c < cols) {
+      p.o.f16_to_f32(B + (j0 + c) * g.ldb, row, (size_t)g.K);
+      for (int64_t k = 0; k < g.K; ++k) dst[k * p.nr + c] = row[k];
+    } else {
+      for (int64_t k = 0; k < g.K; ++k) dst[k * p.nr + c] = 0.0f;
+    }
+  }
+}
+
+// Packs op(A)[i0:i0+rows, p0:p0+kc] as a row-major fp32 block [rows_pad][lda_p], zero rows past
+// `rows`. Non-transposed A is a plain per-row conversion; transposed A goes through a row buffer.
+void pack_a_block(const Plan& p, const f16* A, int64_t i0, int64_t rows, int64_t p0, int64_t kc, int64_t lda_p,
+                  float* dst) {
+  const GemmShape& g = p.g;
+  int64_t rows_pad = round_up(rows, p.mr);
+  if (!g.trans_a) {
+    for (int64_t r = 0; r < rows; ++r) p.o.f16_to_f32(A + (i0 + r) * g.lda + p0, dst + r * lda_p, (size_t)kc);
+  } else {  // A stored [K][lda]: row k of A holds column k of op(A)
+    float* row = scratch_as<float>(ScratchSlot::tmp, (size_t)rows);
+    for (int64_t k = 0; k < kc; ++k) {
+      p.o.f16_to_f32(A + (p0 + k) * g.lda + i0, row, (size_t)rows);
+      for (int64_t r = 0; r < rows; ++r) dst[r * lda_p + k] = row[r];
+    }
+  }
+  for (int64_t r = rows; r < rows_pad; ++r) std::memset(dst + r * lda_p, 0, (size_t)kc * sizeof(float));
+}
+
+template <typename T>
+void store_rows(const simd::IsaOps& o, const float* src, int64_t lds, T* dst, int64_t ldd, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    if constexpr (sizeof(T) == 2)
+      o.f32_to_f16(src + i * lds, dst + i * ldd, (size_t)cols);
+    else
+      std::memcpy(dst + i * ldd, src + i * lds, (size_t)cols * sizeof(float));
+  }
+}
+
+// One C tile [i0:i0+mc, j0:j0+nc] (j relative to the packed block starting at jb).
+template <typename T>
+void tile(const Plan& p, const f16* A, const float* bp, int64_t jb, int64_t i0, int64_t mc, int64_t j0,
+          int64_t nc, T* C) {
+  const GemmShape& g = p.g;
+  int64_t mc_pad = round_up(mc, p.mr), nc_pad = round_up(nc, p.nr);
+  float* cbuf = scratch_as<float>(ScratchSlot::gemm_c, (size_t)(mc_pad * nc_pad));
+  // Panel row stride: padded so the mr rows read per k do not share L1 sets (not a multiple of 1 KiB).
+  int64_t lda_p = round_up(std::min(kKC, g.K), 16) + 16;
+  float* ap = scratch_as<float>(ScratchSlot::gemm_a, (size_t)(mc_pad * lda_p));
+  for (int64_t p0 = 0; p0 < g.K; p0 += kKC) {
+    int64_t kc = std::min(kKC, g.K - p0);
+    pack_a_block(p, A, i0, mc, p0, kc, lda_p, ap);
+    for (int64_t jr = 0; jr < nc_pad; jr += p.nr) {
+      const float* b = bp + ((j0 - jb + jr) / p.nr) * g.K * p.nr + p0 * p.nr;
+      for (int64_t ir = 0; ir < mc_pad; ir += p.mr)
+        p.o.gemm_micro(kc, ap + ir * lda_p, lda_p, b, cbuf + ir * nc_pad + jr, nc_pad, p0 > 0);
+    }
+  }
+  store_rows(p.o, cbuf, nc_pad, C + i0 * g.ldc + j0, g.ldc, mc, nc);
+}
+
+template <typename T>
+void gemm_one(const Plan& p, const f16* A, const f16* B, T* C) {
+  const GemmShape& g = p.g;
+  if (g.K == 0) {
+    for (int64_t i = 0; i < g.M; ++i) std::memset(C + i * g.ldc, 0, (size_t)g.N * sizeof(T));
+    return;
+  }
+  double flops_per_col = 2.0 * (double)g.M * (double)g.K;
+  for (int64_t jb = 0; jb < g.N; jb += p.ncb) {
+    int64_t ncb = std::min(p.ncb, g.N - jb);
+    int64_t npan = (ncb + p.nr - 1) / p.nr;
+    float* bp = scratch_as<float>(ScratchSlot::gemm_b, (size_t)(npan * p.nr * g.K));
+    parallel_for(npan, std::max<int64_t>(1, (int64_t)(kSerialFlops / (flops_per_col * (double)p.nr))),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t q = b; q < e; ++q)
+                     pack_b_panel(p, B, jb + q * p.nr, std::min(p.nr, ncb - q * p.nr), bp + q * p.nr * g.K);
+                 });
+    int64_t mblocks = (g.M + p.mc - 1) / p.mc, nblocks = (ncb + p.nc - 1) / p.nc;
+    double item_flops = flops_per_col * (double)std::min(p.nc, ncb) * (double)std::min(p.mc, g.M) / (double)g.M;
+    parallel_for(mblocks * nblocks, std::max<int64_t>(1, (int64_t)(kSerialFlops / item_flops)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t it = b; it < e; ++it) {
+                     int64_t ib = it / nblocks, jq = it % nblocks;
+                     int64_t i0 = ib * p.mc, j0 = jb + jq * p.nc;
+                     tile(p, A, bp, jb, i0, std::min(p.mc, g.M - i0), j0, std::min(p.nc, jb + ncb - j0), C);
+                   }
+                 });
+  }
+}
+
+template <typename T>
+void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
+  if (batch <= 0 || g0.M <= 0 || g0.N <= 0) return;
+  GemmShape g = g0;  // leading dimensions default to the dense ones
+  if (g.lda <= 0) g.lda = g.trans_a ? g.M : g.K;
+  if (g.ldb <= 0) g.ldb = g.trans_b ? g.K : g.N;
+  if (g.ldc <= 0) g.ldc = g.N;
+  const simd::IsaOps& o = simd::ops();
+  Plan p{g, o, o.gemm_mr, o.gemm_nr, 0, 0, 0};
+  p.mc = p.mr * std::max<int64_t>(1, 144 / p.mr);
+  p.nc = p.nr * std::max<int64_t>(1, 256 / p.nr);
+  int64_t cols_fit = kPackedBBytes / (int64_t)(sizeof(float) * std::max<int64_t>(g.K, 1));
+  p.ncb = std::max(p.nc, cols_fit / p.nc * p.nc);
+
+  double flops = 2.0 * (double)g.M * (double)g.N * (double)g.K;
+  int nt = num_threads();
+  // Whole batches per thread when there are enough of them (no sharing of packed B needed).
+  bool by_batch = batch > 1 && (batch >= 4 * nt || batch % nt == 0 || flops < kSerialFlops);
+  if (by_batch) {
+    int64_t grain = std::max<int64_t>(1, (int64_t)(kSerialFlops / std::max(flops, 1.0)));
+    parallel_for(batch, grain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) gemm_one(p, A[i], B[i], C[i]);
+    });
+  } else {
+    for (int64_t i = 0; i < batch; ++i) gemm_one(p, A[i], B[i], C[i]);
+  }
+}
+
+}  // namespace
+
+void gemm_f16(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, f16* const* C) {
+  gemm_any(g, batch, A, B, C);
+}
+
+void gemm_f16_f32out(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B,
+                     float* const* C) {
+  gemm_any(g, batch, A, B, C);
+}
+
+}  // namespace orion::sim::kernels

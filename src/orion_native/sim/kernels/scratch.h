@@ -1,0 +1,18 @@
+// Per-thread, 64-byte aligned scratch buffers that grow on demand and live as long as the thread.
+// Slots keep concurrently used buffers apart (e.g. packed B vs packed A in one GEMM).
+#pragma once
+#include <cstddef>
+
+namespace orion::sim::kernels {
+
+enum class ScratchSlot { gemm_a, gemm_b, gemm_c, tmp, tmp2, count };
+
+// Returns a buffer of at least `bytes` bytes; contents are unspecified.
+void* scratch(ScratchSlot slot, size_t bytes);
+
+template <typename T>
+T* scratch_as(ScratchSlot slot, size_t n) {
+  return static_cast<T*>(scratch(slot, n * sizeof(T)));
+}
+
+}  // namespace orion::sim::kernels

@@ -1,0 +1,126 @@
+// Element-wise ops: add/sub/mul/real_div/pow/maximum/minimum (numpy broadcasting), the unary
+// activations, clip and gelu. Every result is rounded once to fp16 by the kernels (C37).
+#include <cmath>
+
+#include "sim/kernels/kernels.h"
+#include "sim/ops/op.h"
+#include "sim/threadpool.h"
+
+namespace orion::sim::ops {
+
+namespace k = kernels;
+
+// ---- binary ---------------------------------------------------------------------------------------
+
+static k::Binary binary_kind(const std::string& op) {
+  if (op == "add") return k::Binary::add;
+  if (op == "sub") return k::Binary::sub;
+  if (op == "mul") return k::Binary::mul;
+  if (op == "real_div") return k::Binary::div;
+  if (op == "pow") return k::Binary::pow;
+  if (op == "maximum") return k::Binary::maximum;
+  return k::Binary::minimum;
+}
+
+void binary_infer(OpCtx& ctx) {
+  const Value& x = ctx.expect_float("x");
+  const Value& y = ctx.expect_float("y");
+  ctx.expect_same_dtype("x", "y");
+  ctx.out_dtype = x.dtype;
+  ctx.out_shape = ctx.broadcast(x.shape, y.shape, "x", "y");
+}
+
+RunFn binary_lower(OpCtx& ctx) {
+  Shape out = at_least_1d(ctx.out_shape);
+  std::vector<int64_t> as = broadcast_strides(ctx.v("x").shape, out), bs = broadcast_strides(ctx.v("y").shape, out);
+  int ix = ctx.input("x"), iy = ctx.input("y");
+  k::Binary op = binary_kind(ctx.st.op);
+  ctx.flops = (double)shape_numel(out);
+  return [=](const RunArgs& a) { k::binary(op, a.at<f16>(ix), as, a.at<f16>(iy), bs, a.o<f16>(), out); };
+}
+
+// ---- unary ----------------------------------------------------------------------------------------
+
+static k::Unary unary_kind(const std::string& op) {
+  if (op == "sqrt") return k::Unary::sqrt;
+  if (op == "rsqrt") return k::Unary::rsqrt;
+  if (op == "exp") return k::Unary::exp;
+  if (op == "log") return k::Unary::log;
+  if (op == "tanh") return k::Unary::tanh;
+  if (op == "sigmoid") return k::Unary::sigmoid;
+  if (op == "relu") return k::Unary::relu;
+  if (op == "silu") return k::Unary::silu;
+  return k::Unary::identity;
+}
+
+void unary_infer(OpCtx& ctx) {
+  const Value& x = ctx.expect_float("x");
+  if (ctx.has("epsilon")) ctx.f64("epsilon", 0);  // validates: float scalar const
+  ctx.out_dtype = x.dtype;
+  ctx.out_shape = x.shape;
+}
+
+RunFn unary_lower(OpCtx& ctx) {
+  k::Unary op = unary_kind(ctx.st.op);
+  // coremltools defaults: rsqrt 1e-12, log 1e-45 — both flush to 0 in fp16, as on the ANE.
+  double def = ctx.st.op == "rsqrt" ? 1e-12 : ctx.st.op == "log" ? 1e-45 : 0.0;
+  float eps = f16_to_f32(f32_to_f16((float)ctx.f64("epsilon", def)));
+  size_t n = (size_t)shape_numel(ctx.out_shape);
+  int ix = ctx.input("x");
+  ctx.flops = (double)n;
+  return [=](const RunArgs& a) { k::unary(op, a.at<f16>(ix), a.o<f16>(), n, eps); };
+}
+
+// ---- clip -----------------------------------------------------------------------------------------
+
+void clip_infer(OpCtx& ctx) {
+  const Value& x = ctx.expect_float("x");
+  ctx.f64("alpha", 0);
+  ctx.f64("beta", 0);
+  if (ctx.v("alpha").dtype != x.dtype || ctx.v("beta").dtype != x.dtype)
+    ctx.fail("alpha and beta must have the dtype of x (" + std::string(dtype_name(x.dtype)) + ")");
+  ctx.out_dtype = x.dtype;
+  ctx.out_shape = x.shape;
+}
+
+RunFn clip_lower(OpCtx& ctx) {
+  float lo = (float)ctx.f64("alpha", 0), hi = (float)ctx.f64("beta", 0);
+  size_t n = (size_t)shape_numel(ctx.out_shape);
+  int ix = ctx.input("x");
+  ctx.flops = (double)n;
+  return [=](const RunArgs& a) { k::clip(a.at<f16>(ix), a.o<f16>(), n, lo, hi); };
+}
+
+// ---- gelu -----------------------------------------------------------------------------------------
+
+void gelu_infer(OpCtx& ctx) {
+  const Value& x = ctx.expect_float("x");
+  std::string mode = ctx.str("mode", "EXACT");
+  if (mode != "EXACT" && mode != "TANH_APPROXIMATION" && mode != "SIGMOID_APPROXIMATION")
+    ctx.fail("mode must be EXACT, TANH_APPROXIMATION or SIGMOID_APPROXIMATION, got '" + mode + "'");
+  ctx.out_dtype = x.dtype;
+  ctx.out_shape = x.shape;
+}
+
+RunFn gelu_lower(OpCtx& ctx) {
+  std::string mode = ctx.str("mode", "EXACT");
+  size_t n = (size_t)shape_numel(ctx.out_shape);
+  int ix = ctx.input("x");
+  ctx.flops = 8.0 * n;
+  if (mode == "SIGMOID_APPROXIMATION") {  // x * sigmoid(1.702 x); kernels.h has no such mode
+    return [=](const RunArgs& a) {
+      const f16* x = a.at<f16>(ix);
+      f16* y = a.o<f16>();
+      parallel_for((int64_t)n, 16384, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          float v = f16_to_f32(x[i]);
+          y[i] = f32_to_f16(v / (1.0f + std::exp(-1.702f * v)));
+        }
+      });
+    };
+  }
+  k::Unary op = mode == "EXACT" ? k::Unary::gelu_exact : k::Unary::gelu_tanh;
+  return [=](const RunArgs& a) { k::unary(op, a.at<f16>(ix), a.o<f16>(), n, 0.0f); };
+}
+
+}  // namespace orion::sim::ops

@@ -1,0 +1,109 @@
+// matmul: batched GEMM with numpy broadcasting over the leading dims and transpose flags; rank-1
+// operands follow numpy (promoted, then the added axis is dropped). C36: outputs with |y| >= 32752
+// come out as +-inf on the ANE (measured on M2 Pro and M5), reproduced on every profile.
+#include "sim/ops/matmul.h"
+
+namespace orion::sim::ops {
+
+std::vector<int64_t> batch_offsets(const Shape& part, const Shape& full, int64_t mat) {
+  int64_t n = shape_numel(full);
+  std::vector<int64_t> offs((size_t)n, 0);
+  if (full.empty()) return offs;
+  std::vector<int64_t> st = broadcast_strides(part, full);
+  std::vector<int64_t> idx(full.size(), 0);
+  for (int64_t b = 0; b < n; ++b) {
+    int64_t o = 0;
+    for (size_t i = 0; i < full.size(); ++i) o += idx[i] * st[i];
+    offs[(size_t)b] = o * mat;
+    for (int i = (int)full.size() - 1; i >= 0; --i) {
+      if (++idx[i] < full[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return offs;
+}
+
+int64_t saturate_matmul(f16* y, size_t n) {
+  const uint16_t lim = f32_to_f16(32752.0f);  // C36 threshold, exactly representable in fp16
+  int64_t changed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t a = y[i] & 0x7fffu;
+    if (a >= lim && a < 0x7c00u) {
+      y[i] = (f16)((y[i] & 0x8000u) | 0x7c00u);
+      ++changed;
+    }
+  }
+  return changed;
+}
+
+MatmulGeom matmul_geometry(OpCtx& ctx, const std::string& xn, const std::string& yn, bool tx, bool ty) {
+  const Value& x = ctx.expect_float(xn);
+  const Value& y = ctx.expect_float(yn);
+  ctx.expect_same_dtype(xn, yn);
+  if (x.rank() < 1 || y.rank() < 1) ctx.fail("operands must have rank >= 1");
+  Shape xs = x.shape, ys = y.shape;
+  MatmulGeom g;
+  g.drop_m = xs.size() == 1;
+  g.drop_n = ys.size() == 1;
+  if (g.drop_m) { xs.insert(xs.begin(), 1); tx = false; }
+  if (g.drop_n) { ys.push_back(1); ty = false; }
+  int rx = (int)xs.size(), ry = (int)ys.size();
+  g.M = tx ? xs[rx - 1] : xs[rx - 2];
+  g.K = tx ? xs[rx - 2] : xs[rx - 1];
+  int64_t k2 = ty ? ys[ry - 1] : ys[ry - 2];
+  g.N = ty ? ys[ry - 2] : ys[ry - 1];
+  if (g.K != k2)
+    ctx.fail("inner dimensions differ: " + xn + " " + shape_str(x.shape) + (tx ? " (transposed)" : "") + " and " + yn + " " +
+             shape_str(y.shape) + (ty ? " (transposed)" : "") + " give K = " + std::to_string(g.K) + " vs " + std::to_string(k2));
+  Shape bx(xs.begin(), xs.end() - 2), by(ys.begin(), ys.end() - 2);
+  g.batch = ctx.broadcast(bx, by, xn, yn);
+  g.out = g.batch;
+  if (!g.drop_m) g.out.push_back(g.M);
+  if (!g.drop_n) g.out.push_back(g.N);
+  g.gs.M = g.M;
+  g.gs.N = g.N;
+  g.gs.K = g.K;
+  g.gs.trans_a = tx;
+  g.gs.trans_b = ty;
+  g.gs.lda = xs[rx - 1];
+  g.gs.ldb = ys[ry - 1];
+  g.gs.ldc = g.N;
+  g.x_off = batch_offsets(bx, g.batch, g.M * g.K);
+  g.y_off = batch_offsets(by, g.batch, g.K * g.N);
+  return g;
+}
+
+void matmul_infer(OpCtx& ctx) {
+  bool tx = ctx.flag("transpose_x", false), ty = ctx.flag("transpose_y", false);
+  MatmulGeom g = matmul_geometry(ctx, "x", "y", tx, ty);
+  ctx.out_dtype = ctx.v("x").dtype;
+  ctx.out_shape = g.out;
+}
+
+RunFn matmul_lower(OpCtx& ctx) {
+  bool tx = ctx.flag("transpose_x", false), ty = ctx.flag("transpose_y", false);
+  const MatmulGeom g = matmul_geometry(ctx, "x", "y", tx, ty);
+  int ix = ctx.input("x"), iy = ctx.input("y");
+  const int64_t nb = (int64_t)g.x_off.size(), mn = g.M * g.N;
+  ctx.flops = 2.0 * nb * g.M * g.N * g.K;
+  ctx.unit = OpCtx::Unit::matmul;
+  std::string name = ctx.st.out;
+  return [=](const RunArgs& a) {
+    const f16* x = a.at<f16>(ix);
+    const f16* y = a.at<f16>(iy);
+    f16* out = a.o<f16>();
+    std::vector<const f16*> A(nb), B(nb);
+    std::vector<f16*> C(nb);
+    for (int64_t b = 0; b < nb; ++b) {
+      A[b] = x + g.x_off[b];
+      B[b] = y + g.y_off[b];
+      C[b] = out + b * mn;
+    }
+    kernels::gemm_f16(g.gs, nb, A.data(), B.data(), C.data());
+    int64_t n = saturate_matmul(out, (size_t)(nb * mn));
+    if (n && a.warn)
+      a.warn->warn("C36", "matmul '" + name + "': outputs with |y| >= 32752 saturated to +-inf (" + std::to_string(n) + " elements)");
+  };
+}
+
+}  // namespace orion::sim::ops

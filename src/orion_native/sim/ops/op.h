@@ -1,0 +1,220 @@
+// Internal interface between the plan builder (sim/plan.cpp) and the op families (sim/ops/*.cpp).
+// Every op is one OpDef in the registry (registry.cpp): its MIL parameter names, `infer` (checks
+// operand dtypes/shapes and const parameters, computes the result type — MIL semantics as in
+// coremltools) and `lower` (precomputes everything it can and returns the executable step).
+// ANE-specific rejections live apart in constraints.cpp (check_op / check_program).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/fp16.h"
+#include "mil/ast.h"
+#include "sim/plan.h"
+
+namespace orion::sim::ops {
+
+// Floats live as fp16 inside a plan (C37); fp32 exists only at program I/O. Others are stored natively
+// (bool as one byte).
+DType storage_dtype(DType d);
+size_t storage_size(DType d);
+
+// Plan-owned snapshot of a const's data in storage dtype, row-major (C07: baked at compile).
+struct ConstData {
+  std::vector<uint8_t> bytes;
+  std::string str;           // string consts
+  std::string blob_path;     // non-empty when read from a BLOBFILE (C18 counting)
+};
+
+struct Value {
+  enum class Src { Param, Const, Op };
+  std::string name;
+  DType dtype = DType::fp16;  // MIL dtype (fp32 stays fp32 in the type system; storage is fp16)
+  Shape shape;
+  Src src = Src::Op;
+  int param_index = -1;       // Src::Param
+  int stmt = -1;              // producing statement (index in main's stmts), -1 for params / inline literals
+  std::string op;             // producing op ("const" for consts, "" for params)
+  std::shared_ptr<const ConstData> cdata;  // Src::Const
+
+  bool is_const() const { return src == Src::Const; }
+  int rank() const { return (int)shape.size(); }
+  int64_t numel() const { return shape_numel(shape); }
+  size_t bytes() const { return (size_t)numel() * storage_size(dtype); }
+  // Const element access (any int/bool dtype -> int64; float consts -> their fp16 value).
+  std::vector<int64_t> ints() const;
+  std::vector<double> floats() const;
+};
+
+std::string type_str(DType d, const Shape& s);  // "tensor<fp16, [1, 2]>" ("fp16" for rank 0)
+
+// ---- execution ----------------------------------------------------------------------------------
+// Collects reproduce-class warnings during one execute; each constraint is reported once per call.
+class WarnSink {
+ public:
+  void warn(const std::string& constraint, const std::string& detail);
+  std::vector<Warning> list;
+ private:
+  std::set<std::string> seen_;
+};
+
+struct RunArgs {
+  const void* const* in = nullptr;  // step inputs, in the order OpCtx::input() registered them
+  void* out = nullptr;              // result, storage dtype, dense
+  void* scratch = nullptr;          // OpCtx::scratch_bytes of per-call scratch (64-byte aligned)
+  WarnSink* warn = nullptr;
+  template <class T> const T* at(int k) const { return static_cast<const T*>(in[k]); }
+  template <class T> T* o() const { return static_cast<T*>(out); }
+};
+using RunFn = std::function<void(const RunArgs&)>;
+
+// ---- build ----------------------------------------------------------------------------------------
+// Services the builder offers to an op while it is resolved.
+class Env {
+ public:
+  virtual ~Env() = default;
+  virtual const Value& value(int id) const = 0;
+  virtual int lookup(const std::string& name, const mil::Stmt& st) = 0;  // undefined -> CompileError
+  virtual int literal(const mil::Literal& lit, const std::string& label, const mil::Stmt& st) = 0;
+  virtual const Profile& profile() const = 0;
+  virtual void warn(const std::string& constraint, const std::string& detail) = 0;
+};
+
+struct OpDef;
+
+// The statement being resolved: operand access, const-parameter readers, error helpers and the
+// results infer/lower fill in.
+class OpCtx {
+ public:
+  OpCtx(Env& env, const mil::Stmt& st, const OpDef& def);
+  Env& env;
+  const mil::Stmt& st;
+  const OpDef& def;
+  const Profile& profile() const { return env.profile(); }
+
+  // operands (args; attrs for constexpr ops)
+  bool has(const std::string& p) const;
+  bool is_inline(const std::string& p) const;     // given as a literal in the statement text
+  bool is_named_const(const std::string& p) const;  // a reference to a const statement
+  const Value& v(const std::string& p);            // required (infer checks presence first)
+  int vid(const std::string& p);
+  std::vector<int> tuple(const std::string& p);    // `values = (a, b, c)`
+  // const parameters: the operand must be a const; defaults apply when absent
+  const Value& c(const std::string& p);
+  int64_t i64(const std::string& p, int64_t def);
+  int64_t i64(const std::string& p);
+  std::vector<int64_t> ivec(const std::string& p);
+  std::vector<int64_t> ivec(const std::string& p, const std::vector<int64_t>& def);
+  bool flag(const std::string& p, bool def);
+  std::string str(const std::string& p, const std::string& def);
+  double f64(const std::string& p, double def);
+
+  // checks
+  [[noreturn]] void fail(const std::string& detail) const;  // "InvalidMILProgram: <op>: detail"
+  const Value& expect_float(const std::string& p);
+  const Value& expect_rank_ge(const std::string& p, int r);
+  void expect_same_dtype(const std::string& a, const std::string& b);
+  int norm_axis(int64_t axis, int rank, const std::string& what) const;  // negative -> +rank
+  Shape broadcast(const Shape& a, const Shape& b, const std::string& an, const std::string& bn) const;
+
+  // registers a value as an input of the executable step; returns its index in RunArgs::in
+  int input(const std::string& p);
+  int input_id(int value_id);
+  std::vector<int> inputs;  // value ids, in registration order
+
+  // results: set by infer
+  DType out_dtype = DType::fp16;
+  Shape out_shape;
+  std::shared_ptr<const ConstData> folded;  // constexpr ops: the result is a const computed at build time
+  // set by lower
+  int64_t scratch_bytes = 0;
+  double flops = 0;
+  enum class Unit { other, conv, matmul } unit = Unit::other;
+
+ private:
+  const mil::Arg* arg(const std::string& p) const;
+  const mil::Attr* attr(const std::string& p) const;
+  int resolve(const std::string& p);
+  std::map<std::string, int> cache_;  // parameter -> value id (inline literals become one const each)
+};
+
+struct OpDef {
+  std::string name;
+  std::vector<std::string> params;  // required first; "?" suffix = optional
+  bool attr_params = false;         // constexpr ops: parameters sit in the attribute list
+  void (*infer)(OpCtx&) = nullptr;
+  RunFn (*lower)(OpCtx&) = nullptr;  // null for const / constexpr (folded at build)
+};
+
+const std::vector<OpDef>& registry();
+const OpDef* find_op(const std::string& name);
+
+// ---- helpers shared by the op families ----------------------------------------------------------
+std::vector<int64_t> dense_strides(const Shape& s);
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out);
+// Element strides of `x` read as `out`-shaped (0 on broadcast axes); right-aligned, rank = out.size().
+std::vector<int64_t> broadcast_strides(const Shape& x, const Shape& out);
+// Kernels take rank >= 1 shapes: rank-0 becomes [1].
+Shape at_least_1d(const Shape& s);
+int64_t load_int(const void* p, DType d, int64_t i);
+void store_int(void* p, DType d, int64_t i, int64_t v);
+int64_t prod(const Shape& s, int from, int to);  // product of s[from, to)
+
+// Const construction (const.cpp): literals and BLOBFILE weights into plan-owned storage.
+std::shared_ptr<ConstData> const_from_literal(const mil::Literal& lit, const std::string& stmt);
+struct WeightLookup {
+  const std::vector<WeightFile>* files = nullptr;
+  const Profile* profile = nullptr;
+  std::vector<Warning>* warnings = nullptr;
+};
+std::shared_ptr<ConstData> const_from_blob(const mil::Literal& lit, const WeightLookup& w, const std::string& stmt);
+
+// Op family entry points (one file each), referenced by registry.cpp.
+#define ORION_OP(fn) void fn##_infer(OpCtx&); RunFn fn##_lower(OpCtx&);
+ORION_OP(binary) ORION_OP(unary) ORION_OP(clip) ORION_OP(gelu)
+ORION_OP(conv) ORION_OP(matmul) ORION_OP(sdpa)
+ORION_OP(reduce) ORION_OP(softmax) ORION_OP(layer_norm)
+ORION_OP(reshape) ORION_OP(transpose) ORION_OP(cast) ORION_OP(slice_by_index) ORION_OP(slice_by_size)
+ORION_OP(concat) ORION_OP(split) ORION_OP(identity)
+ORION_OP(gather) ORION_OP(select) ORION_OP(band_part)
+ORION_OP(quantize) ORION_OP(dequantize)
+#undef ORION_OP
+void const_infer(OpCtx&);
+void constexpr_affine_dequantize_infer(OpCtx&);
+
+}  // namespace orion::sim::ops
+
+// ANE-specific checks (sim/constraints.cpp).
+namespace orion::sim::constraints {
+// Per-statement rejections/warnings, after the op's MIL-level inference succeeded.
+void check_op(ops::OpCtx& ctx);
+// Program-level facts gathered while resolving, checked once at the end.
+struct ProgramFacts {
+  std::vector<std::pair<std::string, std::string>> blob_consts;  // (statement, path) per BLOBFILE tensor
+  bool has_pow = false, has_add_scalar_const = false;
+  bool has_reduce_sum = false, has_conv = false;
+  std::vector<std::string> sliced_inputs;  // slice_by_index statements whose x is a function input
+};
+void check_program(const ProgramFacts& f, const Profile& p, std::vector<Warning>* warnings);
+void check_io_dtype(DType d, const std::string& name, bool is_output, const Profile& p);  // C39, C28
+void check_shape(const Shape& s, const std::string& stmt);  // C22, C23
+void check_dialect(const mil::Program& prog, const Profile& p);  // C29
+std::string op_status(const std::string& op, const Profile& p);
+std::string warning_text(const std::string& detail, const std::string& constraint);  // "AneSimWarning: ... [Cnn]"
+}  // namespace orion::sim::constraints
+
+// Cost model (sim/cost.cpp).
+namespace orion::sim::cost {
+struct StepCost {
+  double flops;
+  ops::OpCtx::Unit unit;
+};
+CostEstimate estimate(const std::vector<StepCost>& steps, int64_t weight_bytes, int64_t activation_bytes,
+                      int64_t io_bytes);
+constexpr double kSramBytes = 32.0 * 1024 * 1024;  // C26
+}  // namespace orion::sim::cost

@@ -1,0 +1,129 @@
+// Affine quantisation (iOS17+): quantize (float -> int8/uint8), dequantize, and
+// constexpr_affine_dequantize, which the ANE folds at compile time (int8 weights give no compute
+// speed-up: numbers.md §8) — here too: its result is a plan-owned fp16 const.
+#include <algorithm>
+#include <cmath>
+
+#include "sim/ops/op.h"
+#include "sim/threadpool.h"
+
+namespace orion::sim::ops {
+
+namespace {
+
+// Per-tensor (scalar) or per-channel (rank-1 along `axis`) parameters.
+struct Affine {
+  std::vector<double> scale;
+  std::vector<int64_t> zp;  // empty = 0
+  int64_t dim = 1, inner = 1;  // element i uses channel (i / inner) % dim
+  size_t ch(int64_t i) const { return scale.size() == 1 ? 0 : (size_t)((i / inner) % dim); }
+  int64_t z(int64_t i) const { return zp.empty() ? 0 : zp[zp.size() == 1 ? 0 : ch(i)]; }
+};
+
+Affine affine(OpCtx& ctx, const Value& x, const char* data_name, DType zp_dtype) {
+  Affine a;
+  const Value& s = ctx.c("scale");
+  if (!dtype_is_float(s.dtype)) ctx.fail("scale must be fp16 or fp32, got " + type_str(s.dtype, s.shape));
+  bool per_axis = s.numel() > 1 || (ctx.has("zero_point") && ctx.c("zero_point").numel() > 1);
+  if (s.rank() > 1) ctx.fail("scale must be a scalar or rank-1, got " + shape_str(s.shape));
+  a.scale = s.floats();
+  if (ctx.has("zero_point")) {
+    const Value& z = ctx.c("zero_point");
+    if (z.dtype != zp_dtype) ctx.fail(std::string("zero_point must be ") + dtype_name(zp_dtype) + ", got " + dtype_name(z.dtype));
+    if (z.rank() > 1) ctx.fail("zero_point must be a scalar or rank-1, got " + shape_str(z.shape));
+    a.zp = z.ints();
+  }
+  if (per_axis || ctx.has("axis")) {
+    if (!ctx.has("axis")) ctx.fail("per-channel scale/zero_point needs axis");
+    int ax = ctx.norm_axis(ctx.i64("axis"), x.rank(), "axis");
+    a.dim = x.shape[ax];
+    a.inner = prod(x.shape, ax + 1, x.rank());
+    for (size_t n : {a.scale.size(), a.zp.size()})
+      if (n > 1 && (int64_t)n != a.dim)
+        ctx.fail(std::string("per-channel parameters need ") + std::to_string(a.dim) + " values (dim of axis in '" + data_name + "'), got " + std::to_string(n));
+  }
+  return a;
+}
+
+void range_of(DType d, int64_t* lo, int64_t* hi) {
+  *lo = d == DType::int8 ? -128 : 0;
+  *hi = d == DType::int8 ? 127 : 255;
+}
+
+}  // namespace
+
+// q = clamp(round_half_even(x / scale + zero_point))
+void quantize_infer(OpCtx& ctx) {
+  const Value& x = ctx.expect_float("input");
+  std::string od = ctx.str("output_dtype", "");
+  if (od != "int8" && od != "uint8") ctx.fail("output_dtype must be 'int8' or 'uint8', got '" + od + "'");
+  DType out = od == "int8" ? DType::int8 : DType::uint8;
+  if (ctx.c("scale").dtype != x.dtype) ctx.fail("scale must have the dtype of input");
+  affine(ctx, x, "input", out);
+  ctx.out_dtype = out;
+  ctx.out_shape = x.shape;
+}
+
+RunFn quantize_lower(OpCtx& ctx) {
+  const Value& x = ctx.v("input");
+  const Affine af = affine(ctx, x, "input", ctx.out_dtype);
+  DType out = ctx.out_dtype;
+  int64_t lo, hi, n = x.numel();
+  range_of(out, &lo, &hi);
+  int ix = ctx.input("input");
+  ctx.flops = 2.0 * n;
+  return [=](const RunArgs& a) {
+    const f16* src = a.at<f16>(ix);
+    parallel_for(n, 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        float v = f16_to_f32(src[i]) / (float)af.scale[af.ch(i)] + (float)af.z(i);
+        int64_t q = std::isnan(v) ? 0 : (int64_t)std::max(std::min(std::nearbyint(v), (float)hi), (float)lo);
+        store_int(a.out, out, i, q);
+      }
+    });
+  };
+}
+
+// y = (q - zero_point) * scale
+void dequantize_infer(OpCtx& ctx) {
+  const Value& q = ctx.v("input");
+  if (q.dtype != DType::int8 && q.dtype != DType::uint8) ctx.fail("input must be int8 or uint8, got " + type_str(q.dtype, q.shape));
+  affine(ctx, q, "input", q.dtype);
+  ctx.out_dtype = ctx.c("scale").dtype;
+  ctx.out_shape = q.shape;
+}
+
+RunFn dequantize_lower(OpCtx& ctx) {
+  const Value& q = ctx.v("input");
+  const Affine af = affine(ctx, q, "input", q.dtype);
+  DType qd = q.dtype;
+  int64_t n = q.numel();
+  int ix = ctx.input("input");
+  ctx.flops = 2.0 * n;
+  return [=](const RunArgs& a) {
+    f16* y = a.o<f16>();
+    parallel_for(n, 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        y[i] = f32_to_f16((float)(load_int(a.in[ix], qd, i) - af.z(i)) * (float)af.scale[af.ch(i)]);
+    });
+  };
+}
+
+// Parameters in the attribute list (mil-dialect.md §2 "constexpr ops"); folded at build.
+void constexpr_affine_dequantize_infer(OpCtx& ctx) {
+  const Value& q = ctx.c("quantized_data");
+  if (q.dtype != DType::int8 && q.dtype != DType::uint8)
+    ctx.fail("quantized_data must be int8 or uint8, got " + type_str(q.dtype, q.shape));
+  const Affine af = affine(ctx, q, "quantized_data", q.dtype);
+  ctx.out_dtype = ctx.c("scale").dtype;
+  ctx.out_shape = q.shape;
+  auto cd = std::make_shared<ConstData>();
+  int64_t n = q.numel();
+  cd->bytes.resize((size_t)n * sizeof(f16));
+  f16* y = (f16*)cd->bytes.data();
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = f32_to_f16((float)(load_int(q.cdata->bytes.data(), q.dtype, i) - af.z(i)) * (float)af.scale[af.ch(i)]);
+  ctx.folded = cd;
+}
+
+}  // namespace orion::sim::ops

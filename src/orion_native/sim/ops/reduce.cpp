@@ -1,0 +1,127 @@
+// reduce_sum/mean/max/min/prod (axes, keep_dims) and softmax. Reductions over several axes run as
+// one kernel call: directly when the reduced axes are adjacent in memory (size-1 axes ignored),
+// else after a transpose that moves them to the end — so there is exactly one fp16 rounding (C37).
+#include <algorithm>
+
+#include "sim/kernels/kernels.h"
+#include "sim/ops/op.h"
+
+namespace orion::sim::ops {
+
+namespace {
+
+struct ReducePlan {
+  std::vector<int> axes;  // sorted, unique
+  bool transpose = false;
+  std::vector<int64_t> perm;
+  int64_t outer = 1, len = 1, inner = 1;
+};
+
+std::vector<int> reduce_axes(OpCtx& ctx, const Shape& s) {
+  int r = (int)s.size();
+  std::vector<int> axes;
+  if (!ctx.has("axes")) {
+    for (int i = 0; i < r; ++i) axes.push_back(i);
+  } else {
+    for (int64_t a : ctx.ivec("axes")) axes.push_back(ctx.norm_axis(a, r, "axis"));
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) ctx.fail("axes contain duplicates");
+  return axes;
+}
+
+ReducePlan plan_reduce(const Shape& s, const std::vector<int>& axes) {
+  ReducePlan p;
+  p.axes = axes;
+  int r = (int)s.size();
+  std::vector<bool> red(r, false);
+  for (int a : axes) red[a] = true;
+  // Position of each non-trivial axis; the reduced ones must be one run.
+  int first = -1, last = -1;
+  bool run_ok = true;
+  for (int i = 0; i < r; ++i) {
+    if (s[i] == 1 || !red[i]) continue;
+    if (first < 0) first = i;
+    last = i;
+  }
+  for (int i = first; first >= 0 && i <= last; ++i)
+    if (!red[i] && s[i] != 1) run_ok = false;
+  if (run_ok) {
+    if (first < 0) { p.outer = shape_numel(s); return p; }  // only size-1 axes reduced
+    p.outer = prod(s, 0, first);
+    p.len = prod(s, first, last + 1);
+    p.inner = prod(s, last + 1, r);
+    return p;
+  }
+  p.transpose = true;
+  for (int i = 0; i < r; ++i) if (!red[i]) p.perm.push_back(i);
+  for (int a : axes) p.perm.push_back(a);
+  p.len = 1;
+  for (int a : axes) p.len *= s[a];
+  p.outer = shape_numel(s) / p.len;
+  p.inner = 1;
+  return p;
+}
+
+kernels::Reduce reduce_kind(const std::string& op) {
+  if (op == "reduce_sum") return kernels::Reduce::sum;
+  if (op == "reduce_mean") return kernels::Reduce::mean;
+  if (op == "reduce_max") return kernels::Reduce::max;
+  if (op == "reduce_min") return kernels::Reduce::min;
+  return kernels::Reduce::prod;
+}
+
+}  // namespace
+
+void reduce_infer(OpCtx& ctx) {
+  const Value& x = ctx.expect_float("x");
+  std::vector<int> axes = reduce_axes(ctx, x.shape);
+  bool keep = ctx.flag("keep_dims", false);
+  Shape out;
+  for (int i = 0; i < x.rank(); ++i) {
+    bool red = std::binary_search(axes.begin(), axes.end(), i);
+    if (!red) out.push_back(x.shape[i]);
+    else if (keep) out.push_back(1);
+  }
+  ctx.out_dtype = x.dtype;
+  ctx.out_shape = out;
+}
+
+RunFn reduce_lower(OpCtx& ctx) {
+  const Value& x = ctx.v("x");
+  const ReducePlan p = plan_reduce(x.shape, reduce_axes(ctx, x.shape));
+  const Shape xs = x.shape;
+  kernels::Reduce op = reduce_kind(ctx.st.op);
+  int ix = ctx.input("x");
+  ctx.flops = (double)x.numel();
+  if (p.transpose) ctx.scratch_bytes = x.numel() * (int64_t)sizeof(f16);
+  return [=](const RunArgs& a) {
+    const f16* src = a.at<f16>(ix);
+    if (p.transpose) {
+      kernels::transpose(src, a.scratch, sizeof(f16), xs, p.perm);
+      src = (const f16*)a.scratch;
+    }
+    kernels::reduce(op, src, a.o<f16>(), p.outer, p.len, p.inner);
+  };
+}
+
+// ---- softmax --------------------------------------------------------------------------------------
+
+void softmax_infer(OpCtx& ctx) {
+  const Value& x = ctx.expect_float("x");
+  if (x.rank() < 1) ctx.fail("x must have rank >= 1");
+  ctx.norm_axis(ctx.i64("axis", -1), x.rank(), "axis");
+  ctx.out_dtype = x.dtype;
+  ctx.out_shape = x.shape;
+}
+
+RunFn softmax_lower(OpCtx& ctx) {
+  const Value& x = ctx.v("x");
+  int ax = ctx.norm_axis(ctx.i64("axis", -1), x.rank(), "axis");
+  int64_t outer = prod(x.shape, 0, ax), len = x.shape[ax], inner = prod(x.shape, ax + 1, x.rank());
+  int ix = ctx.input("x");
+  ctx.flops = 5.0 * x.numel();
+  return [=](const RunArgs& a) { kernels::softmax(a.at<f16>(ix), a.o<f16>(), outer, len, inner); };
+}
+
+}  // namespace orion::sim::ops

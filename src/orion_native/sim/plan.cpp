@@ -1,0 +1,350 @@
+// build_plan: resolves function "main" statement by statement (names, parameters, dtypes, shapes),
+// applies the ANE constraints (constraints.cpp), snapshots consts (C07), lowers every op to an
+// executable step and lays out one scratch arena from precomputed lifetimes.
+// Plan::execute: per-call arena (thread-safe), steps in order, outputs widened to fp32 when declared.
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <set>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "sim/kernels/kernels.h"
+#include "sim/ops/op.h"
+
+namespace orion::sim {
+
+using ops::Value;
+
+namespace {
+
+constexpr int64_t kAlign = 64;
+int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+struct Step {
+  std::string name, op;
+  std::vector<int> ins;  // value ids, in RunArgs::in order
+  int out = -1;
+  ops::RunFn run;
+  int64_t scratch_bytes = 0, scratch_off = 0;
+};
+
+class PlanImpl : public Plan {
+ public:
+  std::deque<Value> values;
+  std::vector<IOInfo> in_info, out_info;
+  std::vector<int> param_ids, out_ids;
+  std::vector<Step> steps;
+  std::vector<int64_t> arena_off;  // per value; -1 = not in the arena
+  int64_t arena_size = 0;
+  CostEstimate cost_;
+
+  const std::vector<IOInfo>& inputs() const override { return in_info; }
+  const std::vector<IOInfo>& outputs() const override { return out_info; }
+  CostEstimate cost() const override { return cost_; }
+  size_t num_ops() const override { return steps.size(); }
+
+  void execute(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+               std::vector<Warning>* warnings) const override {
+    if (inputs.size() != in_info.size() || outputs.size() != out_info.size())
+      throw_error(ErrorKind::Input, "plan takes " + std::to_string(in_info.size()) + " inputs and " +
+                                        std::to_string(out_info.size()) + " outputs, got " + std::to_string(inputs.size()) +
+                                        " and " + std::to_string(outputs.size()));
+    std::unique_ptr<uint8_t[]> mem(new uint8_t[(size_t)arena_size + kAlign]);
+    uint8_t* arena = (uint8_t*)(((uintptr_t)mem.get() + kAlign - 1) / kAlign * kAlign);
+    std::vector<const void*> ptr(values.size(), nullptr);
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (arena_off[i] >= 0) ptr[i] = arena + arena_off[i];
+      else if (values[i].is_const()) ptr[i] = values[i].cdata->bytes.data();
+    }
+    for (size_t i = 0; i < param_ids.size(); ++i) {
+      int id = param_ids[i];
+      if (!inputs[i]) throw_error(ErrorKind::Input, "null input '" + in_info[i].name + "'");
+      if (in_info[i].dtype == DType::fp32)  // fp32 exists only at I/O: round to fp16 on read (C37)
+        kernels::f32_to_f16((const float*)inputs[i], (f16*)ptr[id], (size_t)values[id].numel());
+      else
+        ptr[id] = inputs[i];
+    }
+    ops::WarnSink sink;
+    std::vector<const void*> in;
+    for (const Step& s : steps) {
+      in.resize(s.ins.size());
+      for (size_t k = 0; k < s.ins.size(); ++k) in[k] = ptr[s.ins[k]];
+      ops::RunArgs a;
+      a.in = in.data();
+      a.out = (void*)ptr[s.out];
+      a.scratch = s.scratch_bytes ? arena + s.scratch_off : nullptr;
+      a.warn = &sink;
+      s.run(a);
+    }
+    for (size_t j = 0; j < out_ids.size(); ++j) {
+      const Value& v = values[out_ids[j]];
+      if (!outputs[j]) throw_error(ErrorKind::Input, "null output '" + out_info[j].name + "'");
+      if (out_info[j].dtype == DType::fp32)  // the fp16 value, widened
+        kernels::f16_to_f32((const f16*)ptr[out_ids[j]], (float*)outputs[j], (size_t)v.numel());
+      else
+        std::memcpy(outputs[j], ptr[out_ids[j]], v.bytes());
+    }
+    if (warnings) warnings->insert(warnings->end(), sink.list.begin(), sink.list.end());
+  }
+};
+
+class Builder : public ops::Env {
+ public:
+  Builder(const mil::Program& prog, const std::vector<WeightFile>& weights, const Profile& prof, std::vector<Warning>* w)
+      : prog_(prog), prof_(prof), warnings_(w) {
+    wl_.files = &weights;
+    wl_.profile = &prof;
+    wl_.warnings = w;
+  }
+
+  const Value& value(int id) const override { return plan_->values[id]; }
+  const Profile& profile() const override { return prof_; }
+  void warn(const std::string& c, const std::string& detail) override {
+    if (warnings_) warnings_->push_back({c, constraints::warning_text(detail, c)});
+  }
+
+  int lookup(const std::string& name, const mil::Stmt& st) override {
+    auto it = by_name_.find(name);
+    if (it == by_name_.end())
+      throw_compile("", st.out, "InvalidMILProgram: " + st.op + ": '" + name + "' is not defined before use");
+    return it->second;
+  }
+
+  int literal(const mil::Literal& lit, const std::string& label, const mil::Stmt& st) override {
+    Value v;
+    v.name = label;
+    v.dtype = lit.type.dtype;
+    v.shape = lit.type.shape;
+    v.src = Value::Src::Const;
+    v.stmt = cur_stmt_;
+    v.op = "const";
+    if (lit.kind == mil::Literal::Kind::BlobFile) {
+      v.cdata = ops::const_from_blob(lit, wl_, st.out);
+      facts_.blob_consts.push_back({st.out, lit.blob_path});
+    } else {
+      v.cdata = ops::const_from_literal(lit, st.out);
+    }
+    constraints::check_shape(v.shape, st.out);
+    return add(std::move(v));
+  }
+
+  std::unique_ptr<Plan> build() {
+    plan_ = std::make_unique<PlanImpl>();
+    const mil::Function* fn = prog_.find("main");
+    if (!fn) throw_compile("", "", "InvalidMILProgram: the program has no function 'main'");
+    constraints::check_dialect(prog_, prof_);
+    for (const auto& f : *wl_.files)  // C11: the descriptor returns nil for an empty entry
+      if (f.size == 0 || !f.data) throw_compile("C11", "", "InvalidMILProgram: weight dictionary entry '" + f.path + "' is empty");
+    for (const auto& p : fn->params) add_param(p);
+    for (size_t i = 0; i < fn->stmts.size(); ++i) {
+      cur_stmt_ = (int)i;
+      resolve(fn->stmts[i]);
+    }
+    cur_stmt_ = -1;
+    for (size_t i = 0; i < fn->returns.size(); ++i) add_output(fn->returns[i]);
+    if (fn->returns.empty()) throw_compile("C17", "", "InvalidMILProgram: function main returns nothing");
+    constraints::check_program(facts_, prof_, warnings_);
+    layout();
+    estimate_cost();
+    return std::move(plan_);
+  }
+
+ private:
+  const mil::Program& prog_;
+  const Profile& prof_;
+  std::vector<Warning>* warnings_;
+  ops::WeightLookup wl_;
+  std::unique_ptr<PlanImpl> plan_;
+  std::unordered_map<std::string, int> by_name_;
+  constraints::ProgramFacts facts_;
+  std::vector<ops::OpCtx::Unit> units_;
+  std::vector<double> flops_;
+  int cur_stmt_ = -1;
+
+  int add(Value v) {
+    plan_->values.push_back(std::move(v));
+    return (int)plan_->values.size() - 1;
+  }
+
+  void define(const std::string& name, int id) {
+    if (by_name_.count(name)) throw_compile("C40", name, "InvalidMILProgram: duplicate name '" + name + "'");
+    by_name_[name] = id;
+  }
+
+  void add_param(const mil::Param& p) {
+    constraints::check_io_dtype(p.type.dtype, p.name, false, prof_);
+    constraints::check_shape(p.type.shape, p.name);
+    Value v;
+    v.name = p.name;
+    v.dtype = p.type.dtype;
+    v.shape = p.type.shape;
+    v.src = Value::Src::Param;
+    v.param_index = (int)plan_->param_ids.size();
+    int id = add(std::move(v));
+    define(p.name, id);
+    plan_->param_ids.push_back(id);
+    plan_->in_info.push_back({p.name, p.type.dtype, p.type.shape});
+  }
+
+  void add_output(const std::string& name) {
+    auto it = by_name_.find(name);
+    if (it == by_name_.end())
+      throw_compile("C17", name, "InvalidMILProgram: undefined return value " + name);
+    const Value& v = plan_->values[it->second];
+    constraints::check_io_dtype(v.dtype, name, true, prof_);
+    if (v.src == Value::Src::Param)
+      warn("C17", "main returns its parameter '" + name + "' directly; untested on hardware (end outputs with an op)");
+    plan_->out_ids.push_back(it->second);
+    plan_->out_info.push_back({name, v.dtype, v.shape});
+  }
+
+  // Parameter names and attributes against the registry entry.
+  void check_signature(const mil::Stmt& st, const ops::OpDef& def) {
+    auto fail = [&](const std::string& m) { throw_compile("", st.out, "InvalidMILProgram: " + st.op + ": " + m); };
+    auto known = [&](const std::string& n) {
+      for (const auto& p : def.params)
+        if (p == n || p == n + "?") return true;
+      return false;
+    };
+    std::set<std::string> seen;
+    bool has_name = false;
+    for (const auto& at : st.attrs) {
+      if (!seen.insert("@" + at.name).second) fail("attribute '" + at.name + "' given twice");
+      if (at.name == "name") { has_name = true; continue; }
+      if (!def.attr_params || !known(at.name)) fail("unknown attribute '" + at.name + "'");
+    }
+    if (!has_name) fail("missing the name attribute (required on every op)");
+    for (const auto& a : st.args) {
+      if (!seen.insert(a.name).second) fail("parameter '" + a.name + "' given twice");
+      if (def.attr_params) fail("takes its parameters in the attribute list, got argument '" + a.name + "'");
+      if (!known(a.name)) {
+        std::string list;
+        for (const auto& p : def.params) list += (list.empty() ? "" : ", ") + p;
+        fail("unknown parameter '" + a.name + "' (expected: " + list + ")");
+      }
+    }
+    for (const auto& p : def.params)
+      if (p.back() != '?' && !(def.attr_params ? (bool)st.attr(p) : (bool)st.arg(p)))
+        fail("missing required parameter '" + p + "'");
+  }
+
+  void resolve(const mil::Stmt& st) {
+    if (by_name_.count(st.out)) throw_compile("C40", st.out, "InvalidMILProgram: duplicate name '" + st.out + "'");
+    const ops::OpDef* def = ops::find_op(st.op);
+    if (!def) throw_compile("", st.out, "InvalidMILProgram: unknown op '" + st.op + "'");
+    check_signature(st, *def);
+    ops::OpCtx ctx(*this, st, *def);
+    def->infer(ctx);
+    if (st.type.dtype != ctx.out_dtype || st.type.shape != ctx.out_shape)
+      throw_compile("", st.out, "InvalidMILProgram: " + st.op + ": declared type " + ops::type_str(st.type.dtype, st.type.shape) +
+                                    " but op produces " + ops::type_str(ctx.out_dtype, ctx.out_shape));
+    constraints::check_shape(ctx.out_shape, st.out);
+    constraints::check_op(ctx);
+    note_facts(ctx);
+
+    Value v;
+    v.name = st.out;
+    v.dtype = ctx.out_dtype;
+    v.shape = ctx.out_shape;
+    v.stmt = cur_stmt_;
+    v.op = st.op;
+    if (ctx.folded) {
+      v.src = Value::Src::Const;
+      v.cdata = ctx.folded;
+      define(st.out, add(std::move(v)));
+      return;
+    }
+    Step s;
+    s.run = def->lower(ctx);
+    s.name = st.out;
+    s.op = st.op;
+    s.ins = ctx.inputs;
+    s.scratch_bytes = ctx.scratch_bytes;
+    v.src = Value::Src::Op;
+    s.out = add(std::move(v));
+    define(st.out, s.out);
+    plan_->steps.push_back(std::move(s));
+    units_.push_back(ctx.unit);
+    flops_.push_back(ctx.flops);
+  }
+
+  void note_facts(ops::OpCtx& ctx) {
+    const std::string& op = ctx.st.op;
+    if (op == "pow") facts_.has_pow = true;
+    if (op == "reduce_sum") facts_.has_reduce_sum = true;
+    if (op == "conv") facts_.has_conv = true;
+    if (op == "add")  // C19: add against a scalar const costs a weight slot
+      for (const char* p : {"x", "y"})
+        if (ctx.v(p).is_const() && ctx.v(p).numel() == 1) facts_.has_add_scalar_const = true;
+    if (op == "slice_by_index" && ctx.v("x").src == Value::Src::Param) facts_.sliced_inputs.push_back(ctx.st.out);
+  }
+
+  // Lifetimes -> arena offsets (first fit). A value lives from its defining step to its last use;
+  // outputs to the end. fp32 parameters get an fp16 copy from step 0. Step scratch lives one step.
+  void layout() {
+    PlanImpl& P = *plan_;
+    const int n = (int)P.values.size(), ns = (int)P.steps.size();
+    std::vector<int> def(n, -1), last(n, -2);
+    for (int i = 0; i < ns; ++i) {
+      def[P.steps[i].out] = i;
+      last[P.steps[i].out] = std::max(last[P.steps[i].out], i);
+      for (int id : P.steps[i].ins) last[id] = std::max(last[id], i);
+    }
+    for (int id : P.out_ids) last[id] = ns;
+    P.arena_off.assign(n, -1);
+    struct Block { int64_t off, size; int end; };
+    std::vector<Block> live;
+    int64_t peak = 0;
+    auto alloc = [&](int start, int end, int64_t bytes) {
+      live.erase(std::remove_if(live.begin(), live.end(), [&](const Block& b) { return b.end < start; }), live.end());
+      std::sort(live.begin(), live.end(), [](const Block& a, const Block& b) { return a.off < b.off; });
+      int64_t size = align_up(std::max<int64_t>(bytes, 1)), at = 0;
+      for (const Block& b : live) {
+        if (b.off - at >= size) break;
+        at = std::max(at, b.off + b.size);
+      }
+      live.push_back({at, size, end});
+      peak = std::max(peak, at + size);
+      return at;
+    };
+    for (int id : P.param_ids)
+      if (P.values[id].dtype == DType::fp32 && last[id] >= 0) P.arena_off[id] = alloc(-1, last[id], P.values[id].bytes());
+    for (int i = 0; i < ns; ++i) {
+      Step& s = P.steps[i];
+      if (s.scratch_bytes) s.scratch_off = alloc(i, i, s.scratch_bytes);
+      P.arena_off[s.out] = alloc(i, std::max(last[s.out], i), P.values[s.out].bytes());
+    }
+    // fp32 parameters that are returned directly (or unused) still need their fp16 copy.
+    for (int id : P.param_ids)
+      if (P.values[id].dtype == DType::fp32 && P.arena_off[id] < 0) P.arena_off[id] = alloc(-1, ns, P.values[id].bytes());
+    P.arena_size = peak;
+  }
+
+  void estimate_cost() {
+    PlanImpl& P = *plan_;
+    std::set<const ops::ConstData*> seen;
+    int64_t wbytes = 0, io = 0;
+    for (const auto& v : P.values)
+      if (v.is_const() && v.cdata && seen.insert(v.cdata.get()).second) wbytes += (int64_t)v.cdata->bytes.size();
+    for (const auto& i : P.in_info) io += i.bytes();
+    for (const auto& o : P.out_info) io += o.bytes();
+    std::vector<cost::StepCost> sc;
+    for (size_t i = 0; i < flops_.size(); ++i) sc.push_back({flops_[i], units_[i]});
+    P.cost_ = cost::estimate(sc, wbytes, P.arena_size, io);
+    double ws = (double)(wbytes + P.arena_size + io);
+    if (ws > cost::kSramBytes)
+      warn("C26", "working set " + std::to_string((int64_t)(ws / (1024 * 1024))) +
+                      " MB (weights + activations + I/O) exceeds the ~32 MB ANE SRAM; expect a throughput cliff");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Plan> build_plan(const mil::Program& prog, const std::vector<WeightFile>& weights, const Profile& profile,
+                                 std::vector<Warning>* warnings) {
+  Builder b(prog, weights, profile, warnings);
+  return b.build();
+}
+
+}  // namespace orion::sim

@@ -1,0 +1,483 @@
+"""Simulator compute kernels (sim/kernels) through the _native._k_* test hooks.
+
+References are float64 numpy. Tolerances (fp16 ulp = 2^-10 relative at 1.0):
+- conversions, +,-,*,/, max/min, sqrt, clip, transpose: exact (fp32 then fp16 rounding of a correctly
+  rounded fp32 result equals direct rounding: 24 >= 2*11 + 2 bits).
+- exp/log/tanh/sigmoid/silu/gelu: every finite fp16 input, result within < 1 fp16 ulp of the exact
+  value (faithful), and correctly rounded for > 99.9 % of inputs.
+- gemm / sums: |err| <= 2^-10 * sum_k |a||b| (fp32 accumulation plus one fp16 rounding) + 2^-24.
+Every ISA the machine supports must give bit-identical results (NaN payloads aside), and so must 1 vs 2
+threads.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pytest
+
+from orion import _native as native  # noqa: E402  (fail loudly: a broken build must not skip)
+
+ISAS = [i for i in ("scalar", "avx2", "avx512", "neon") if native._k_force_isa(i)]
+native._k_force_isa("best")
+F16 = np.float16
+ALL_F16 = np.arange(65536, dtype=np.uint16).view(F16)
+FINITE_F16 = ALL_F16[np.isfinite(ALL_F16)]
+
+
+@pytest.fixture(autouse=True)
+def _restore():
+    yield
+    native._k_force_isa("best")
+    native._k_set_threads(0)
+
+
+def bits(y: np.ndarray) -> np.ndarray:
+    """Raw bits with every NaN made the same (payloads may differ between code paths)."""
+    u = y.view(np.uint16 if y.dtype == F16 else np.uint32).copy()
+    u[np.isnan(y)] = 0x7E00 if y.dtype == F16 else 0x7FC00000
+    return u
+
+
+def rnd(shape, rng, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(F16)
+
+
+def per_isa(fn):
+    """fn() under each ISA; returns {isa: result}."""
+    out = {}
+    for isa in ISAS:
+        assert native._k_force_isa(isa)
+        out[isa] = fn()
+    native._k_force_isa("best")
+    return out
+
+
+def assert_same_everywhere(fn):
+    """fn() gives identical bits for every ISA and for 1 vs 2 threads."""
+    res = per_isa(fn)
+    first = bits(res[ISAS[0]])
+    for isa, r in res.items():
+        np.testing.assert_array_equal(bits(r), first, err_msg=f"ISA {isa} differs from {ISAS[0]}")
+    for n in (1, 2):
+        native._k_set_threads(n)
+        np.testing.assert_array_equal(bits(fn()), first, err_msg=f"{n} threads differ")
+    native._k_set_threads(0)
+    return res[ISAS[0]]
+
+
+def ulp16(v: np.ndarray) -> np.ndarray:
+    e = np.floor(np.log2(np.maximum(np.abs(v), 2.0**-14)))
+    return 2.0 ** (e - 10)
+
+
+# ---- infrastructure ---------------------------------------------------------------------------
+
+def test_isa_reporting():
+    assert native._k_isa() in ("avx512", "avx2", "neon", "scalar")
+    assert "scalar" in ISAS
+    assert not native._k_force_isa("nonsense")
+    assert native._k_num_threads() >= 1
+
+
+def test_parallel_for_covers_each_item_once_and_propagates():
+    native._k_set_threads(2)
+    assert native._k_num_threads() == 2
+    for n, grain in [(1, 1), (7, 1), (1000, 1), (1000, 300), (100_000, 17)]:
+        assert native._k_parallel_for_test(n, grain) == n
+    with pytest.raises(RuntimeError, match="boom"):
+        native._k_parallel_for_test(1000, 1, True)
+    assert native._k_parallel_for_test(1000, 1) == 1000  # pool still healthy after an exception
+    native._k_set_threads(1)
+    assert native._k_parallel_for_test(1000, 1) == 1000
+
+
+def test_concurrent_callers_from_python_threads():
+    rng = np.random.default_rng(1)
+    a, b = rnd((3, 200, 150), rng), rnd((3, 150, 170), rng)
+    x = rnd((300_000,), rng)
+    want_c, want_y = native._k_gemm(a, b), native._k_unary("tanh", x)
+    errors = []
+
+    def work():
+        try:
+            for _ in range(5):
+                np.testing.assert_array_equal(native._k_gemm(a, b), want_c)
+                np.testing.assert_array_equal(native._k_unary("tanh", x), want_y)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+
+
+# ---- conversions ------------------------------------------------------------------------------
+
+def test_f16_to_f32_all_values():
+    ref = ALL_F16.astype(np.float32)
+    for isa, y in per_isa(lambda: native._k_convert(ALL_F16)).items():
+        fin = ~np.isnan(ALL_F16)
+        np.testing.assert_array_equal(y[fin].view(np.uint32), ref[fin].view(np.uint32), err_msg=isa)
+        # NaN: quiet, sign and payload kept (as F16C / IEEE conversion)
+        h = ALL_F16.view(np.uint16)[~fin].astype(np.uint32)
+        want = ((h & 0x8000) << 16) | 0x7F800000 | ((h & 0x3FF) << 13) | 0x00400000
+        np.testing.assert_array_equal(y[~fin].view(np.uint32), want, err_msg=isa)
+
+
+def test_f16_round_trip_all_values():
+    for isa in ISAS:
+        native._k_force_isa(isa)
+        back = native._k_convert(native._k_convert(ALL_F16))
+        fin = ~np.isnan(ALL_F16)
+        np.testing.assert_array_equal(back.view(np.uint16)[fin], ALL_F16.view(np.uint16)[fin], err_msg=isa)
+        assert np.isnan(back[~fin]).all()
+
+
+def test_f32_to_f16_rounding():
+    rng = np.random.default_rng(2)
+    rand_bits = rng.integers(0, 2**32, size=1_000_000, dtype=np.uint64).astype(np.uint32)
+    # edges: ties at every fp16 boundary (normal, subnormal, overflow), around 2^-25 and 65520
+    h = np.arange(0, 0x7C00, dtype=np.uint32)
+    mid = (h.astype(np.uint32) << 13) + 0x38000000 + (1 << 12)  # halfway between fp16 h and h+1
+    special = np.array([0x477FF000, 0x477FEFFF, 0x477FF001, 0x33000000, 0x33000001, 0x32FFFFFF,
+                        0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0, 0x80000000, 0x387FE000,
+                        0x387FF000, 0x38800000], dtype=np.uint32)
+    pats = np.concatenate([rand_bits, mid, mid - 1, mid + 1, special, special | 0x80000000])
+    f = pats.view(np.float32)
+    with np.errstate(all="ignore"):
+        ref = f.astype(F16)  # numpy: round to nearest even, overflow to inf
+    nan = np.isnan(f)
+    for isa, y in per_isa(lambda: native._k_convert(f)).items():
+        np.testing.assert_array_equal(y.view(np.uint16)[~nan], ref.view(np.uint16)[~nan], err_msg=isa)
+        assert np.isnan(y[nan]).all(), isa
+    # every ISA produces the same NaN bits too
+    res = per_isa(lambda: native._k_convert(f))
+    for isa in ISAS:
+        np.testing.assert_array_equal(res[isa].view(np.uint16), res["scalar"].view(np.uint16))
+
+
+def test_convert_rejects_other_dtypes():
+    with pytest.raises((TypeError, ValueError)):
+        native._k_convert(np.zeros(3, np.float64))
+
+
+# ---- GEMM -------------------------------------------------------------------------------------
+
+def gemm_ref(a, b, ta, tb):
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if ta:
+        a64 = np.swapaxes(a64, -1, -2)
+    if tb:
+        b64 = np.swapaxes(b64, -1, -2)
+    return a64 @ b64, np.abs(a64) @ np.abs(b64)
+
+
+def check_gemm(c, a, b, ta, tb, f32_out=False):
+    ref, mag = gemm_ref(a, b, ta, tb)
+    assert c.shape == ref.shape
+    k = a.shape[-2] if ta else a.shape[-1]
+    tol = (k * 2.0**-24 * 1.01 if f32_out else 2.0**-10) * mag + 2.0**-24
+    err = np.abs(c.astype(np.float64) - ref)
+    assert np.all(err <= tol), f"max err {err.max()} vs tol {tol.flat[err.argmax()]}"
+
+
+def make_operands(rng, batch, m, n, k, ta, tb):
+    sa = (k, m) if ta else (m, k)
+    sb = (n, k) if tb else (k, n)
+    if batch:
+        sa, sb = (batch, *sa), (batch, *sb)
+    return rnd(sa, rng), rnd(sb, rng)
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 5, 3), (37, 65, 300), (100, 33, 513), (13, 129, 64),
+                                   (64, 1, 17), (1, 100, 260)])
+def test_gemm_shapes_and_transposes(ta, tb, m, n, k):
+    rng = np.random.default_rng(m * 1000 + n * 10 + k)
+    a, b = make_operands(rng, 0, m, n, k, ta, tb)
+    c = assert_same_everywhere(lambda: native._k_gemm(a, b, ta, tb))
+    check_gemm(c, a, b, ta, tb)
+    c32 = native._k_gemm(a, b, ta, tb, f32_out=True)
+    assert c32.dtype == np.float32
+    check_gemm(c32, a, b, ta, tb, f32_out=True)
+    # the fp16 result is the fp32 result rounded once
+    np.testing.assert_array_equal(c32.astype(F16), c)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, True), (False, True)])
+def test_gemm_batched_and_broadcast(ta, tb):
+    rng = np.random.default_rng(5)
+    a, b = make_operands(rng, 5, 33, 47, 70, ta, tb)
+    c = assert_same_everywhere(lambda: native._k_gemm(a, b, ta, tb))
+    check_gemm(c, a, b, ta, tb)
+    c1 = native._k_gemm(a[:1], b, ta, tb)  # batch-1 operand broadcasts
+    check_gemm(c1, np.broadcast_to(a[:1], a.shape), b, ta, tb)
+    big_a, big_b = make_operands(rng, 12, 64, 64, 64, ta, tb)  # many batches: per-batch parallelism
+    check_gemm(assert_same_everywhere(lambda: native._k_gemm(big_a, big_b, ta, tb)), big_a, big_b, ta, tb)
+
+
+def test_gemm_leading_dimensions_and_output_padding():
+    rng = np.random.default_rng(6)
+    big_a, big_b = rnd((50, 90), rng), rnd((80, 70), rng)
+    a, b = big_a[:, 3:43], big_b[:40, 5:50]  # row strides 90 and 70 (lda, ldb > cols)
+    assert not a.flags.c_contiguous
+    c = native._k_gemm(a, b, ldc_pad=7)
+    assert c.shape == (50, 52)
+    check_gemm(c[:, :45], a, b, False, False)
+    assert (c[:, 45:].view(np.uint16) == 0xFFFF).all()  # padding untouched
+    ct = native._k_gemm(big_a[:40, 3:53], big_b[2:47, 10:50], True, True)  # transposed + padded
+    check_gemm(ct, big_a[:40, 3:53], big_b[2:47, 10:50], True, True)
+    b3 = rnd((4, 30, 60), rng)[:, :, 10:35]  # 3-D with padded rows
+    a3 = rnd((4, 20, 30), rng)
+    check_gemm(native._k_gemm(a3, b3), a3, b3, False, False)
+
+
+def test_gemm_large_multithreaded_and_k_blocking():
+    rng = np.random.default_rng(7)
+    a, b = rnd((300, 700), rng), rnd((700, 290), rng)
+    c = assert_same_everywhere(lambda: native._k_gemm(a, b))
+    check_gemm(c, a, b, False, False)
+
+
+def test_gemm_overflow_nan_and_zero_k():
+    a = np.full((4, 8), 200.0, F16)
+    b = np.full((8, 3), 100.0, F16)
+    assert np.isposinf(native._k_gemm(a, b)).all()  # 160000 > 65504 -> inf
+    b[0, 1] = np.nan
+    c = native._k_gemm(a, b)
+    assert np.isnan(c[:, 1]).all() and np.isposinf(c[:, 0]).all()
+    z = native._k_gemm(np.zeros((3, 0), F16), np.zeros((0, 4), F16))
+    assert z.shape == (3, 4) and (z == 0).all()
+    with pytest.raises(ValueError):
+        native._k_gemm(np.zeros((3, 4), F16), np.zeros((5, 4), F16))
+
+
+# ---- element-wise -----------------------------------------------------------------------------
+
+BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+       "maximum": np.maximum, "minimum": np.minimum}
+
+
+def binary_ref(op, a, b):
+    with np.errstate(all="ignore"):
+        if op == "pow":  # libm powf then one rounding
+            return BIN[op](a.astype(np.float32), b.astype(np.float32)).astype(F16)
+        return BIN[op](a.astype(np.float64), b.astype(np.float64)).astype(F16)
+
+
+BROADCASTS = [((37, 53), (37, 53)), ((37, 53), ()), ((), (37, 53)), ((37, 53), (1, 53)), ((37, 53), (37, 1)),
+              ((37, 1), (1, 53)), ((2, 3, 1, 5, 4), (3, 7, 1, 4)), ((70_000,), (70_000,)), ((3, 70_000), (1,)),
+              ((300, 400), (400,))]
+
+
+@pytest.mark.parametrize("op", list(BIN))
+@pytest.mark.parametrize("sa,sb", BROADCASTS)
+def test_binary_broadcasting(op, sa, sb):
+    rng = np.random.default_rng(8)
+    a, b = rnd(sa, rng, 3), rnd(sb, rng, 3)
+    if op == "pow":
+        a = np.abs(a)
+    y = assert_same_everywhere(lambda: native._k_binary(op, a, b))
+    ref = binary_ref(op, a, b)
+    assert y.shape == ref.shape
+    np.testing.assert_array_equal(bits(y), bits(ref))
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "div", "maximum"])
+def test_binary_strided_views_and_specials(op):
+    rng = np.random.default_rng(9)
+    base = rnd((40, 60), rng)
+    a, b = base[::2, 1::3], base[5:25, ::-3]  # non-contiguous, negative stride
+    np.testing.assert_array_equal(bits(native._k_binary(op, a, b)), bits(binary_ref(op, a, b)))
+    sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65504, -65504, 6e-8, 1.0, -2.0], F16)
+    A, B = np.meshgrid(sp, sp)
+    y = assert_same_everywhere(lambda: native._k_binary(op, A.copy(), B.copy()))
+    np.testing.assert_array_equal(bits(y), bits(binary_ref(op, A, B)))
+
+
+def unary_ref(op, x, param=0.0):
+    xd = x.astype(np.float64)
+    v = (x.astype(np.float32) + np.float32(param)).astype(np.float64)  # param is added in fp32
+    erf = np.vectorize(math.erf)
+    with np.errstate(all="ignore"):
+        return {
+            "exp": lambda: np.exp(xd),
+            "log": lambda: np.log(v),
+            "sqrt": lambda: np.sqrt(v),
+            "rsqrt": lambda: 1 / np.sqrt(v),
+            "tanh": lambda: np.tanh(xd),
+            "sigmoid": lambda: 1 / (1 + np.exp(-xd)),
+            "relu": lambda: np.where(xd > 0, xd, np.where(np.isnan(xd), xd, 0.0)),
+            "neg": lambda: -xd,
+            "abs": lambda: np.abs(xd),
+            "square": lambda: xd * xd,
+            "reciprocal": lambda: 1 / xd,
+            "silu": lambda: np.where(xd == -np.inf, 0.0, xd / (1 + np.exp(-xd))),
+            "gelu_tanh": lambda: np.where(xd == -np.inf, 0.0,
+                                          0.5 * xd * (1 + np.tanh(np.sqrt(2 / np.pi) * (xd + 0.044715 * xd**3)))),
+            "gelu_exact": lambda: np.where(xd == -np.inf, 0.0, 0.5 * xd * (1 + erf(xd / np.sqrt(2)))),
+            "identity": lambda: xd,
+        }[op]()
+
+
+UNARY = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "neg", "abs", "square", "reciprocal",
+         "silu", "gelu_tanh", "gelu_exact", "identity"]
+EXACT_UNARY = {"sqrt", "relu", "neg", "abs", "square", "reciprocal", "identity"}
+
+
+@pytest.mark.parametrize("op", UNARY)
+def test_unary_exhaustive(op):
+    """All 65536 fp16 inputs (incl. inf/nan/subnormals); faithful (< 1 ulp) everywhere, mostly exact."""
+    param = 1e-3 if op in ("log", "rsqrt") else 0.0
+    y = assert_same_everywhere(lambda: native._k_unary(op, ALL_F16, param))
+    ref = unary_ref(op, ALL_F16, param)
+    with np.errstate(all="ignore"):
+        ref16 = ref.astype(F16)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref16), err_msg="NaN positions")
+    inf = np.isinf(ref16)
+    np.testing.assert_array_equal(y[inf], ref16[inf], err_msg="overflow / infinities")
+    fin = np.isfinite(ref16)
+    yd = y[fin].astype(np.float64)
+    if op in EXACT_UNARY:
+        np.testing.assert_array_equal(bits(y[fin]), bits(ref16[fin]))
+        return
+    err = np.abs(yd - ref[fin]) / ulp16(ref[fin])
+    assert err.max() < 1.0, f"max error {err.max():.3f} ulp at x={ALL_F16[fin][err.argmax()]}"
+    not_cr = np.count_nonzero(yd != ref16[fin].astype(np.float64))
+    assert not_cr <= 0.001 * fin.sum(), f"{not_cr} inputs not correctly rounded"
+
+
+def test_unary_signs_and_inplace():
+    x = np.array([0.0, -0.0, -1.0, np.nan, -np.inf, np.inf], F16)
+    assert list(native._k_unary("relu", x).view(np.uint16)[:3]) == [0, 0, 0]  # -0 and negatives -> +0
+    assert np.isnan(native._k_unary("relu", x)[3])
+    assert native._k_unary("neg", x).view(np.uint16)[0] == 0x8000
+    for op in ("silu", "gelu_tanh", "gelu_exact"):
+        y = native._k_unary(op, x)
+        assert y[4] == 0 and y[5] == np.inf, op
+    rng = np.random.default_rng(10)
+    for op in ("exp", "neg", "tanh", "identity"):
+        v = rnd((100_003,), rng)
+        want = native._k_unary(op, v)
+        native._k_unary(op, v, inplace=True)
+        np.testing.assert_array_equal(bits(v), bits(want))
+
+
+def test_clip_and_scale_bias():
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rnd((100_001,), rng, 4), np.array([np.nan, np.inf, -np.inf], F16)])
+    y = assert_same_everywhere(lambda: native._k_clip(x, -1.5, 2.25))
+    np.testing.assert_array_equal(bits(y), bits(np.clip(x.astype(np.float64), -1.5, 2.25).astype(F16)))
+    assert np.isnan(y[-3])
+    s, b = np.float32(0.3), np.float32(-1.7)
+    y = assert_same_everywhere(lambda: native._k_scale_bias(x, float(s), float(b)))
+    # fma: exact x*s+b (fits float64 for these magnitudes), rounded to fp32 once, then to fp16
+    with np.errstate(all="ignore"):
+        ref = (x.astype(np.float64) * np.float64(s) + np.float64(b)).astype(np.float32).astype(F16)
+    np.testing.assert_array_equal(bits(y), bits(ref))
+
+
+# ---- reductions and softmax -------------------------------------------------------------------
+
+RED = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
+       "sum_square": lambda v, axis: np.sum(v * v, axis=axis)}
+
+
+@pytest.mark.parametrize("op", list(RED))
+@pytest.mark.parametrize("shape,axis", [((5, 37, 3), 1), ((5, 37, 3), 2), ((5, 37, 3), 0), ((4, 1000), 1),
+                                        ((3, 1, 7), 1), ((1, 17), 1), ((600, 130), 0), ((130, 600), 1),
+                                        ((2, 3000, 70), 1)])
+def test_reduce(op, shape, axis):
+    rng = np.random.default_rng(12)
+    x = (rng.uniform(0.9, 1.1, shape) if op == "prod" else rng.standard_normal(shape)).astype(F16)
+    y = assert_same_everywhere(lambda: native._k_reduce(op, x, axis))
+    xd = x.astype(np.float64)
+    ref = RED[op](xd, axis=axis)
+    if op in ("max", "min"):
+        np.testing.assert_array_equal(y, ref.astype(F16))
+        return
+    if op == "prod":
+        mag = np.abs(ref) * shape[axis]
+    elif op == "sum_square":
+        mag = np.sum(xd * xd, axis=axis)
+    else:
+        mag = np.sum(np.abs(xd), axis=axis) / (shape[axis] if op == "mean" else 1)
+    err = np.abs(y.astype(np.float64) - ref)
+    assert np.all(err <= 2.0**-10 * mag + 2.0**-24), err.max()
+
+
+def test_reduce_specials():
+    x = np.array([[1, np.nan, 3], [1, 2, np.inf], [-np.inf, 0, 5]], F16)
+    for op in ("max", "min", "sum"):
+        y = native._k_reduce(op, x, 1)
+        np.testing.assert_array_equal(bits(y), bits(RED[op](x.astype(np.float64), axis=1).astype(F16)), err_msg=op)
+        yc = native._k_reduce(op, x.T.copy(), 0)  # same thing along a strided axis
+        np.testing.assert_array_equal(bits(yc), bits(y), err_msg=op)
+    big = np.full((2, 40), 60000, F16)
+    assert np.isposinf(native._k_reduce("sum", big, 1)).all()  # fp32 sum exceeds fp16 range
+    assert (native._k_reduce("mean", big, 1) == 60000).all()  # ... but the mean does not
+
+
+def softmax_ref(x, axis):
+    xd = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        e = np.exp(xd - xd.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("shape,axis", [((7, 33), 1), ((3, 256, 256), 2), ((4, 50, 9), 1), ((60, 5), 0),
+                                        ((1, 32000), 1), ((2, 3, 1), 2)])
+def test_softmax(shape, axis):
+    rng = np.random.default_rng(13)
+    x = rnd(shape, rng, 4)
+    y = assert_same_everywhere(lambda: native._k_softmax(x, axis))
+    ref = softmax_ref(x, axis)
+    err = np.abs(y.astype(np.float64) - ref)
+    assert np.all(err <= 2.0**-10 * ref + 2.0**-24), err.max()
+
+
+def test_softmax_infinities():
+    x = np.array([[-np.inf, -np.inf, -np.inf], [0, -np.inf, 0], [1, 2, np.nan], [65504, -65504, 0]], F16)
+    for axis, xx in ((1, x), (0, x.T.copy())):
+        y = native._k_softmax(xx, axis)
+        y = y if axis == 1 else y.T
+        assert np.isnan(y[0]).all()  # all -inf: NaN like IEEE
+        np.testing.assert_array_equal(y[1], np.array([0.5, 0, 0.5], F16))
+        assert np.isnan(y[2]).all()
+        np.testing.assert_array_equal(y[3], np.array([1, 0, 0], F16))
+
+
+# ---- layout -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.uint8, F16, np.float32, np.float64])
+@pytest.mark.parametrize("shape,perm", [((5,), (0,)), ((300, 517), (1, 0)), ((2, 3, 4), (2, 0, 1)),
+                                        ((4, 1, 6, 5), (3, 1, 0, 2)), ((2, 3, 4, 5, 6), (4, 2, 0, 3, 1)),
+                                        ((64, 12, 64), (1, 0, 2)), ((8, 40, 33), (0, 2, 1))])
+def test_transpose(dtype, shape, perm):
+    rng = np.random.default_rng(14)
+    x = rng.integers(0, 250, size=shape).astype(dtype)
+    y = assert_same_everywhere(lambda: native._k_transpose(x, list(perm))) if dtype == F16 else \
+        native._k_transpose(x, list(perm))
+    np.testing.assert_array_equal(y, np.transpose(x, perm))
+
+
+def test_strided_copy():
+    x = np.arange(2 * 30 * 40, dtype=np.float32).reshape(2, 30, 40)
+    cases = [
+        (0, [1200, 40, 1], [2, 30, 40], lambda v: v),                     # identity
+        (45, [1200, 80, 3], [2, 10, 12], lambda v: v[:, 1::2, 5::3][:, :10, :12]),  # slices
+        (0, [1200, 0, 1], [2, 7, 40], lambda v: np.broadcast_to(v[:, :1, :], (2, 7, 40))),  # broadcast
+        (39, [1200, 40, -1], [2, 30, 40], lambda v: v[:, :, ::-1]),       # reversed
+        (0, [1, 1200, 40], [40, 2, 30], lambda v: np.transpose(v, (2, 0, 1))),
+    ]
+    for off, st, sh, ref in cases:
+        np.testing.assert_array_equal(native._k_strided_copy(x, off, st, sh), ref(x))
+    with pytest.raises(IndexError):
+        native._k_strided_copy(x, 0, [1200, 40, 1], [3, 30, 40])

@@ -1,0 +1,101 @@
+"""Surfaces: zero-copy views, uniform allocation, and the hardware's eval failures (C02, C04, C12, C14)."""
+
+import numpy as np
+import pytest
+
+import orion
+from runtime_programs import add_program, rand, three_outputs
+
+Surface = orion._native.Surface
+
+
+def test_runtime_allocates_uniform_surfaces_of_at_least_49152_bytes():
+    prog = orion.compile_mil(add_program(shape=(1, 16, 1, 16)))  # 512-byte tensors
+    sizes = {prog.input_surface(n).alloc_size for n in ("a", "b")}
+    assert sizes == {49152}
+    assert prog.output_surface("z").alloc_size == 49152
+
+
+def test_zero_copy_views_feed_eval_without_copies():
+    prog = orion.compile_mil(add_program(shape=(1, 64, 1, 256)))
+    va = prog.input_surface("a").view("fp16", [1, 64, 1, 256])
+    vb = prog.input_surface("b").view("fp16", [1, 64, 1, 256])
+    a, b = rand((1, 64, 1, 256), 1), rand((1, 64, 1, 256), 2)
+    va[...] = a
+    vb[...] = b
+    prog.eval()
+    z = prog.output_surface("z").view("fp16", [1, 64, 1, 256])
+    np.testing.assert_array_equal(z, (a.astype(np.float64) + b).astype(np.float16))
+    va[...] = 0  # the view aliases the surface: a second eval sees the change
+    prog.eval()
+    np.testing.assert_array_equal(z, b)
+
+
+def test_view_outlives_released_program():
+    prog = orion.compile_mil(add_program(shape=(1, 64, 1, 256)))
+    v = prog.output_surface("z").view("fp16", [1, 64, 1, 256])
+    prog.release()
+    v[...] = 1  # memory still owned by the view's capsule
+    assert float(v.sum()) == 64 * 256
+
+
+def test_small_surface_fails_at_eval_with_status_0x1d():
+    prog = orion.compile_mil(add_program(shape=(1, 16, 1, 16)))
+    small_a, small_b = Surface(512), Surface(512)
+    prog.bind_input("a", small_a)
+    prog.bind_input("b", small_b)
+    with pytest.raises(orion.EvalError) as e:
+        prog.eval()
+    assert e.value.status == 0x1D and e.value.constraint == "C04"
+    assert "status=0x1d" in str(e.value)
+
+
+def test_non_uniform_input_surfaces_fail_c12():
+    prog = orion.compile_mil(add_program(shape=(1, 16, 1, 16)))
+    prog.bind_input("a", Surface(49152))
+    prog.bind_input("b", Surface(65536))
+    with pytest.raises(orion.EvalError) as e:
+        prog.eval()
+    assert e.value.constraint == "C12"
+
+
+def test_non_uniform_output_surfaces_fail_c02():
+    prog = orion.compile_mil(three_outputs())
+    prog.bind_output("q", Surface(65536 * 2))
+    with pytest.raises(orion.EvalError) as e:
+        prog(x=rand((1, 64, 1, 256)))
+    assert e.value.constraint == "C02"
+
+
+def test_oversized_surface_is_read_packed_from_byte_zero():
+    """C14: a [1, C, 1, S] tensor is read from the first C*S elements, no row stride."""
+    prog = orion.compile_mil(add_program(shape=(1, 64, 1, 256)))
+    big_a, big_b = Surface(4 * 64 * 256), Surface(4 * 64 * 256)
+    prog.bind_input("a", big_a)
+    prog.bind_input("b", big_b)
+    a = rand((1, 64, 1, 256), 3)
+    # Written as if rows had a stride of 512 elements: the device still reads it packed.
+    strided = big_a.view("fp16", [64, 512])
+    strided[:, :256] = a[0, :, 0, :]
+    prog.eval()
+    z = prog.output_surface("z").view("fp16", [1, 64, 1, 256])
+    np.testing.assert_array_equal(z.reshape(-1), big_a.view("fp16", [64 * 256]))
+
+
+def test_request_with_wrong_surface_count_is_rejected():
+    prog = orion.compile_mil(add_program(shape=(1, 64, 1, 256)))
+    with pytest.raises(orion.EvalError):
+        prog.eval_slots([prog.input_surface("a")], [prog.output_surface("z")])
+    with pytest.raises(orion.EvalError) as e:
+        prog.eval_slots([], [prog.output_surface("z")])
+    assert e.value.constraint == "C42"
+
+
+def test_surface_view_bounds_checked():
+    s = Surface(49152)
+    with pytest.raises(orion.InputError):
+        s.view("fp32", [1, 49152])
+    with pytest.raises(orion.InputError):
+        s.view("float64")
+    with pytest.raises(orion.InputError):
+        Surface(0)
