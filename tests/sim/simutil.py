@@ -98,10 +98,11 @@ def blob_file(*arrays) -> tuple[bytes, list[int]]:
 
 
 def run(text: str, weights: dict | None = None, inputs: dict | None = None, chip: str = "m4",
-        strictness: str = "strict"):
-    """(outputs dict, warning strings)."""
+        strictness: str = "strict", concurrent: int = 1):
+    """(outputs dict, warning strings). concurrent > 1 also runs the plan on that many threads at once
+    and fails unless every result equals the first."""
     ins = {k: np.ascontiguousarray(v) for k, v in (inputs or {}).items()}
-    return _native._sim_run(text, weights or {}, ins, chip, strictness)
+    return _native._sim_run(text, weights or {}, ins, chip, strictness, concurrent)
 
 
 def f16(a) -> np.ndarray:

@@ -398,11 +398,29 @@ def test_softmax_with_minus_inf_mask():
 
 def test_reshape_minus_one_and_zero():
     x = randn(1, 4, 1, 8)
-    body = [const("s1", [1, 0, -1, 2], tensor=True), stmt("a", "fp16", [1, 4, 4, 2], "reshape", x="x", shape="s1"),
-            const("s2", [-1], tensor=True), stmt("b", "fp16", [32], "reshape", x="a", shape="s2")]
-    o, _ = run(program({"x": ("fp16", X4)}, body, ["a", "b"]), inputs={"x": x})
-    np.testing.assert_array_equal(o["a"], x.reshape(1, 4, 4, 2))
+    body = [const("s1", [1, 4, -1, 0], tensor=True), stmt("a", "fp16", [1, 4, 1, 8], "reshape", x="x", shape="s1"),
+            const("s2", [-1], tensor=True), stmt("b", "fp16", [32], "reshape", x="a", shape="s2"),
+            # iOS17+: 0 matches x's dims from the right; a 0 without a counterpart becomes 1
+            const("s3", [0, 0, -1, 4], tensor=True), stmt("c", "fp16", [1, 1, 8, 4], "reshape", x="b", shape="s3")]
+    o, _ = run(program({"x": ("fp16", X4)}, body, ["a", "b", "c"]), inputs={"x": x})
+    np.testing.assert_array_equal(o["a"], x)
     np.testing.assert_array_equal(o["b"], x.ravel())
+    np.testing.assert_array_equal(o["c"], x.reshape(1, 1, 8, 4))
+
+
+def test_reshape_zero_ios16_is_positional():
+    text = """program(1.0)
+[buildInfo = dict<tensor<string, []>, tensor<string, []>>({{"coremlc-version", "3505.4.1"}})]
+{
+    func main<ios16>(tensor<fp16, [2, 3, 4]> x) {
+        tensor<int32, [3]> s = const()[name = tensor<string, []>("s"), val = tensor<int32, [3]>([0, 4, -1])];
+        tensor<fp16, [2, 4, 3]> y = reshape(shape = s, x = x)[name = tensor<string, []>("y")];
+    } -> (y);
+}
+"""
+    x = randn(2, 3, 4)
+    o, _ = run(text, inputs={"x": x})
+    np.testing.assert_array_equal(o["y"], x.reshape(2, 4, 3))
 
 
 @pytest.mark.parametrize("perm", [[0, 2, 1, 3], [0, 1, 3, 2], [3, 2, 1, 0], [0, 3, 1, 2]])
@@ -754,3 +772,26 @@ def test_legacy_dialect_program():
     for chip in ("m1", "m4"):
         o, _ = run(text, inputs={"a": a, "b": b}, chip=chip)
         assert_fp16_close(o["z"], ref(f16(ref(a) + ref(b))) * 0.5)
+
+
+def test_concurrent_execute_of_one_plan():
+    # Plan::execute is thread-safe: per-call scratch arena, no shared mutable state; 8 threads at once
+    # must reproduce the single-threaded result byte for byte (checked inside the hook)
+    d, s = 64, 128
+    w = randn(d, d, 3, 3, scale=0.05)
+    data, _ = blob_file(w)
+    body = [const("pt", "same", "string"), const("st", [1, 1], tensor=True), const("pd", [0, 0, 0, 0], tensor=True),
+            const("dl", [1, 1], tensor=True), const("gr", 1), blob_const("w", "fp16", [d, d, 3, 3], "@model_path/weights/w.bin"),
+            stmt("y", "fp16", [1, d, 2, s], "conv", dilations="dl", groups="gr", pad="pd", pad_type="pt", strides="st",
+                 weight="w", x="x"),
+            const("ax", [1, 3], tensor=True), const("kd", True, "bool"),
+            stmt("r", "fp16", [1, 1, 2, 1], "reduce_mean", x="y", axes="ax", keep_dims="kd"),
+            stmt("t", "fp16", [1, d, 2, s], "sub", x="y", y="r"),
+            const("sh", [2 * d, s], tensor=True), stmt("t2", "fp16", [2 * d, s], "reshape", x="t", shape="sh"),
+            const("f", False, "bool"), const("tr", True, "bool"),
+            stmt("m", "fp16", [2 * d, 2 * d], "matmul", x="t2", y="t2", transpose_x="f", transpose_y="tr"),
+            const("sa", -1), stmt("p", "fp16", [2 * d, 2 * d], "softmax", x="m", axis="sa")]
+    x = randn(1, d, 2, s)
+    o, _ = run(program({"x": ("fp16", [1, d, 2, s])}, body, ["p", "t"]), {"@model_path/weights/w.bin": data}, {"x": x},
+               concurrent=8)
+    assert set(o) == {"p", "t"} and np.isfinite(o["p"]).all()

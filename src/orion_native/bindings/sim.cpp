@@ -4,7 +4,10 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstring>
+#include <exception>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "bindings/arrays.h"
@@ -45,8 +48,37 @@ std::vector<sim::WeightFile> weight_files(nb::dict weights, Views* views) {
   return files;
 }
 
+// Thread-safety check for tests: n threads execute the same plan at once; every result must equal the
+// single-threaded one byte for byte.
+void check_concurrent(const sim::Plan& plan, const std::vector<const void*>& in, const std::vector<void*>& ref, int n) {
+  std::vector<std::vector<std::vector<uint8_t>>> outs(n);
+  std::vector<std::thread> ts;
+  std::vector<std::exception_ptr> errs(n);
+  for (int t = 0; t < n; ++t) {
+    outs[t].resize(plan.outputs().size());
+    for (size_t j = 0; j < outs[t].size(); ++j) outs[t][j].resize(plan.outputs()[j].bytes());
+    ts.emplace_back([&, t] {
+      try {
+        std::vector<void*> o;
+        for (auto& b : outs[t]) o.push_back(b.data());
+        plan.execute(in, o, nullptr);
+      } catch (...) {
+        errs[t] = std::current_exception();
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  for (int t = 0; t < n; ++t) {
+    if (errs[t]) std::rethrow_exception(errs[t]);
+    for (size_t j = 0; j < outs[t].size(); ++j)
+      if (std::memcmp(outs[t][j].data(), ref[j], outs[t][j].size()))
+        throw_error(ErrorKind::Orion, "concurrent execute of one plan gave a different result for output '" +
+                                          plan.outputs()[j].name + "'");
+  }
+}
+
 nb::tuple sim_run(const std::string& text, nb::dict weights, nb::dict inputs, const std::string& chip,
-                  const std::string& strictness) {
+                  const std::string& strictness, int concurrent) {
   sim::Profile prof = make_profile(chip, strictness);
   mil::Program prog = mil::parse(text);
   Views views;
@@ -83,6 +115,7 @@ nb::tuple sim_run(const std::string& text, nb::dict weights, nb::dict inputs, co
   {
     nb::gil_scoped_release rel;
     plan->execute(in_ptrs, out_ptrs, &warns);
+    if (concurrent > 1) check_concurrent(*plan, in_ptrs, out_ptrs, concurrent);
   }
   nb::list wl;
   for (const auto& w : warns) wl.append(nb::str(w.message.c_str()));
@@ -155,8 +188,9 @@ void bind_sim(nb::module_& m) {
   }, nb::arg("chip") = "m4", nb::arg("strictness") = "strict", "Every MIL op the simulator knows.");
 
   m.def("_sim_run", &sim_run, nb::arg("mil_text"), nb::arg("weights"), nb::arg("inputs"), nb::arg("chip") = "m4",
-        nb::arg("strictness") = "strict",
-        "Test hook: parse, build a sim plan and execute it once -> (outputs dict, warning strings).");
+        nb::arg("strictness") = "strict", nb::arg("concurrent") = 1,
+        "Test hook: parse, build a sim plan and execute it once -> (outputs dict, warning strings); concurrent > 1 "
+        "also executes it on that many threads at once and checks every result is identical.");
   m.def("_sim_plan_info", &sim_plan_info, nb::arg("mil_text"), nb::arg("weights"), nb::arg("chip") = "m4",
         nb::arg("strictness") = "strict", "Test hook: build a sim plan -> dict(inputs, outputs, num_ops, cost fields, warnings).");
 }

@@ -27,6 +27,8 @@ struct Step {
   int out = -1;
   ops::RunFn run;
   int64_t scratch_bytes = 0, scratch_off = 0;
+  double flops = 0;  // cost model
+  ops::OpCtx::Unit unit = ops::OpCtx::Unit::other;
 };
 
 class PlanImpl : public Plan {
@@ -100,6 +102,7 @@ class Builder : public ops::Env {
 
   const Value& value(int id) const override { return plan_->values[id]; }
   const Profile& profile() const override { return prof_; }
+  const std::string& opset() const override { return opset_; }
   void warn(const std::string& c, const std::string& detail) override {
     if (warnings_) warnings_->push_back({c, constraints::warning_text(detail, c)});
   }
@@ -133,6 +136,7 @@ class Builder : public ops::Env {
     plan_ = std::make_unique<PlanImpl>();
     const mil::Function* fn = prog_.find("main");
     if (!fn) throw_compile("", "", "InvalidMILProgram: the program has no function 'main'");
+    opset_ = fn->opset;
     constraints::check_dialect(prog_, prof_);
     for (const auto& f : *wl_.files)  // C11: the descriptor returns nil for an empty entry
       if (f.size == 0 || !f.data) throw_compile("C11", "", "InvalidMILProgram: weight dictionary entry '" + f.path + "' is empty");
@@ -158,9 +162,8 @@ class Builder : public ops::Env {
   std::unique_ptr<PlanImpl> plan_;
   std::unordered_map<std::string, int> by_name_;
   constraints::ProgramFacts facts_;
-  std::vector<ops::OpCtx::Unit> units_;
-  std::vector<double> flops_;
   int cur_stmt_ = -1;
+  std::string opset_;
 
   int add(Value v) {
     plan_->values.push_back(std::move(v));
@@ -261,12 +264,12 @@ class Builder : public ops::Env {
     s.op = st.op;
     s.ins = ctx.inputs;
     s.scratch_bytes = ctx.scratch_bytes;
+    s.flops = ctx.flops;
+    s.unit = ctx.unit;
     v.src = Value::Src::Op;
     s.out = add(std::move(v));
     define(st.out, s.out);
     plan_->steps.push_back(std::move(s));
-    units_.push_back(ctx.unit);
-    flops_.push_back(ctx.flops);
   }
 
   void note_facts(ops::OpCtx& ctx) {
@@ -330,7 +333,7 @@ class Builder : public ops::Env {
     for (const auto& i : P.in_info) io += i.bytes();
     for (const auto& o : P.out_info) io += o.bytes();
     std::vector<cost::StepCost> sc;
-    for (size_t i = 0; i < flops_.size(); ++i) sc.push_back({flops_[i], units_[i]});
+    for (const Step& s : P.steps) sc.push_back({s.flops, s.unit});
     P.cost_ = cost::estimate(sc, wbytes, P.arena_size, io);
     double ws = (double)(wbytes + P.arena_size + io);
     if (ws > cost::kSramBytes)

@@ -97,8 +97,10 @@ std::shared_ptr<ConstData> const_from_blob(const mil::Literal& lit, const Weight
   };
   blob::ReadOptions opt;
   opt.strict_spec = prof.legacy_chip();  // C32: M1/M2 reject the sloppy upstream multi-blob files
+  auto warn = [&](const char* id, const std::string& m) {
+    if (w.warnings) w.warnings->push_back({id, "AneSimWarning: " + where + ": " + m + " [" + id + "]"});
+  };
   const uint8_t* payload = nullptr;
-  std::vector<std::string> notes;
   if (!sentinel_ok()) {
     // C08: the MIL offset must point at the blob's metadata record (64 for the first blob).
     if (prof.strict())
@@ -110,8 +112,8 @@ std::shared_ptr<ConstData> const_from_blob(const mil::Literal& lit, const Weight
       fail("C08", stmt, where + ": no blob metadata record there, and offset + 64 leaves fewer than " +
                             std::to_string(need) + " payload bytes");
     payload = data + off + 64;
-    notes.push_back(where + " does not point at a metadata record; payload read at offset " +
-                    std::to_string(off + 64) + " regardless (silent garbage on hardware) [C08]");
+    warn("C08", "no metadata record at this offset; payload read at offset " + std::to_string(off + 64) +
+                    " regardless (silent garbage on hardware)");
   } else {
     blob::Blob b;
     try {
@@ -122,8 +124,7 @@ std::shared_ptr<ConstData> const_from_blob(const mil::Literal& lit, const Weight
       std::string c;
       if (opt.strict_spec) {  // would M3+ have accepted it? then this is the M1/M2 strictness (C32)
         try {
-          blob::ReadOptions lax;
-          blob::Blob b2 = blob::read(data, size, off, lax);
+          blob::Blob b2 = blob::read(data, size, off, blob::ReadOptions{});
           blob::check_declaration(b2, bd, (uint64_t)n);
           c = "C32";
         } catch (const Error&) {
@@ -132,14 +133,7 @@ std::shared_ptr<ConstData> const_from_blob(const mil::Literal& lit, const Weight
       fail(c, stmt, where + ": " + e.what());
     }
     payload = b.payload;
-    notes = b.warnings;
-  }
-  for (auto& m : notes) {
-    bool tagged = m.find("[C") != std::string::npos;
-    std::string id = m.find("[C08]") != std::string::npos ? "C08" : "C32";
-    if (w.warnings)
-      w.warnings->push_back({id, "AneSimWarning: " + (m.rfind("weight file", 0) == 0 ? m : where + ": " + m) +
-                                     (tagged ? "" : " [" + id + "]")});
+    for (const auto& m : b.warnings) warn("C32", m);  // spec deviations M3-M5 tolerate (C32)
   }
 
   auto cd = std::make_shared<ConstData>();

@@ -29,21 +29,26 @@ void identity_infer(OpCtx& ctx) {
 }
 RunFn identity_lower(OpCtx& ctx) { return copy_step(ctx, "x"); }
 
-// coremltools semantics: at most one -1 (inferred), 0 copies the input's dimension at that position.
+// coremltools semantics: at most one -1 (inferred); 0 copies a dimension of x — iOS17+: aligned from
+// the right, 1 where x has no such dimension; iOS15/16: same position, and then len(shape) == rank(x).
 void reshape_infer(OpCtx& ctx) {
   const Value& x = ctx.v("x");
   std::vector<int64_t> sh = ctx.ivec("shape");
+  const int K = (int)sh.size(), r = x.rank();
+  bool right_aligned = ctx.env.opset() != "ios16";
+  if (!right_aligned && std::count(sh.begin(), sh.end(), 0) && K != r)
+    ctx.fail("shape " + shape_str(sh) + " contains 0, so it needs rank(x) = " + std::to_string(r) + " entries (ios16)");
   int infer_at = -1;
   int64_t known = 1;
-  for (size_t i = 0; i < sh.size(); ++i) {
+  for (int i = 0; i < K; ++i) {
     if (sh[i] == -1) {
       if (infer_at >= 0) ctx.fail("shape has more than one -1");
-      infer_at = (int)i;
+      infer_at = i;
       continue;
     }
     if (sh[i] == 0) {
-      if ((int)i >= x.rank()) ctx.fail("shape[" + std::to_string(i) + "] = 0 copies a dimension x " + shape_str(x.shape) + " does not have");
-      sh[i] = x.shape[i];
+      int j = right_aligned ? r - (K - i) : i;
+      sh[i] = j >= 0 && j < r ? x.shape[j] : 1;
     }
     if (sh[i] < 0) ctx.fail("shape has a negative dimension " + std::to_string(sh[i]));
     known *= sh[i];

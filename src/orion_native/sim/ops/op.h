@@ -82,6 +82,7 @@ class Env {
   virtual int lookup(const std::string& name, const mil::Stmt& st) = 0;  // undefined -> CompileError
   virtual int literal(const mil::Literal& lit, const std::string& label, const mil::Stmt& st) = 0;
   virtual const Profile& profile() const = 0;
+  virtual const std::string& opset() const = 0;  // of function main: "ios16", "ios17", "ios18"
   virtual void warn(const std::string& constraint, const std::string& detail) = 0;
 };
 
