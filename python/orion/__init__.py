@@ -9,7 +9,14 @@ from .errors import *  # noqa: E402,F401,F403
 from .errors import __all__ as _error_names  # noqa: E402
 from . import sim  # noqa: E402
 from .runtime import IOSpec, Program, compile_mil, counters, devices, reset_counters  # noqa: E402
+from .compiler import compile, lower  # noqa: E402
+from .program import CompiledProgram, load  # noqa: E402
+from .ir import Graph, GraphError, ops  # noqa: E402
+from .passes import CompileWarning, default_pipeline  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = list(_error_names) + ["sim", "IOSpec", "Program", "compile_mil", "counters", "devices", "reset_counters"]
+__all__ = list(_error_names) + [
+    "sim", "IOSpec", "Program", "compile_mil", "counters", "devices", "reset_counters",
+    "compile", "lower", "CompiledProgram", "load", "Graph", "GraphError", "ops", "CompileWarning", "default_pipeline",
+]

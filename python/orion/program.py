@@ -195,6 +195,10 @@ class CompiledProgram:
             elif name in graph_weights:
                 shape = graph_weights[name].node.attrs.get("user_shape", graph_weights[name].shape)
                 baked[name] = self._check_weight(name, arr, shape)
+            elif self._source is None:
+                raise WeightUpdateError(f"{name!r} is not a dynamic weight of this program and it has no source graph "
+                                        f"(loaded from disk) to recompile baked weights from; dynamic weights: "
+                                        f"{sorted(self._io.dynamic)}")
             else:
                 known = sorted(set(self._io.dynamic) | set(graph_weights))
                 raise InputError(f"unknown weight {name!r}; this program's weights: {known}")

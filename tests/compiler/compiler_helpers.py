@@ -93,7 +93,9 @@ def reference_program(lowered, inputs: dict) -> dict:
     feed = {}
     for name, b in lowered.io.inputs.items():
         if b.kind == "activation":
-            feed[b.key] = b.to_surface(inputs[name]).astype(np.float64)
+            arr = np.asarray(inputs[name], np.float64)
+            feed[b.key] = np.zeros(b.mil_shape)
+            feed[b.key][tuple(slice(0, d) for d in arr.shape)] = arr       # pad in float64 (no fp16 rounding)
     for dname, dw in lowered.io.dynamic.items():
         b = lowered.io.inputs[dw.input_key]
         surf = dw.to_surface(dw.initial)
@@ -121,3 +123,17 @@ def apply_passes(graph: Graph, *names: str, **options):
 def ops_of(graph: Graph) -> list[str]:
     return [n.op for n in graph.nodes if n.op not in ("input", "const")]
 
+
+
+def same_result(before: Graph, after: Graph) -> None:
+    """A pass kept the float64 meaning of every output (random inputs)."""
+    a = {k: np.random.default_rng(2).standard_normal(v.shape) for k, v in before.inputs.items()}
+    r0, r1 = evaluate(before, a), evaluate(after, a)
+    for k in r0:
+        np.testing.assert_allclose(r1[k], r0[k], rtol=1e-6, atol=1e-7, equal_nan=True)
+
+
+@pytest.fixture
+def rng():
+    """Seeded generator (import this fixture into a test module: ``from compiler_helpers import rng``)."""
+    return np.random.default_rng(1234)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileError
-from ..ir.graph import Graph, Value
+from ..ir.graph import Graph
 from ..ir.ops import OPS
 from ..passes.budget import is_blob_const
 from ..passes.context import CompileContext, compile_error
@@ -30,7 +30,10 @@ def format_float(value: float, dtype: str = "fp16") -> str:
     """Shortest %g decimal that rounds back to the same fp16/fp32 value (``0.125``, ``1e-05``, ``-0.5``)."""
     cast = _ROUND[dtype]
     with np.errstate(over="ignore"):
-        r = float(cast(value))
+        return _format(float(cast(value)), value, cast, dtype)
+
+
+def _format(r: float, value, cast, dtype) -> str:
     if not np.isfinite(r):
         raise CompileError(f"constant {value!r} is not finite in {dtype}; MIL literals must be finite")
     if r == 0:

@@ -276,10 +276,12 @@ class Graph:
         self.weights[name] = v
         return v
 
-    def const(self, value, dtype: str = "fp16", name: str | None = None) -> Value:
-        """An anonymous constant (a Python number gives a rank-0 scalar const)."""
+    def const(self, value, dtype: str = "fp16", name: str | None = None, keep_dtype: bool = False) -> Value:
+        """An anonymous constant (a Python number gives a rank-0 scalar const). Float data is kept in
+        float32 (rounded to ``dtype`` by the codegen) unless ``keep_dtype`` keeps the array as given."""
         check_dtype(dtype, "const")
-        arr = np.asarray(value, dtype=NP_DTYPES[dtype] if dtype != "fp16" else np.float32)
+        arr = np.asarray(value) if keep_dtype else np.asarray(
+            value, dtype=NP_DTYPES[dtype] if dtype != "fp16" else np.float32)
         if arr.ndim:
             check_shape(arr.shape, "const")
         return self.add_node("const", {}, {"value": arr}, [(tuple(arr.shape), dtype)], name=name).out

@@ -12,12 +12,12 @@ are re-exported at the bottom of this module.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .graph import GraphError, MAX_RANK, NP_DTYPES, Value, check_shape
+from .graph import GraphError, MAX_RANK, Value, check_shape
 
 REQUIRED = object()
 MAX_AXIS = 65536  # C22

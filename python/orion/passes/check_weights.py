@@ -14,16 +14,41 @@ from ..ir.graph import Graph
 from .context import CompileContext
 
 FP16_MAX = 65504.0
+FP16_ROUNDS_TO_MAX = 65519.99  # larger magnitudes round to inf in fp16
+
+
+def _convert_fp16(arr: np.ndarray) -> np.ndarray:
+    """fp32/fp64 → contiguous fp16 (round to nearest even); the native F16C/NEON converter when built."""
+    if arr.dtype == np.float16:
+        return np.ascontiguousarray(arr)
+    try:
+        from .. import _native
+        conv = getattr(_native, "_k_convert", None)
+    except ImportError:
+        conv = None
+    if conv is not None and arr.size >= 4096:
+        try:
+            return conv(np.ascontiguousarray(arr, dtype=np.float32))
+        except Exception:  # noqa: BLE001 - fall back to numpy
+            pass
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.ascontiguousarray(arr.astype(np.float16))
 
 
 def to_fp16(node) -> np.ndarray:
-    """The fp16 array the codegen bakes for a const node (cached on the node)."""
+    """The fp16 array the codegen bakes for a const node (converted once, cached on the node)."""
     cached = node.attrs.get("_fp16")
     if cached is None:
-        with np.errstate(over="ignore", invalid="ignore"):
-            cached = np.ascontiguousarray(np.asarray(node.attrs["value"]).astype(np.float16))
-        node.attrs["_fp16"] = cached
+        cached = node.attrs["_fp16"] = _convert_fp16(np.asarray(node.attrs["value"]))
     return cached
+
+
+def fits_fp16(arr: np.ndarray) -> bool:
+    """No NaN/inf and nothing that rounds beyond +-65504 (two reductions: cheaper than an fp16 scan)."""
+    if arr.size == 0:
+        return True
+    lo, hi = arr.min(), arr.max()             # NaN propagates and fails both comparisons
+    return bool(-FP16_ROUNDS_TO_MAX <= lo and hi <= FP16_ROUNDS_TO_MAX)
 
 
 def describe_bad(arr: np.ndarray, ref: np.ndarray) -> str:
@@ -38,8 +63,11 @@ def run(graph: Graph, ctx: CompileContext) -> None:
     for node in graph.nodes:
         if node.op != "const" or node.out.dtype not in ("fp16", "fp32"):
             continue
+        value = np.asarray(node.attrs["value"])
+        if fits_fp16(value):
+            continue
         h = to_fp16(node)
-        if h.size and not np.isfinite(h).all():
+        if not np.isfinite(h).all():
             label = node.attrs.get("weight") or node.name or f"constant {node.out!r}"
             msg = f"weight {label!r}: " + describe_bad(h, np.asarray(node.attrs["value"]))
             if ctx.options.non_finite == "error":

@@ -17,7 +17,10 @@ from .context import CompileContext
 
 
 def _is_zero_const(v) -> bool:
-    return v.is_const and v.dtype in ("fp16", "fp32") and not np.any(np.asarray(v.data, np.float16))
+    if not (v.is_const and v.dtype in ("fp16", "fp32")):
+        return False
+    with np.errstate(over="ignore"):
+        return not np.any(np.asarray(v.data, np.float16))
 
 
 def fold_mul_by_zero(node: Node):
@@ -48,12 +51,19 @@ def run(graph: Graph, ctx: CompileContext) -> None:
         biggest = max(v.size for v in ins)
         if any(o.size > max(limit, biggest) for o in node.outputs):
             return None
+        name = node.name or (ins[0].name if len(ins) == 1 else None)   # reshape(w1) stays "w1"
+        if node.op in ("reshape", "transpose", "identity"):            # views: no float64 copy of a weight
+            x = np.asarray(node.inputs["x"].data)
+            r = (x.reshape(node.attrs["shape"]) if node.op == "reshape" else
+                 x.transpose(node.attrs["perm"]) if node.op == "transpose" else x)
+            ctx.count("constant_fold", node.op)
+            return graph.const(r, node.out.dtype, name=name, keep_dtype=True)
         args = {k: (tuple(x.data for x in v) if isinstance(v, tuple) else v.data) for k, v in node.inputs.items()}
         with np.errstate(all="ignore"):
             results = evaluate_node(node.op, args, node.attrs)
         ctx.count("constant_fold", node.op)
         return [graph.const(r.reshape(o.shape).astype(np.int32 if o.dtype == "int32" else np.float32), o.dtype,
-                            name=node.name)
+                            name=name)
                 for r, o in zip(results, node.outputs)]
 
     graph.rewrite(visit)

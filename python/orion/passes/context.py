@@ -38,7 +38,7 @@ class CompileOptions:
     softmax_pow2: bool = True             # rewrite last-axis non-power-of-two softmax explicitly (C21)
     min_surface_bytes: int = 49152        # C04
     min_seq: int = 16                     # C04: declared S >= 16
-    max_seq_pad: int = 256                # largest S the sequence-padding retrace may pad to
+    max_seq_pad: int = 1024               # largest S the sequence-padding retrace may pad to
     max_axis: int = 65536                 # C22
     conv_split_channels: int = 8192       # C25: split contractions over more input channels
     max_weight_files: int = 16            # C18
@@ -75,6 +75,8 @@ class InputBinding:
         np_dt = np.float16 if self.mil_dtype == "fp16" else np.float32
         arr = np.asarray(arr)
         if tuple(self.mil_shape) == tuple(arr.shape):
+            if self.mil_dtype == "fp16" and arr.dtype == np.float32:
+                return np.ascontiguousarray(arr)      # the runtime converts fp32 -> fp16 natively
             return np.ascontiguousarray(arr, dtype=np_dt)
         out = np.zeros(self.mil_shape, dtype=np_dt)
         out[tuple(slice(0, d) for d in arr.shape)] = arr
@@ -88,16 +90,17 @@ class OutputPart:
     mil_name: str = ""
     mil_shape: tuple = ()
     mil_dtype: str = ""
-    unpad: tuple | None = None         # ("slice", axis, n) | ("widen", k): how to recover ``shape``
+    unpad: tuple = ()                  # steps applied in the program, in order: ("slice", axis, n) after a
+    #                                    sequence-padding retrace, ("widen", k) after a broadcast widening
 
     def from_surface(self, arr: np.ndarray) -> np.ndarray:
-        if self.unpad is None:
-            return arr
-        if self.unpad[0] == "slice":
-            axis, n = self.unpad[1], self.unpad[2]
-            return arr[(slice(None),) * axis + (slice(0, n),)]
-        k = self.unpad[1]                # widened: every element repeated k times on the last axis
-        return arr.reshape(arr.shape[:-1] + (arr.shape[-1] // k, k))[..., 0]
+        for step in reversed(self.unpad):
+            if step[0] == "slice":
+                arr = arr[(slice(None),) * step[1] + (slice(0, step[2]),)]
+            else:                          # widened: every element repeated k times on the last axis
+                k = step[1]
+                arr = arr.reshape(arr.shape[:-1] + (arr.shape[-1] // k, k))[..., 0]
+        return arr
 
 
 @dataclass

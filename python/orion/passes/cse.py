@@ -9,7 +9,7 @@ import numpy as np
 from ..ir.graph import Graph, Node
 from .context import CompileContext
 
-SMALL_CONST = 4096
+SMALL_CONST = 1 << 16   # elements: consts up to this size merge by value (rope tables, masks)
 
 
 def _attr_key(v):

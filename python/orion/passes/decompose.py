@@ -106,9 +106,13 @@ def _split_concat_outputs(graph: Graph, ctx: CompileContext) -> None:
     program joins them on the host, so the caller still receives one array."""
     uses = graph.uses()
     for node in [n for n in graph.nodes if n.op == "concat"]:
-        out = node.out
+        out, wrap = node.out, None
+        consumers = uses.get(out, [])
+        if len(consumers) == 1 and consumers[0][0].op in ("cast", "identity") and not uses.get(consumers[0][0].out):
+            wrap = consumers[0][0]               # concat -> cast -> output: cast each piece instead
+            out = wrap.out
         keys = [k for k, v in graph.outputs.items() if v is out]
-        if not keys or uses.get(out):
+        if not keys or (wrap is None and consumers):
             continue
         axis = node.attrs["axis"]
         new_outputs = {}
@@ -122,12 +126,17 @@ def _split_concat_outputs(graph: Graph, ctx: CompileContext) -> None:
                                     f"the pieces as separate outputs", "C01", k)
             parts = []
             for i, piece in enumerate(node.inputs["values"]):
+                if wrap is not None:
+                    piece = ops.make(wrap.op, {"x": piece}, wrap.attrs)
                 pk = f"{k}_part{i}"
                 new_outputs[pk] = piece
                 parts.append(OutputPart(pk, piece.shape))
             binding.parts, binding.concat_axis = parts, axis
             ctx.count("decompose", "concat_to_outputs")
         graph.outputs = new_outputs
+        graph.nodes.remove(node)                 # now dead: nothing else used it
+        if wrap is not None:
+            graph.nodes.remove(wrap)
 
 
 def run(graph: Graph, ctx: CompileContext) -> None:

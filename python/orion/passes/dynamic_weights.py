@@ -81,6 +81,19 @@ def lower_conv_with_tensor_weight(node: Node) -> Value:
     return ops.reshape(y, (1, oc, h, wd), name=node.name)
 
 
+def _const_derived(v: Value) -> bool:
+    """A value constant folding will turn into a const (e.g. reshape of a baked weight)."""
+    while not v.is_const:
+        if v.op not in ("reshape", "transpose", "identity", "cast"):
+            return False
+        v = v.node.inputs["x"]
+    return True
+
+
+def _needs_matmul(n: Node) -> bool:
+    return n.op == "conv" and not _const_derived(n.inputs["weight"])
+
+
 def _unique_key(graph: Graph, ctx: CompileContext, stem: str) -> str:
     taken = set(graph.inputs) | set(graph.outputs) | set(graph.weights) | set(ctx.io.inputs)
     key, k = stem, 1
@@ -92,8 +105,7 @@ def _unique_key(graph: Graph, ctx: CompileContext, stem: str) -> str:
 def run(graph: Graph, ctx: CompileContext) -> None:
     names = _selected(graph, ctx)
     if not names:
-        graph.rewrite(lambda n: lower_conv_with_tensor_weight(n)
-                      if n.op == "conv" and not n.inputs["weight"].is_const else None)
+        graph.rewrite(lambda n: lower_conv_with_tensor_weight(n) if _needs_matmul(n) else None)
         return
     uses = graph.uses()
     conv_t: dict[str, list[Node]] = {}
@@ -175,7 +187,7 @@ def run(graph: Graph, ctx: CompileContext) -> None:
             v = surface(name)
             ctx.count("dynamic_weights", "as_input")
             return v if v.shape == node.out.shape else ops.reshape(v, node.out.shape, name=f"{name}_view")
-        if node.op == "conv" and not node.inputs["weight"].is_const:
+        if _needs_matmul(node):
             ctx.count("dynamic_weights", "tensor_weight_conv")
             return lower_conv_with_tensor_weight(node)
         return None

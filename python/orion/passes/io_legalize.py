@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from ..ir import ops
-from ..ir.graph import ITEMSIZE, Graph, GraphError, Node, Value
+from ..ir.graph import Graph, Node, Value
 from .context import CompileContext, compile_error
 
 
@@ -116,7 +116,7 @@ def _plan_retrace(graph: Graph, keys: list[str], s: int):
             pre, post = int(np.prod(x.shape[:a])), int(np.prod(x.shape[a + 1:]))
             shape = list(at["shape"])
             out_axis = None
-            for j in range(len(shape)):
+            for j in reversed(range(len(shape))):    # with S = 1 several axes fit: prefer the last (S-last layout)
                 if shape[j] == s and int(np.prod(shape[:j])) == pre and int(np.prod(shape[j + 1:])) == post:
                     out_axis = j
                     break
@@ -225,7 +225,7 @@ def _sequence_padding(graph: Graph, ctx: CompileContext) -> dict[int, int]:
     for key, v in graph.outputs.items():
         if id(v) in out_axes:
             part = ctx.io.part_for_key(key)
-            part.unpad = ("slice", out_axes[id(v)], s)
+            part.unpad = part.unpad + (("slice", out_axes[id(v)], s),)
             result[id(v)] = s_pad
     return result
 
@@ -271,7 +271,7 @@ def _widen_small_outputs(graph: Graph, ctx: CompileContext) -> None:
         if v.nbytes >= opts.min_surface_bytes and v.shape[-1] >= opts.min_seq:
             continue
         part = ctx.io.part_for_key(key)
-        if part.unpad is not None or v.rank >= 5:
+        if v.rank >= 5:
             ctx.warn(f"output {key!r} {list(v.shape)} is below {opts.min_surface_bytes} bytes and cannot be widened",
                      "C04")
             continue
@@ -287,7 +287,7 @@ def _widen_small_outputs(graph: Graph, ctx: CompileContext) -> None:
         if src is not v:
             wide = ops.cast(wide, v.dtype, name=key)
         graph.outputs[key] = wide
-        part.unpad = ("widen", k)
+        part.unpad = part.unpad + (("widen", k),)
         ctx.count("io_legalize", "widened_outputs")
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ir import ops
 from ..ir.graph import Graph, Node
-from .context import CompileContext, OutputPart, compile_error
+from .context import CompileContext, OutputPart
 
 
 def _split_input_channels(node: Node, ctx: CompileContext):

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from compiler_helpers import assert_fp16_close, run_sim
+from compiler_helpers import assert_fp16_close, run_sim, rng  # noqa: F401 (fixture)
 from orion.ir import OPS, Graph, ops
 
 S = 32

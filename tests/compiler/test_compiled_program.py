@@ -1,0 +1,117 @@
+"""CompiledProgram: calling by graph names with user shapes, bad input, weights, save/load, repr."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from compiler_helpers import _have_runtime, assert_fp16_close, sim_compile, rng  # noqa: F401 (fixture)
+from orion.errors import InputError, ProgramStateError, WeightUpdateError
+from orion.ir import Graph, evaluate, ops
+
+needs_runtime = pytest.mark.skipif(not _have_runtime(), reason="orion runtime (orion.compile_mil) not built yet")
+
+
+def _graph(rng):
+    g = Graph("prog")
+    x = g.input("x", (1, 64, 1, 16))
+    w = g.weight("w", rng.standard_normal((64, 64)) / 8, shape=(64, 64, 1, 1))
+    d = g.weight("d", rng.standard_normal((32, 64)) / 8, shape=(32, 64, 1, 1), dynamic=True)
+    h = ops.conv(x, w)
+    g.output("h", h)
+    g.output("both", ops.concat([ops.conv(h, d), x[:, :16]], axis=1), dtype="fp32")
+    return g
+
+
+def test_call_by_name_with_user_shapes(rng):
+    g = _graph(rng)
+    prog = sim_compile(g)
+    assert [s.name for s in prog.inputs] == ["x"] and prog.dynamic_weights == ["d"]
+    assert {s.name: s.shape for s in prog.outputs} == {"h": (1, 64, 1, 16), "both": (1, 48, 1, 16)}
+    a = rng.standard_normal((1, 64, 1, 16)).astype(np.float32)
+    out = prog(x=a)
+    ref = evaluate(g, {"x": a.astype(np.float16)})
+    assert out["both"].dtype == np.float32 and out["h"].dtype == np.float16
+    for k in ref:
+        assert_fp16_close(out[k], ref[k])
+    r = repr(prog)
+    assert "x: float16[1, 64, 1, 16]" in r and "dynamic_weights=[d]" in r
+    assert "<table>" in prog._repr_html_()
+    prog.release()
+    with pytest.raises(ProgramStateError):
+        prog(x=a)
+
+
+def test_bad_input(rng):
+    prog = sim_compile(_graph(rng))
+    a = np.zeros((1, 64, 1, 16), np.float32)
+    with pytest.raises(InputError, match="expected shape \\[1, 64, 1, 16\\], got \\[1, 64, 1, 8\\]"):
+        prog(x=a[..., :8])
+    with pytest.raises(InputError, match="floating-point"):
+        prog(x=a.astype(np.int32))
+    with pytest.raises(InputError, match="unknown input name.*'y'"):
+        prog(x=a, y=a)
+    with pytest.raises(InputError, match="dynamic weight"):
+        prog(x=a, d=np.zeros((32, 64)))
+    with pytest.raises(InputError, match="missing input"):
+        prog()
+    with pytest.raises(InputError, match="cannot convert|floating-point"):
+        prog(x="not an array")
+
+
+@needs_runtime
+def test_baked_weight_update_recompiles(rng):
+    import orion
+    g = _graph(rng)
+    prog = sim_compile(g)
+    a = rng.standard_normal((1, 64, 1, 16)).astype(np.float16)
+    before = orion.counters()["compiles"]
+    w2 = rng.standard_normal((64, 64)) / 8
+    prog.set_weights(w=w2)
+    assert orion.counters()["compiles"] == before + 1            # charged against the budget (C05)
+    g2 = g.clone()
+    g2.weights["w"].node.attrs["value"] = w2.reshape(64, 64, 1, 1)
+    assert_fp16_close(prog(x=a)["h"], evaluate(g2, {"x": a})["h"])
+    before = orion.counters()["compiles"]
+    prog.set_weights(d=np.zeros((32, 64)))
+    assert orion.counters()["compiles"] == before                # dynamic: no compile
+    prog.release()
+
+
+@needs_runtime
+def test_save_and_load(rng, tmp_path):
+    from orion.program import load
+    g = _graph(rng)
+    prog = sim_compile(g)
+    prog.set_weights(d=np.ones((32, 64)) / 64)
+    a = rng.standard_normal((1, 64, 1, 16)).astype(np.float16)
+    expected = prog(x=a)
+    target = tmp_path / "saved"
+    prog.save(target)
+    prog.save(target)                                            # replacing an existing save is atomic too
+    assert sorted(os.listdir(target)) == ["dynamic_weights.npz", "model.mil", "program.json", "weights"]
+    assert not [p for p in os.listdir(tmp_path) if p != "saved"], "no temporary folders left behind"
+    meta = json.loads((target / "program.json").read_text())
+    assert meta["target"] == "ios18"
+    loaded = load(target, device="sim")
+    got = loaded(x=a)
+    for k in expected:
+        np.testing.assert_array_equal(got[k], expected[k])
+    assert loaded.mil == prog.mil
+    with pytest.raises(WeightUpdateError, match="no source graph"):
+        loaded.set_weights(w=np.zeros((64, 64)))
+    loaded.set_weights(d=np.zeros((32, 64)))
+    with pytest.raises(InputError, match="not a saved orion program"):
+        load(tmp_path / "nothing")
+    prog.release()
+    loaded.release()
+
+
+def test_save_writes_files_without_runtime(rng, tmp_path):
+    prog = sim_compile(_graph(rng))
+    prog.save(tmp_path / "p")
+    assert (tmp_path / "p" / "model.mil").read_text() == prog.mil
+    assert (tmp_path / "p" / "weights" / "weight.bin").read_bytes() == prog.weights["@model_path/weights/weight.bin"]

@@ -1,0 +1,139 @@
+"""dynamic_weights: weights become program inputs; 1x1 convs lower to the training-on-ane.md §2.2
+matmul idiom; optional packing; set_weights updates them without a compile."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler_helpers import (apply_passes, assert_fp16_close, ops_of, reference_program, rng,  # noqa: F401
+                              run_sim, sim_compile)
+from orion.compiler import lower
+from orion.errors import InputError
+from orion.ir import Graph, evaluate, ops
+
+
+def _ffn(rng, d=64, h=96, s=64):
+    g = Graph("ffn")
+    x = g.input("x", (1, d, 1, s))
+    w1 = g.weight("w1", rng.standard_normal((h, d)) / 8, shape=(h, d, 1, 1))
+    w3 = g.weight("w3", rng.standard_normal((h, d)) / 8, shape=(h, d, 1, 1))
+    w2 = g.weight("w2", rng.standard_normal((d, h)) / 10, shape=(d, h, 1, 1))
+    norm = g.weight("norm", rng.uniform(0.5, 1.5, d), shape=(1, d, 1, 1))
+    xn = ops.rms_norm(x, norm)
+    g.output("y", ops.swiglu_ffn(xn, w1, w2, w3))
+    return g
+
+
+def test_conv_weights_become_matmul_idiom(rng):
+    g = _ffn(rng)
+    after, ctx = apply_passes(g, "decompose", "dynamic_weights", "dce", dynamic_weights=["w1"])
+    assert set(after.inputs) == {"x", "w1"}
+    assert after.inputs["w1"].shape == (1, 64, 1, 96)              # [1, IC, 1, OC]
+    assert ops_of(after).count("conv") == 2 and ops_of(after).count("matmul") == 1
+    dw = ctx.io.dynamic["w1"]
+    assert dw.layout == "conv_t" and dw.user_shape == (96, 64)
+    # the idiom: reshape, transpose, reshape(W), matmul, transpose, reshape
+    mm = next(n for n in after.nodes if n.op == "matmul")
+    assert mm.inputs["x"].op == "transpose" and mm.inputs["y"].op == "reshape"
+
+
+def test_whole_graph_dynamic_matches_reference(rng):
+    g = _ffn(rng)
+    low = lower(g, dynamic_weights=True)
+    assert not any(n.op == "conv" for n in low.graph.nodes)
+    assert set(low.io.dynamic) == {"w1", "w2", "w3", "norm"}
+    assert low.weights == {} or all(len(b) < 1000 for b in low.weights.values())
+    a = rng.standard_normal((1, 64, 1, 64))
+    np.testing.assert_allclose(reference_program(low, {"x": a})["y"], evaluate(g, {"x": a})["y"], rtol=1e-9)
+
+
+def test_packing_shares_one_surface(rng):
+    g = _ffn(rng)
+    low = lower(g, dynamic_weights=["w1", "w3", "w2"], pack_dynamic_weights=True)
+    packed = [b for b in low.io.inputs.values() if b.kind == "weight"]
+    assert [b.name for b in packed] == ["packed_w64", "w2"]          # w1, w3 share IC = 64
+    assert packed[0].shape == (1, 64, 1, 192)
+    assert low.io.dynamic["w3"].offset == 96
+    assert "slice_by_size" in low.mil
+    a = rng.standard_normal((1, 64, 1, 64))
+    np.testing.assert_allclose(reference_program(low, {"x": a})["y"], evaluate(g, {"x": a})["y"], rtol=1e-9)
+
+
+def test_packing_disabled_on_m1_m2(rng):
+    g = _ffn(rng)
+    with pytest.warns(UserWarning, match="C35"):
+        low = lower(g, target="ios16", dynamic_weights=["w1", "w3"], pack_dynamic_weights=True)
+    assert "packed_w64" not in low.io.inputs
+
+
+def test_unknown_dynamic_weight_name(rng):
+    with pytest.raises(InputError, match="unknown weight"):
+        lower(_ffn(rng), dynamic_weights=["nope"])
+
+
+def test_weight_flag_on_the_graph(rng):
+    g = Graph()
+    x = g.input("x", (1, 32, 1, 32))
+    w = g.weight("w", rng.standard_normal((48, 32)), dynamic=True)
+    g.output("y", ops.linear(x, w))                                  # rank-2 weight: reshape then conv
+    low = lower(g)
+    assert set(low.io.dynamic) == {"w"} and low.io.dynamic["w"].layout == "conv_t"
+    a = rng.standard_normal((1, 32, 1, 32))
+    np.testing.assert_allclose(reference_program(low, {"x": a})["y"], evaluate(g, {"x": a})["y"], rtol=1e-9)
+
+
+def test_mixed_use_weight_stays_as_is(rng):
+    """A weight used by a conv and elsewhere: one input in its own layout, the conv becomes W·X."""
+    g = Graph()
+    x = g.input("x", (1, 16, 1, 32))
+    w = g.weight("w", rng.standard_normal((16, 16, 1, 1)) / 4)
+    g.output("y", ops.add(ops.conv(x, w), ops.reduce_sum(w, [0, 1])))
+    low = lower(g, dynamic_weights=True)
+    assert low.io.dynamic["w"].layout == "as_is"
+    a = rng.standard_normal((1, 16, 1, 32))
+    np.testing.assert_allclose(reference_program(low, {"x": a})["y"], evaluate(g, {"x": a})["y"], rtol=1e-9)
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_set_weights_through_the_simulator(rng, pack):
+    g = _ffn(rng)
+    prog = sim_compile(g, dynamic_weights=True, pack_dynamic_weights=pack)
+    a = rng.standard_normal((1, 64, 1, 64)).astype(np.float16)
+    assert_fp16_close(prog(x=a)["y"], evaluate(g, {"x": a})["y"], rtol=8 * 2 ** -10)
+    new = {"w1": rng.standard_normal((96, 64)) / 8, "w3": rng.standard_normal((96, 64)) / 8,
+           "norm": rng.uniform(0.5, 1.5, 64)}
+    before = _counters()
+    prog.set_weights(**new)
+    after = _counters()
+    if before is not None:
+        assert after["compiles"] == before["compiles"], "dynamic weight update must not compile"
+    g2 = g.clone()
+    for k, v in new.items():
+        g2.weights[k].node.attrs["value"] = np.asarray(v).reshape(g2.weights[k].shape)
+    assert_fp16_close(prog(x=a)["y"], evaluate(g2, {"x": a})["y"], rtol=8 * 2 ** -10)
+    np.testing.assert_array_equal(prog.get_weight("w1"), new["w1"])
+    with pytest.raises(InputError, match="expected shape"):
+        prog.set_weights(w1=np.zeros((64, 96)))
+    with pytest.raises(InputError, match="unknown weight"):
+        prog.set_weights(w9=np.zeros((64, 96)))
+    with pytest.raises(InputError, match="fp16 range"):
+        prog.set_weights(w2=np.full((64, 96), np.nan))
+    prog.release()
+
+
+def _counters():
+    try:
+        from orion.runtime import counters
+        return counters()
+    except Exception:  # noqa: BLE001 - runtime not built yet
+        return None
+
+
+def test_baked_linear_stays_a_conv(rng):
+    """A rank-2 baked weight goes through reshape + constant folding: still a 1x1 conv, not a matmul (C46)."""
+    g = Graph()
+    x = g.input("x", (1, 32, 1, 32))
+    g.output("y", ops.linear(x, g.weight("w", rng.standard_normal((48, 32)))))
+    low = lower(g)
+    assert "= conv(" in low.mil and "matmul" not in low.mil
