@@ -75,23 +75,50 @@ def structured_file(fdp: atheris.FuzzedDataProvider) -> tuple[bytes, list[int]]:
     return bytes(out), offsets
 
 
-# One phrase per validation branch in blob/blob.cpp, most specific first; the instrumented loop and
-# the strict-spec branch turn each (branch, strictness) pair that fires into a coverage edge.
-PHRASES = (
-    "ignored, payload", "as declared", "declared dtype code", "overflow a 64-bit", "payload bytes at offset",
-    "shorter than the 64-byte", "version is", "count is", "reserved field is", "points into the 64-byte",
-    "not 64-byte aligned", "extends past the end", "sentinel is", "expected a BlobDataType",
-    "size_in_bytes (offset", "offset field (offset", "reserved field at offset", "bytes after the last payload",
-)
-
-
+# One branch per validation message of blob/blob.cpp (most specific phrase first). Coverage is per
+# code location, so each message kind (and strict variant of the deviations) needs its own statement:
+# a new kind of error or warning firing is then a new edge for libFuzzer.
 @atheris.instrument_func
-def classify(msg: str) -> int:
-    for i, phrase in enumerate(PHRASES):
-        if phrase in msg:
-            if msg.endswith("(strict spec)"):
-                return 2 * i + 1
-            return 2 * i
+def classify(msg: str) -> str:
+    strict = msg.endswith("(strict spec)")
+    if "ignored, payload" in msg:
+        return "sentinel ignored"
+    if "as declared" in msg:
+        return "declaration mismatch"
+    if "declared dtype code" in msg:
+        return "declared dtype unknown"
+    if "overflow a 64-bit" in msg:
+        return "declared count overflows"
+    if "payload bytes at offset" in msg:
+        return "declared size past end"
+    if "shorter than the 64-byte" in msg:
+        return "short file"
+    if "version is" in msg:
+        return "version"
+    if "count is" in msg:
+        return "count strict" if strict else "count"
+    if "reserved field is" in msg:
+        return "header reserved strict" if strict else "header reserved"
+    if "points into the 64-byte" in msg:
+        return "offset in header"
+    if "not 64-byte aligned" in msg:
+        return "offset unaligned"
+    if "out of range" in msg:
+        return "offset out of range"
+    if "extends past the end" in msg:
+        return "metadata past end"
+    if "sentinel is" in msg:
+        return "sentinel"
+    if "expected a BlobDataType" in msg:
+        return "dtype unknown"
+    if "size_in_bytes (offset" in msg:
+        return "payload past end"
+    if "offset field (offset" in msg:
+        return "offset field strict" if strict else "offset field"
+    if "reserved field at offset" in msg:
+        return "metadata reserved strict" if strict else "metadata reserved"
+    if "bytes after the last payload" in msg:
+        return "trailing bytes"
     raise AssertionError(f"unclassified message: {msg}")
 
 

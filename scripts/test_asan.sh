@@ -9,7 +9,8 @@ build=${ORION_ASAN_BUILD:-$here/build/asan}
 BUILD_TYPE=RelWithDebInfo "$here/scripts/dev_build.sh" "$build" -DORION_SANITIZE=ON
 asan=$(${CXX:-g++} -print-file-name=libasan.so)
 ubsan=$(${CXX:-g++} -print-file-name=libubsan.so)
-export LD_PRELOAD="$asan:$ubsan"
+# libstdc++ is preloaded too: without it the first C++ exception aborts under the preloaded ASan runtime.
+export LD_PRELOAD="$asan:$ubsan:$(${CXX:-g++} -print-file-name=libstdc++.so)"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export PYTHONPATH="$here/python:$build"

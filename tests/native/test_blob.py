@@ -486,6 +486,9 @@ def test_reader_accepts_any_buffer():
         assert _native.blob_read(buf, 192)["payload"] == bytes([1, 2, 3, 4, 5])
         assert len(_native.blob_list(buf)[0]) == 2
     assert read_blob(memoryview(data), 64).tolist() == list(range(10))
+    assert read_blob(data, np.uint64(192)).tolist() == [1, 2, 3, 4, 5]  # numpy integer offsets
+    with pytest.raises(TypeError):
+        _native.blob_read(data, 64.0)
 
 
 # ---------------------------------------------------------------------------------------------

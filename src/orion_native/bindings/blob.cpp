@@ -32,13 +32,15 @@ class Buffer {
   Py_buffer view_{};
 };
 
-// Python int -> u64; anything outside [0, 2^64) is a bad offset, not an overflow crash.
-uint64_t to_offset(const nb::int_& v) {
-  unsigned long long r = PyLong_AsUnsignedLongLong(v.ptr());
+// Any integer (int, numpy integer) -> u64; outside [0, 2^64) is a bad offset, not an overflow crash.
+uint64_t to_offset(nb::handle v) {
+  nb::object i = nb::steal(PyNumber_Index(v.ptr()));
+  if (!i.is_valid()) throw nb::python_error();  // TypeError: not an integer
+  unsigned long long r = PyLong_AsUnsignedLongLong(i.ptr());
   if (r == (unsigned long long)-1 && PyErr_Occurred()) {
     PyErr_Clear();
     throw_error(ErrorKind::BlobFormat,
-                "blob metadata offset " + std::string(nb::str(v).c_str()) + " is out of range; expected 0 <= offset < 2**64");
+                "blob metadata offset " + std::string(nb::str(i).c_str()) + " is out of range; expected 0 <= offset < 2**64");
   }
   return r;
 }
@@ -84,7 +86,7 @@ nb::tuple blob_write(nb::iterable blobs) {
   return nb::make_tuple(out, offs);
 }
 
-nb::dict blob_read(nb::handle file, const nb::int_& offset, bool strict, bool ignore_sentinel,
+nb::dict blob_read(nb::handle file, nb::handle offset, bool strict, bool ignore_sentinel,
                    std::optional<std::pair<uint32_t, uint64_t>> declared) {
   Buffer buf(file);
   blob::ReadOptions opt;
