@@ -140,7 +140,10 @@ Token Lexer::next() {
     default: break;
   }
   if (is_ident_start(c)) {
-    while (pos_ < src_.size() && is_ident_char((unsigned char)src_[pos_])) advance_byte();
+    size_t end = pos_ + 1;
+    while (end < src_.size() && is_ident_char((unsigned char)src_[end])) ++end;
+    col_ += (int)(end - pos_);  // no newlines inside: advance in one step
+    pos_ = end;
     t.kind = Tok::Ident;
     t.text = src_.substr(start, pos_ - start);
     return t;
@@ -192,6 +195,11 @@ Token Lexer::next() {
         }
         advance_byte();
         advance_byte();
+        continue;
+      }
+      if (d >= 0x20 && d < 0x7f) {  // plain ASCII, the common case
+        ++pos_;
+        ++col_;
         continue;
       }
       if ((d < 0x20 && d != '\t') || d == 0x7f) fail_here("control character " + hex_byte(d) + " in string literal");

@@ -325,8 +325,10 @@ class Parser {
       return lit;
     }
     DType d;
-    if (t.kind != Tok::Ident || !lookup_dtype(t.text, &d) || !at(Tok::LParen, 1))
-      fail_at(t, (attr ? "literal value for attribute '" + std::string(attr) + "'" : std::string("literal")) + " (such as fp16(0.5), string(\"x\") or tensor<int32, [2]>([1, 2]))");
+    if (t.kind != Tok::Ident || !lookup_dtype(t.text, &d) || !at(Tok::LParen, 1)) {
+      std::string what = attr ? "literal value for attribute '" + std::string(attr) + "'" : "literal";
+      fail_at(t, what + " (such as fp16(0.5), string(\"x\") or tensor<int32, [2]>([1, 2]))");
+    }
     take();
     lit.type.dtype = d;
     lit.type.scalar_form = true;
@@ -360,7 +362,8 @@ class Parser {
     lit.loc = loc_of(t);
     if (t.kind == Tok::Ident && t.text == "tensor") {
       lit.type = type("literal type");
-      if (!lit.type.shape.empty()) error_at(lit.loc, std::string(what) + " must be a scalar, found " + spell_type(lit.type));
+      if (!lit.type.shape.empty())
+        error_at(lit.loc, std::string(what) + " must be a scalar, found " + spell_type(lit.type));
     } else {
       DType d;
       if (t.kind != Tok::Ident || !lookup_dtype(t.text, &d))
@@ -371,7 +374,8 @@ class Parser {
       lit.type.scalar_form = true;
     }
     if (lit.type.dtype != want)
-      error_at(lit.loc, std::string(what) + " must be a " + dtype_name(want) + " literal, found " + dtype_name(lit.type.dtype));
+      error_at(lit.loc, std::string(what) + " must be a " + dtype_name(want) + " literal, found " +
+                            dtype_name(lit.type.dtype));
     expect(Tok::LParen, "after the literal type");
     value(lit);
     expect(Tok::RParen, "to close the literal");
@@ -389,7 +393,8 @@ class Parser {
       return;
     }
     if (d == DType::bool_) {
-      if (!(t.kind == Tok::Ident && (t.text == "true" || t.text == "false"))) fail_at(t, "true or false for a bool literal");
+      if (!(t.kind == Tok::Ident && (t.text == "true" || t.text == "false")))
+        fail_at(t, "true or false for a bool literal");
       lit.i.push_back(take().text == "true" ? 1 : 0);
       return;
     }
@@ -412,14 +417,18 @@ class Parser {
     NumberText num;
     std::string why;
     if (!parse_number(n.text, &num, &why)) error_at(loc_of(n), "malformed number " + describe(n) + ": " + why);
-    auto shown = [&] { return (neg ? "-" : "") + std::string(n.text.substr(0, 40)) + (n.text.size() > 40 ? "..." : ""); };
+    auto shown = [&] {
+      return (neg ? "-" : "") + std::string(n.text.substr(0, 40)) + (n.text.size() > 40 ? "..." : "");
+    };
     if (is_float) {
       double v = neg ? -num.value : num.value;
       if (num.float_overflow || std::isinf(round_to_dtype(v, d)))
-        error_at(start, "value " + shown() + " out of range for " + dn + " (max " + (d == DType::fp16 ? "65504" : "3.4028235e+38") + ")");
+        error_at(start, "value " + shown() + " out of range for " + dn + " (max " +
+                            (d == DType::fp16 ? "65504" : "3.4028235e+38") + ")");
       lit.f.push_back(v);
     } else {
-      if (!num.is_int) error_at(loc_of(n), "expected an integer for a " + std::string(dn) + " literal, found " + describe(n));
+      if (!num.is_int)
+        error_at(loc_of(n), "expected an integer for a " + std::string(dn) + " literal, found " + describe(n));
       int64_t v = 0;
       if (num.int_overflow || !int_in_range(neg, num.magnitude, d, &v))
         error_at(start, "value " + shown() + " out of range for " + dn + " " + int_range_str(d));
