@@ -13,6 +13,9 @@ threads.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -92,6 +95,18 @@ def test_parallel_for_covers_each_item_once_and_propagates():
     assert native._k_parallel_for_test(1000, 1) == 1000  # pool still healthy after an exception
     native._k_set_threads(1)
     assert native._k_parallel_for_test(1000, 1) == 1000
+
+
+@pytest.mark.parametrize("env,expect", [({"ORION_ISA": "scalar"}, "scalar"), ({"ORION_NUM_THREADS": "1"}, 1),
+                                        ({"ORION_NUM_THREADS": "3"}, 3)])
+def test_environment_overrides(env, expect):
+    code = ("from orion import _native as n; import numpy as np; a = np.ones((300, 300), np.float16); "
+            "assert (n._k_gemm(a, a) == 300).all(); print(n._k_isa(), n._k_num_threads())")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    isa, threads = out.stdout.split()
+    assert (isa if isinstance(expect, str) else int(threads)) == expect
 
 
 def test_concurrent_callers_from_python_threads():
@@ -198,6 +213,7 @@ def make_operands(rng, batch, m, n, k, ta, tb):
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 5, 3), (37, 65, 300), (100, 33, 513), (13, 129, 64),
+                                   (200, 3, 300), (33, 15, 777), (5, 200, 100), (2, 1, 9), (3, 77, 450), (4, 40, 20),
                                    (64, 1, 17), (1, 100, 260)])
 def test_gemm_shapes_and_transposes(ta, tb, m, n, k):
     rng = np.random.default_rng(m * 1000 + n * 10 + k)
@@ -219,6 +235,8 @@ def test_gemm_batched_and_broadcast(ta, tb):
     check_gemm(c, a, b, ta, tb)
     c1 = native._k_gemm(a[:1], b, ta, tb)  # batch-1 operand broadcasts
     check_gemm(c1, np.broadcast_to(a[:1], a.shape), b, ta, tb)
+    na, nb = make_operands(rng, 3, 40, 2, 50, ta, tb)  # narrow N: computed as C^T = B^T A^T
+    check_gemm(assert_same_everywhere(lambda: native._k_gemm(na, nb, ta, tb)), na, nb, ta, tb)
     big_a, big_b = make_operands(rng, 12, 64, 64, 64, ta, tb)  # many batches: per-batch parallelism
     check_gemm(assert_same_everywhere(lambda: native._k_gemm(big_a, big_b, ta, tb)), big_a, big_b, ta, tb)
 
@@ -267,9 +285,22 @@ BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, 
 
 def binary_ref(op, a, b):
     with np.errstate(all="ignore"):
-        if op == "pow":  # libm powf then one rounding
-            return BIN[op](a.astype(np.float32), b.astype(np.float32)).astype(F16)
         return BIN[op](a.astype(np.float64), b.astype(np.float64)).astype(F16)
+
+
+def check_binary(op, y, a, b):
+    ref = binary_ref(op, a, b)
+    assert y.shape == ref.shape
+    if op != "pow":  # exact
+        np.testing.assert_array_equal(bits(y), bits(ref))
+        return
+    # pow is libm powf (~1 fp32 ulp) then one rounding: faithful
+    with np.errstate(all="ignore"):
+        exact = np.power(a.astype(np.float64), b.astype(np.float64))
+    fin = np.isfinite(ref)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    np.testing.assert_array_equal(y[~fin & ~np.isnan(ref)], ref[~fin & ~np.isnan(ref)])
+    assert np.all(np.abs(y[fin].astype(np.float64) - exact[fin]) < ulp16(exact[fin]))
 
 
 BROADCASTS = [((37, 53), (37, 53)), ((37, 53), ()), ((), (37, 53)), ((37, 53), (1, 53)), ((37, 53), (37, 1)),
@@ -285,9 +316,7 @@ def test_binary_broadcasting(op, sa, sb):
     if op == "pow":
         a = np.abs(a)
     y = assert_same_everywhere(lambda: native._k_binary(op, a, b))
-    ref = binary_ref(op, a, b)
-    assert y.shape == ref.shape
-    np.testing.assert_array_equal(bits(y), bits(ref))
+    check_binary(op, y, a, b)
 
 
 @pytest.mark.parametrize("op", ["add", "mul", "div", "maximum"])
@@ -304,9 +333,9 @@ def test_binary_strided_views_and_specials(op):
 
 def unary_ref(op, x, param=0.0):
     xd = x.astype(np.float64)
-    v = (x.astype(np.float32) + np.float32(param)).astype(np.float64)  # param is added in fp32
     erf = np.vectorize(math.erf)
     with np.errstate(all="ignore"):
+        v = (x.astype(np.float32) + np.float32(param)).astype(np.float64)  # param is added in fp32
         return {
             "exp": lambda: np.exp(xd),
             "log": lambda: np.log(v),

@@ -45,7 +45,6 @@ int default_threads() {
 class Pool {
  public:
   explicit Pool(int n) { start(n); }
-  ~Pool() { stop(); }
 
   int size() const { return nthreads_.load(std::memory_order_relaxed); }
 
@@ -53,6 +52,19 @@ class Pool {
     std::lock_guard<std::mutex> job(job_mu_);  // no job in flight while we swap workers
     stop();
     start(n);
+  }
+
+  // Process exit: join the workers if no job is in flight (a daemon Python thread may still be inside
+  // a kernel), then keep the slot locked so any later call runs inline. Never frees the Pool, so a
+  // straggling caller cannot touch freed memory; if the slot stays busy the workers are left to the
+  // process exit.
+  void shutdown() {
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (!job_mu_.try_lock()) {
+      if (std::chrono::steady_clock::now() > until) return;
+      std::this_thread::yield();
+    }
+    stop();
   }
 
   // Returns false if the slot is busy (caller should run inline).
@@ -191,11 +203,13 @@ std::mutex g_pool_mu;          // guards creation / replacement of the pool
 std::atomic<Pool*> g_pool{nullptr};
 int g_requested = 0;           // set_num_threads value (0 = default)
 
-// Joined at exit: workers are idle then (kernels never hold the GIL), so this cannot deadlock.
+std::atomic<bool> g_exiting{false};
+
+// Workers are joined at exit (see Pool::shutdown); calls made after that run inline.
 struct PoolOwner {
   ~PoolOwner() {
-    Pool* p = g_pool.exchange(nullptr);
-    delete p;
+    g_exiting.store(true);
+    if (Pool* p = g_pool.load()) p->shutdown();
   }
 } g_owner;
 
@@ -221,7 +235,7 @@ Pool& pool() {
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  if (n <= grain || t_in_pool_task) {
+  if (n <= grain || t_in_pool_task || g_exiting.load(std::memory_order_relaxed)) {
     fn(0, n);
     return;
   }
@@ -231,8 +245,9 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
     fn(0, n);
     return;
   }
-  // Up to 4 chunks per thread for load balance, each at least `grain` items.
-  int64_t nchunks = std::min<int64_t>((n + grain - 1) / grain, (int64_t)nt * 4);
+  // Up to 16 chunks per thread, each at least `grain` items: claiming is one atomic add, and small
+  // chunks keep threads balanced when the OS deschedules one of them (shared machines).
+  int64_t nchunks = std::min<int64_t>((n + grain - 1) / grain, (int64_t)nt * 16);
   int64_t chunk = (n + nchunks - 1) / nchunks;
   nchunks = (n + chunk - 1) / chunk;
   if (nchunks <= 1 || !p.run(n, chunk, nchunks, fn)) {

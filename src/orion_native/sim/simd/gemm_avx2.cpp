@@ -1,39 +1,107 @@
 // AVX2 GEMM microkernel (6 x 16 fp32 tile in 12 ymm accumulators) and F16C panel packing.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "sim/simd/isa_decls.h"
 
 namespace orion::sim::simd::avx2 {
+namespace {
 
-void gemm_micro(int64_t kc, const float* ap, int64_t lda, const float* bp, float* c, int64_t ldc, bool acc) {
-  __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
-#define ORION_ROWS(X) X(0, c00, c01) X(1, c10, c11) X(2, c20, c21) X(3, c30, c31) X(4, c40, c41) X(5, c50, c51)
-  if (acc) {
-#define ORION_LOAD(r, x0, x1) x0 = _mm256_loadu_ps(c + r * ldc); x1 = _mm256_loadu_ps(c + r * ldc + 8);
-    ORION_ROWS(ORION_LOAD)
+constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+// One finished row of the tile: fp16 (one RNE rounding) or fp32, first `cols` columns.
+inline void put_row(__m256 x0, __m256 x1, float* o32, f16* o16, int cols) {
+  if (o16) {
+    __m128i h0 = _mm256_cvtps_ph(x0, kRound), h1 = _mm256_cvtps_ph(x1, kRound);
+    if (cols == 16) {
+      _mm_storeu_si128((__m128i*)o16, h0);
+      _mm_storeu_si128((__m128i*)(o16 + 8), h1);
+    } else {
+      alignas(16) f16 tmp[16];
+      _mm_store_si128((__m128i*)tmp, h0);
+      _mm_store_si128((__m128i*)(tmp + 8), h1);
+      std::memcpy(o16, tmp, (size_t)cols * sizeof(f16));
+    }
+  } else if (cols == 16) {
+    _mm256_storeu_ps(o32, x0);
+    _mm256_storeu_ps(o32 + 8, x1);
   } else {
-#define ORION_ZERO(r, x0, x1) x0 = _mm256_setzero_ps(); x1 = _mm256_setzero_ps();
-    ORION_ROWS(ORION_ZERO)
+    alignas(32) float tmp[16];
+    _mm256_store_ps(tmp, x0);
+    _mm256_store_ps(tmp + 8, x1);
+    std::memcpy(o32, tmp, (size_t)cols * sizeof(float));
   }
-  for (int64_t k = 0; k < kc; ++k, ++ap, bp += 16) {
-    __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
-#define ORION_FMA(r, x0, x1)                  \
-  {                                           \
-    __m256 a = _mm256_broadcast_ss(ap + r * lda);   \
-    x0 = _mm256_fmadd_ps(a, b0, x0);          \
-    x1 = _mm256_fmadd_ps(a, b1, x1);          \
+}
+
+}  // namespace
+
+
+namespace {
+
+// R rows (1..6): per k two B vectors and R broadcast-FMAs each (12 accumulators for R = 6).
+inline __m256 load_h8(const f16* p, int n) {  // n valid halves (rest zero)
+  if (n >= 8) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
+  alignas(16) f16 h[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (n > 0) std::memcpy(h, p, (size_t)n * sizeof(f16));
+  return _mm256_cvtph_ps(_mm_load_si128((const __m128i*)h));
+}
+
+template <int R, bool kDirect = false>
+void micro(const GemmTile& t) {
+  const float* ap = t.ap;
+  const float* bp = t.bp;
+  const f16* bh = t.bh;
+  const int64_t lda = t.lda;
+  __m256 c0[R], c1[R];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    c0[r] = t.cin ? _mm256_loadu_ps(t.cin + r * t.ldcin) : _mm256_setzero_ps();
+    c1[r] = t.cin ? _mm256_loadu_ps(t.cin + r * t.ldcin + 8) : _mm256_setzero_ps();
   }
-    ORION_ROWS(ORION_FMA)
+  for (int64_t k = 0; k < t.kc; ++k, ++ap) {
+    __m256 b0, b1;
+    if constexpr (kDirect) {
+      b0 = load_h8(bh, t.bcols);
+      b1 = load_h8(bh + 8, t.bcols - 8);
+      bh += t.ldbh;
+    } else {
+      b0 = _mm256_load_ps(bp);
+      b1 = _mm256_load_ps(bp + 8);
+      bp += 16;
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      __m256 a = _mm256_broadcast_ss(ap + r * lda);
+      c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
+      c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
+    }
   }
-#define ORION_STORE(r, x0, x1) _mm256_storeu_ps(c + r * ldc, x0); _mm256_storeu_ps(c + r * ldc + 8, x1);
-  ORION_ROWS(ORION_STORE)
-#undef ORION_ROWS
-#undef ORION_LOAD
-#undef ORION_ZERO
-#undef ORION_FMA
-#undef ORION_STORE
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+    put_row(c0[r], c1[r], t.o32 ? t.o32 + r * t.ldo : nullptr, t.o16 ? t.o16 + r * t.ldo : nullptr, t.cols);
+}
+
+}  // namespace
+
+void gemm_micro(const GemmTile& t) {
+  if (t.bh) {
+    switch (t.rows) {
+      case 1: return micro<1, true>(t);
+      case 2: return micro<2, true>(t);
+      case 3: return micro<3, true>(t);
+      default: return micro<4, true>(t);
+    }
+  }
+  switch (t.rows) {
+    case 1: return micro<1>(t);
+    case 2: return micro<2>(t);
+    case 3: return micro<3>(t);
+    case 4: return micro<4>(t);
+    case 5: return micro<5>(t);
+    default: return micro<6>(t);
+  }
 }
 
 void gemm_pack_rows(const f16* src, int64_t ld, int64_t kc, int64_t cols, int nr, float* dst) {
@@ -55,6 +123,60 @@ void gemm_pack_rows(const f16* src, int64_t ld, int64_t kc, int64_t cols, int nr
         alignas(32) float t[8];
         _mm256_store_ps(t, f);
         std::memcpy(dst + j, t, (size_t)(nr - j) * 4);
+      }
+    }
+  }
+}
+
+}  // namespace orion::sim::simd::avx2
+
+namespace orion::sim::simd::avx2 {
+
+// 8 x 8 blocks: widen 8 rows, transpose in registers, store 8 columns (partial blocks via a buffer).
+void cvt_transpose(const f16* src, int64_t ld, int64_t rows, int64_t rows_pad, int64_t cols, float* dst,
+                   int64_t ldd) {
+  for (int64_t r0 = 0; r0 < rows_pad; r0 += 8) {
+    int nr = (int)std::min<int64_t>(8, std::max<int64_t>(0, rows - r0));
+    int nout = (int)std::min<int64_t>(8, rows_pad - r0);
+    for (int64_t c0 = 0; c0 < cols; c0 += 8) {
+      int nc = (int)std::min<int64_t>(8, cols - c0);
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) {
+        if (i >= nr) {
+          r[i] = _mm256_setzero_ps();
+        } else if (nc == 8) {
+          r[i] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(src + (r0 + i) * ld + c0)));
+        } else {
+          alignas(16) f16 h[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          std::memcpy(h, src + (r0 + i) * ld + c0, (size_t)nc * sizeof(f16));
+          r[i] = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)h));
+        }
+      }
+      __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+      __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+      __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+      __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+      __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+      __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+      __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0)), u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+      __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0)), u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+      r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+      r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+      r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+      r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+      r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+      r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+      r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+      r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+      for (int j = 0; j < nc; ++j) {
+        float* o = dst + (c0 + j) * ldd + r0;
+        if (nout == 8) {
+          _mm256_storeu_ps(o, r[j]);
+        } else {
+          alignas(32) float tmp[8];
+          _mm256_store_ps(tmp, r[j]);
+          std::memcpy(o, tmp, (size_t)nout * sizeof(float));
+        }
       }
     }
   }

@@ -1,56 +1,152 @@
 // AVX-512 GEMM microkernel (12 x 32 fp32 tile in 24 zmm accumulators) and F16C panel packing.
-// GCC 12 flags _mm512_cvtph_ps/_mm512_cvtps_ph internals (undefined pass-through) as maybe-uninitialized.
+// GCC 12 flags _mm512_cvtph_ps/_mm512_cvtps_ph internals (undefined pass-through) as uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "sim/simd/isa_decls.h"
 
 namespace orion::sim::simd::avx512 {
+namespace {
 
-// C[12 x 32] (+)= Ap[kc][12] * Bp[kc][32]: per k two B vectors, twelve broadcast-FMAs each.
-void gemm_micro(int64_t kc, const float* ap, int64_t lda, const float* bp, float* c, int64_t ldc, bool acc) {
-  __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91,
-      ca0, ca1, cb0, cb1;
-#define ORION_ROWS(X) X(0, c00, c01) X(1, c10, c11) X(2, c20, c21) X(3, c30, c31) X(4, c40, c41) X(5, c50, c51) \
-  X(6, c60, c61) X(7, c70, c71) X(8, c80, c81) X(9, c90, c91) X(10, ca0, ca1) X(11, cb0, cb1)
-  if (acc) {
-#define ORION_LOAD(r, x0, x1) x0 = _mm512_loadu_ps(c + r * ldc); x1 = _mm512_loadu_ps(c + r * ldc + 16);
-    ORION_ROWS(ORION_LOAD)
+constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+inline __mmask16 first(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1); }
+
+// One finished row of the tile: fp16 (one RNE rounding) or fp32, first `cols` columns.
+inline void put_row(__m512 x0, __m512 x1, float* o32, f16* o16, int cols) {
+  if (o16) {
+    __m256i h0 = _mm512_cvtps_ph(x0, kRound), h1 = _mm512_cvtps_ph(x1, kRound);
+    if (cols == 32) {
+      _mm256_storeu_si256((__m256i*)o16, h0);
+      _mm256_storeu_si256((__m256i*)(o16 + 16), h1);
+    } else {
+      _mm256_mask_storeu_epi16(o16, first(cols), h0);
+      _mm256_mask_storeu_epi16(o16 + 16, first(cols - 16), h1);
+    }
+  } else if (cols == 32) {
+    _mm512_storeu_ps(o32, x0);
+    _mm512_storeu_ps(o32 + 16, x1);
   } else {
-#define ORION_ZERO(r, x0, x1) x0 = _mm512_setzero_ps(); x1 = _mm512_setzero_ps();
-    ORION_ROWS(ORION_ZERO)
+    _mm512_mask_storeu_ps(o32, first(cols), x0);
+    _mm512_mask_storeu_ps(o32 + 16, first(cols - 16), x1);
   }
-  for (int64_t k = 0; k < kc; ++k, ++ap, bp += 32) {
-    __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
-#define ORION_FMA(r, x0, x1)                  \
-  {                                           \
-    __m512 a = _mm512_set1_ps(ap[r * lda]);         \
-    x0 = _mm512_fmadd_ps(a, b0, x0);          \
-    x1 = _mm512_fmadd_ps(a, b1, x1);          \
+}
+
+// R rows (1..12): rows of A are read with stride lda; per k two B vectors and R broadcast-FMAs
+// each. Arrays are fully unrolled into registers (24 accumulators + 2 B + 1 broadcast for R = 12).
+template <int R, bool kDirect = false>
+void micro(const GemmTile& t) {
+  const float* ap = t.ap;
+  const float* bp = t.bp;
+  const f16* bh = t.bh;
+  const __mmask16 m0 = first(t.bcols), m1 = first(t.bcols - 16);
+  const int64_t lda = t.lda;
+  __m512 c0[R], c1[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    c0[r] = t.cin ? _mm512_loadu_ps(t.cin + r * t.ldcin) : _mm512_setzero_ps();
+    c1[r] = t.cin ? _mm512_loadu_ps(t.cin + r * t.ldcin + 16) : _mm512_setzero_ps();
   }
-    ORION_ROWS(ORION_FMA)
+  for (int64_t k = 0; k < t.kc; ++k, ++ap) {
+    __m512 b0, b1;
+    if constexpr (kDirect) {
+      b0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, bh));
+      b1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, bh + 16));
+      bh += t.ldbh;
+    } else {
+      b0 = _mm512_load_ps(bp);
+      b1 = _mm512_load_ps(bp + 16);
+      bp += 32;
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      __m512 a = _mm512_set1_ps(ap[r * lda]);
+      c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+    }
   }
-#define ORION_STORE(r, x0, x1) _mm512_storeu_ps(c + r * ldc, x0); _mm512_storeu_ps(c + r * ldc + 16, x1);
-  ORION_ROWS(ORION_STORE)
-#undef ORION_ROWS
-#undef ORION_LOAD
-#undef ORION_ZERO
-#undef ORION_FMA
-#undef ORION_STORE
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+    put_row(c0[r], c1[r], t.o32 ? t.o32 + r * t.ldo : nullptr, t.o16 ? t.o16 + r * t.ldo : nullptr, t.cols);
+}
+
+}  // namespace
+
+void gemm_micro(const GemmTile& t) {
+  if (t.bh) {
+    switch (t.rows) {
+      case 1: return micro<1, true>(t);
+      case 2: return micro<2, true>(t);
+      case 3: return micro<3, true>(t);
+      default: return micro<4, true>(t);
+    }
+  }
+  switch (t.rows) {
+    case 1: return micro<1>(t);
+    case 2: return micro<2>(t);
+    case 3: return micro<3>(t);
+    case 4: return micro<4>(t);
+    case 5: return micro<5>(t);
+    case 6: return micro<6>(t);
+    case 7: return micro<7>(t);
+    case 8: return micro<8>(t);
+    case 9: return micro<9>(t);
+    case 10: return micro<10>(t);
+    case 11: return micro<11>(t);
+    default: return micro<12>(t);
+  }
 }
 
 void gemm_pack_rows(const f16* src, int64_t ld, int64_t kc, int64_t cols, int nr, float* dst) {
   for (int64_t k = 0; k < kc; ++k, src += ld, dst += nr) {
     for (int j = 0; j < nr; j += 16) {
-      int64_t left = cols - j;
-      __mmask16 m = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
-      __m256i h = _mm256_maskz_loadu_epi16(m, src + j);
-      __m512 f = _mm512_cvtph_ps(h);
-      if (nr - j >= 16)
-        _mm512_storeu_ps(dst + j, f);
-      else
-        _mm512_mask_storeu_ps(dst + j, (__mmask16)((1u << (nr - j)) - 1), f);
+      __m512 f = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first((int)(cols - j)), src + j));
+      _mm512_mask_storeu_ps(dst + j, first(nr - j), f);
+    }
+  }
+}
+
+}  // namespace orion::sim::simd::avx512
+
+namespace orion::sim::simd::avx512 {
+
+// 16 x 16 blocks: widen 16 rows, transpose in registers (unpack / shuffle network), store 16 columns.
+void cvt_transpose(const f16* src, int64_t ld, int64_t rows, int64_t rows_pad, int64_t cols, float* dst,
+                   int64_t ldd) {
+  for (int64_t r0 = 0; r0 < rows_pad; r0 += 16) {
+    int nr = (int)std::min<int64_t>(16, std::max<int64_t>(0, rows - r0));
+    __mmask16 out_mask = first((int)std::min<int64_t>(16, rows_pad - r0));
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      int nc = (int)std::min<int64_t>(16, cols - c0);
+      __m512 r[16], t[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = i < nr ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first(nc), src + (r0 + i) * ld + c0))
+                      : _mm512_setzero_ps();
+      for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+      }
+      for (int i = 0; i < 4; ++i) {
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+      }
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 4; ++j) {
+          t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+          t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xdd);
+        }
+      for (int j = 0; j < 8; ++j) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+      }
+      for (int j = 0; j < nc; ++j) _mm512_mask_storeu_ps(dst + (c0 + j) * ldd + r0, out_mask, r[j]);
     }
   }
 }

@@ -21,22 +21,48 @@ using kernels::Unary;
 // in order), combined by halving: lane j += lane j + kLanes/2, ... This fixes the rounding order.
 constexpr int kLanes = 16;
 
+// GEMMs with at most this many rows of op(A) read B unpacked (GemmTile::bh).
+constexpr int kDirectBRows = 4;
+
+// One GEMM microkernel call: acc = cin (or 0) + Ap * Bp over kc for `rows` (1..mr; 1..kDirectBRows
+// with bh) rows of A, then
+// the rows x first `cols` of acc go to o16 (one RNE rounding) or o32. Ap is a row-major fp32 panel [mr][lda] (row r of op(A), k
+// contiguous: packing A is a plain conversion); Bp is packed k-major [kc][nr]. Each C element is one
+// fma chain over k in order, so blocking, threads and ISA do not change results.
+struct GemmTile {
+  int64_t kc;
+  const float* ap;
+  int64_t lda;
+  const float* bp;
+  // Unpacked B (few rows of A, B not transposed: packing would cost as much as the product): when
+  // set, row k of the tile's B is bh + k * ldbh in fp16, first bcols columns valid, and bp is unused.
+  const f16* bh;
+  int64_t ldbh;
+  int bcols;
+  const float* cin;  // partial sums of earlier k blocks (rows x nr, row stride ldcin) or nullptr
+  int64_t ldcin;
+  float* o32;        // exactly one of o32 / o16 is set
+  f16* o16;
+  int64_t ldo;
+  int rows, cols;
+};
+
 struct IsaOps {
   const char* name;
 
   void (*f16_to_f32)(const f16* src, float* dst, size_t n);
   void (*f32_to_f16)(const float* src, f16* dst, size_t n);
 
-  // GEMM microkernel: C[mr x nr] (+)= Ap * Bp over kc, where Ap is a row-major fp32 panel [mr][lda]
-  // (row r of op(A), k contiguous: packing A is a plain conversion) and Bp is packed k-major [kc][nr].
-  // C is fp32 with row stride ldc. Each C element is one fma chain over k in order (so blocking and
-  // ISA do not change results).
+  // GEMM microkernel: one mr x nr tile, see GemmTile.
   int gemm_mr, gemm_nr;
-  void (*gemm_micro)(int64_t kc, const float* ap, int64_t lda, const float* bp, float* c, int64_t ldc,
-                     bool accumulate);
+  void (*gemm_micro)(const GemmTile& t);
   // Packs rows of B (non-transposed, [k][ldb]) into Bp [kc][nr]: converts nr halves per k (zero pad
   // past `cols`).
   void (*gemm_pack_rows)(const f16* src, int64_t ld, int64_t kc, int64_t cols, int nr, float* dst);
+  // Widening transpose: dst[c * ldd + r] = src[r * ld + c] for r < rows, c < cols; entries for
+  // rows <= r < rows_pad are written as 0 (panel padding). Packs transposed GEMM operands.
+  void (*cvt_transpose)(const f16* src, int64_t ld, int64_t rows, int64_t rows_pad, int64_t cols, float* dst,
+                        int64_t ldd);
 
   // Element-wise on contiguous spans. vs: a[i] op s; sv: s op b[i].
   void (*binary_vv)(Binary op, const f16* a, const f16* b, f16* out, size_t n);

@@ -9,8 +9,10 @@
 namespace orion::sim::simd {
 
 #define ORION_ISA_DECLS                                                                                    \
-  void gemm_micro(int64_t kc, const float* ap, int64_t lda, const float* bp, float* c, int64_t ldc, bool acc); \
+  void gemm_micro(const GemmTile& t);                                                                     \
   void gemm_pack_rows(const f16* src, int64_t ld, int64_t kc, int64_t cols, int nr, float* dst);           \
+  void cvt_transpose(const f16* src, int64_t ld, int64_t rows, int64_t rows_pad, int64_t cols, float* dst,  \
+                     int64_t ldd);                                                                         \
   void f16_to_f32(const f16* src, float* dst, size_t n);                                                   \
   void f32_to_f16(const float* src, f16* dst, size_t n);                                                   \
   void binary_vv(Binary op, const f16* a, const f16* b, f16* out, size_t n);                               \

@@ -24,15 +24,25 @@ void s_f32_to_f16(const float* src, f16* dst, size_t n) {
 
 constexpr int kMR = 4, kNR = 16;
 
-void s_gemm_micro(int64_t kc, const float* ap, int64_t lda, const float* bp, float* c, int64_t ldc, bool acc) {
+void s_gemm_micro(const GemmTile& g) {
   float t[kMR][kNR];
-  for (int r = 0; r < kMR; ++r)
-    for (int j = 0; j < kNR; ++j) t[r][j] = acc ? c[r * ldc + j] : 0.0f;
-  for (int64_t k = 0; k < kc; ++k, bp += kNR)
-    for (int r = 0; r < kMR; ++r)
-      for (int j = 0; j < kNR; ++j) t[r][j] = std::fma(ap[r * lda + k], bp[j], t[r][j]);
-  for (int r = 0; r < kMR; ++r)
-    for (int j = 0; j < kNR; ++j) c[r * ldc + j] = t[r][j];
+  for (int r = 0; r < g.rows; ++r)
+    for (int j = 0; j < kNR; ++j) t[r][j] = g.cin ? g.cin[r * g.ldcin + j] : 0.0f;
+  float row[kNR];
+  for (int64_t k = 0; k < g.kc; ++k) {
+    if (g.bh)  // unpacked fp16 B
+      for (int j = 0; j < kNR; ++j) row[j] = j < g.bcols ? h2f(g.bh[k * g.ldbh + j]) : 0.0f;
+    const float* b = g.bh ? row : g.bp + k * kNR;
+    for (int r = 0; r < g.rows; ++r)
+      for (int j = 0; j < kNR; ++j) t[r][j] = std::fma(g.ap[r * g.lda + k], b[j], t[r][j]);
+  }
+  for (int r = 0; r < g.rows; ++r)
+    for (int j = 0; j < g.cols; ++j) {
+      if (g.o16)
+        g.o16[r * g.ldo + j] = orion::f32_to_f16(t[r][j]);
+      else
+        g.o32[r * g.ldo + j] = t[r][j];
+    }
 }
 
 void s_gemm_pack_rows(const f16* src, int64_t ld, int64_t kc, int64_t cols, int nr, float* dst) {
@@ -41,6 +51,12 @@ void s_gemm_pack_rows(const f16* src, int64_t ld, int64_t kc, int64_t cols, int 
     for (; j < cols; ++j) dst[j] = h2f(src[j]);
     for (; j < nr; ++j) dst[j] = 0.0f;
   }
+}
+
+void s_cvt_transpose(const f16* src, int64_t ld, int64_t rows, int64_t rows_pad, int64_t cols, float* dst,
+                     int64_t ldd) {
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows_pad; ++r) dst[c * ldd + r] = r < rows ? h2f(src[r * ld + c]) : 0.0f;
 }
 
 inline f16 f2h(float f) { return orion::f32_to_f16(f); }
@@ -181,7 +197,7 @@ void s_div_to_f16(const float* e, const float* s, f16* y, int64_t n) {
 
 const IsaOps kScalar = {
     "scalar",      s_f16_to_f32,   s_f32_to_f16,  kMR,           kNR,
-    s_gemm_micro,  s_gemm_pack_rows, s_binary_vv, s_binary_vs,   s_binary_sv,
+    s_gemm_micro,  s_gemm_pack_rows, s_cvt_transpose, s_binary_vv, s_binary_vs,   s_binary_sv,
     s_unary,       s_clip,         s_scale_bias,  s_reduce_row,  s_reduce_step,
     s_softmax_row, s_exp_sub_acc,  s_div_to_f16,
 };

@@ -1,61 +1,29 @@
-// x86 ISA tables (plain data, baseline-compiled: nothing here executes AVX code; dispatch.cpp hands a
-// table out only after checking the CPU).
+// x86 ISA tables: plain data, baseline-compiled. Nothing here executes AVX code; dispatch.cpp hands a
+// table out only after checking the CPU.
 #if defined(ORION_X86)
 #include "sim/simd/isa_decls.h"
 
 namespace orion::sim::simd {
 
+#define ORION_TABLE(isa, mr, nr)                                                                   \
+  {                                                                                                \
+    #isa, isa::f16_to_f32, isa::f32_to_f16, mr, nr, isa::gemm_micro, isa::gemm_pack_rows,          \
+        isa::cvt_transpose,                                                                        \
+        isa::binary_vv, isa::binary_vs, isa::binary_sv, isa::unary, isa::clip, isa::scale_bias,    \
+        isa::reduce_row, isa::reduce_step, isa::softmax_row, isa::exp_sub_acc, isa::div_to_f16,    \
+  }
+
 const IsaOps* avx512_ops() {
-  static const IsaOps t = [] {
-    IsaOps o = scalar_ops();
-    o.name = "avx512";
-    o.gemm_mr = 12;
-    o.gemm_nr = 32;
-    o.gemm_micro = avx512::gemm_micro;
-    o.gemm_pack_rows = avx512::gemm_pack_rows;
-    o.f16_to_f32 = avx512::f16_to_f32;
-    o.f32_to_f16 = avx512::f32_to_f16;
-    o.binary_vv = avx512::binary_vv;
-    o.binary_vs = avx512::binary_vs;
-    o.binary_sv = avx512::binary_sv;
-    o.unary = avx512::unary;
-    o.clip = avx512::clip;
-    o.scale_bias = avx512::scale_bias;
-    o.reduce_row = avx512::reduce_row;
-    o.reduce_step = avx512::reduce_step;
-    o.softmax_row = avx512::softmax_row;
-    o.exp_sub_acc = avx512::exp_sub_acc;
-    o.div_to_f16 = avx512::div_to_f16;
-    return o;
-  }();
+  static const IsaOps t = ORION_TABLE(avx512, 12, 32);
   return &t;
 }
 
 const IsaOps* avx2_ops() {
-  static const IsaOps t = [] {
-    IsaOps o = scalar_ops();
-    o.name = "avx2";
-    o.gemm_mr = 6;
-    o.gemm_nr = 16;
-    o.gemm_micro = avx2::gemm_micro;
-    o.gemm_pack_rows = avx2::gemm_pack_rows;
-    o.f16_to_f32 = avx2::f16_to_f32;
-    o.f32_to_f16 = avx2::f32_to_f16;
-    o.binary_vv = avx2::binary_vv;
-    o.binary_vs = avx2::binary_vs;
-    o.binary_sv = avx2::binary_sv;
-    o.unary = avx2::unary;
-    o.clip = avx2::clip;
-    o.scale_bias = avx2::scale_bias;
-    o.reduce_row = avx2::reduce_row;
-    o.reduce_step = avx2::reduce_step;
-    o.softmax_row = avx2::softmax_row;
-    o.exp_sub_acc = avx2::exp_sub_acc;
-    o.div_to_f16 = avx2::div_to_f16;
-    return o;
-  }();
+  static const IsaOps t = ORION_TABLE(avx2, 6, 16);
   return &t;
 }
+
+#undef ORION_TABLE
 
 }  // namespace orion::sim::simd
 #endif
