@@ -4,6 +4,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#if defined(ORION_X86)
+#include <cpuid.h>
+#endif
 
 #include "sim/kernels/kernels.h"
 #include "sim/simd/isa.h"
@@ -20,11 +23,20 @@ const IsaOps* neon_ops() { return nullptr; }
 
 namespace {
 
+#if defined(ORION_X86)
+// CPUID.1:ECX bit 29. Asked directly because clang's __builtin_cpu_supports has no "f16c" (gcc's
+// does); the avx2 check beside it already covers OS support for the YMM state.
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+}
+#endif
+
 const IsaOps* supported(const char* name) {
   if (!std::strcmp(name, "scalar")) return &scalar_ops();
 #if defined(ORION_X86)
   __builtin_cpu_init();
-  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
   if (!std::strcmp(name, "avx2")) return avx2 ? avx2_ops() : nullptr;
   if (!std::strcmp(name, "avx512")) {
     bool ok = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

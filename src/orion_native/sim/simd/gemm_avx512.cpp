@@ -1,6 +1,8 @@
 // AVX-512 GEMM microkernel (12 x 32 fp32 tile in 24 zmm accumulators) and F16C panel packing.
 // GCC 12 flags _mm512_cvtph_ps/_mm512_cvtps_ph internals (undefined pass-through) as uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 

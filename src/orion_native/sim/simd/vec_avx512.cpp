@@ -1,7 +1,9 @@
 // AVX-512 (F/BW/VL/DQ + F16C) element-wise, reduction and conversion kernels: 16 fp32 lanes, masked
 // tails. The algorithms live in vec_impl.h.
 // GCC 12 flags _mm512_cvtph_ps/_mm512_cvtps_ph internals (undefined pass-through) as maybe-uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
