@@ -13,10 +13,11 @@ from .compiler import compile, lower  # noqa: E402
 from .program import CompiledProgram, load  # noqa: E402
 from .ir import Graph, GraphError, ops  # noqa: E402
 from .passes import CompileWarning, default_pipeline  # noqa: E402
+from . import doctor  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = list(_error_names) + [
     "sim", "IOSpec", "Program", "compile_mil", "counters", "devices", "reset_counters",
-    "compile", "lower", "CompiledProgram", "load", "Graph", "GraphError", "ops", "CompileWarning", "default_pipeline",
+    "compile", "lower", "CompiledProgram", "load", "Graph", "GraphError", "ops", "CompileWarning", "default_pipeline", "doctor",
 ]

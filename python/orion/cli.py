@@ -4,6 +4,7 @@
     orion run PROGRAM.mil      compile a hand-written MIL file (weights from its folder) and run it
     orion info                 build, kernels, threads, simulator profile and compile budget
     orion constraints          the emulated ANE constraints under a chip profile
+    orion doctor               verify the weight-update strategies on this machine (and cache the verdict)
 """
 
 from __future__ import annotations
@@ -93,7 +94,11 @@ def cmd_info(args) -> int:
     print(f"  simulator profile: {get_profile()}")
     used, limit = compile_budget()
     print(f"  compile budget: {used} used of {limit}")
-    print("  ANE backend: not built (macOS arm64 only); device='auto' uses the simulator")
+    from .runtime import devices
+
+    for d in devices():
+        state = "available" if d["available"] else f"unavailable ({d['reason']})"
+        print(f"  backend {d['name']}: {state}")
     return 0
 
 
@@ -140,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--chip", choices=["m1", "m2", "m3", "m4", "m5"])
     c.add_argument("--permissive", action="store_true")
     c.set_defaults(func=cmd_constraints)
+
+    from .doctor import add_doctor_parser
+    add_doctor_parser(sub)
     return p
 
 

@@ -12,6 +12,7 @@
 
 namespace orion::ane {
 
+std::string temp_directory();  // NSTemporaryDirectory() without the trailing slash
 bool is_identifier(const std::string& name);  // <64 hex>_<64 hex>_<64 hex>
 std::string model_folder(const std::string& hex_id);  // NSTemporaryDirectory()/<hex_id>
 // (Re)creates the folder with model.mil + weight files and this process's owner marker.

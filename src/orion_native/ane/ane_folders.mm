@@ -26,12 +26,18 @@ namespace {
 std::mutex g_mu;
 std::set<std::string> g_owned;  // identifiers whose folder this process created
 
-std::string temp_root() {
+std::string temp_root_uncached() {
   Pool pool;
   std::string t = str(NSTemporaryDirectory());
   if (t.empty()) t = fs::temp_directory_path().string();
   while (t.size() > 1 && t.back() == '/') t.pop_back();
   return t;
+}
+
+// Asked once: NSTemporaryDirectory() does not change during a process.
+const std::string& temp_root() {
+  static const std::string* t = new std::string(temp_root_uncached());
+  return *t;
 }
 
 fs::path owners_dir() { return fs::path(temp_root()) / "orion-ane-owners"; }
@@ -50,6 +56,8 @@ void write_file(const fs::path& p, const void* data, size_t n) {
 bool alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM); }
 
 }  // namespace
+
+std::string temp_directory() { return temp_root(); }
 
 bool is_identifier(const std::string& s) {
   if (s.size() != 64 * 3 + 2) return false;
@@ -108,6 +116,7 @@ void remove_model_folder(const std::string& hex_id) {
   std::error_code ec;
   if (is_identifier(hex_id)) fs::remove_all(fs::path(temp_root()) / hex_id, ec);
   fs::remove(marker(hex_id), ec);
+  fs::remove(owners_dir(), ec);  // only when empty
   std::lock_guard<std::mutex> lk(g_mu);
   g_owned.erase(hex_id);
 }

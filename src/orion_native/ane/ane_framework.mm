@@ -56,7 +56,7 @@ void read_device_info(Framework* fw) {
   DeviceInfo& i = fw->info;
   auto opt = [&](SEL s) {
     bool ok = [(id)d respondsToSelector:s];
-    if (!ok) fw->missing_optional.push_back(std::string("+[_ANEDeviceInfo ") + sel_getName(s) + "]");
+    if (!ok) fw->missing_optional.push_back(std::string("+[_ANEDeviceInfo ") + str(NSStringFromSelector(s)) + "]");
     return ok;
   };
   i.has_ane = [d hasANE];
@@ -111,7 +111,7 @@ struct Probe {
     std::string missing;
     for (auto& s : sels) {
       bool ok = s.instance ? [s.cls instancesRespondToSelector:s.sel] : [s.cls respondsToSelector:s.sel];
-      if (!ok) missing += std::string(missing.empty() ? "" : ", ") + (s.instance ? "-[" : "+[") + s.cname + " " + sel_getName(s.sel) + "]";
+      if (!ok) missing += std::string(missing.empty() ? "" : ", ") + (s.instance ? "-[" : "+[") + s.cname + " " + str(NSStringFromSelector(s.sel)) + "]";
     }
     if (!missing.empty()) {
       f.reason = "the private API changed: missing selector(s) " + missing;
@@ -135,7 +135,7 @@ struct Probe {
       for (auto& s : csels) {
         bool ok = s.instance ? [s.cls instancesRespondToSelector:s.sel] : [s.cls respondsToSelector:s.sel];
         if (!ok) f.client_reason += std::string(f.client_reason.empty() ? "missing selector(s) " : ", ") +
-                                    (s.instance ? "-[" : "+[") + s.cname + " " + sel_getName(s.sel) + "]";
+                                    (s.instance ? "-[" : "+[") + s.cname + " " + str(NSStringFromSelector(s.sel)) + "]";
       }
       f.client_route = f.client_reason.empty();
     }

@@ -42,6 +42,7 @@ class Model {
   const std::string& mil() const { return mil_; }
   Route route() const { return route_; }
   uint64_t generation() const { return generation_; }
+  bool released() const { return released_; }
 
  private:
   id request_for(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out);

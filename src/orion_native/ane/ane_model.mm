@@ -32,7 +32,7 @@ NSDictionary* weight_dictionary(const std::vector<runtime::WeightEntry>& weights
     NSData* blob = [NSData dataWithBytes:w.bytes.data() length:w.bytes.size()];
     NSDictionary* entry = nil;
     if (!single) {
-      id keys[2] = {@"data", @"offset"};
+      id<NSCopying> keys[2] = {@"data", @"offset"};
       id values[2] = {blob, [NSNumber numberWithUnsignedLongLong:0]};
       entry = [NSDictionary dictionaryWithObjects:values forKeys:keys count:2];
       if (![[[entry allKeys] objectAtIndex:0] isEqual:@"data"] || [[entry allValues] objectAtIndex:0] != blob) {
@@ -44,8 +44,9 @@ NSDictionary* weight_dictionary(const std::vector<runtime::WeightEntry>& weights
       }
     }
     if (!entry) {
-      id key = @"data";
-      entry = [NSDictionary dictionaryWithObjects:&blob forKeys:&key count:1];
+      id<NSCopying> keys[1] = {@"data"};
+      id values[1] = {blob};
+      entry = [NSDictionary dictionaryWithObjects:values forKeys:keys count:1];
     }
     [dict setObject:entry forKey:ns(w.key)];
   }

@@ -32,7 +32,7 @@ NSNumber* num(size_t v) { return [NSNumber numberWithUnsignedLongLong:(unsigned 
 runtime::SurfacePtr make_iosurface(size_t bytes) {
   if (bytes == 0) throw_error(ErrorKind::Input, "surface size must be > 0 bytes");
   Pool pool;
-  id keys[] = {(id)kIOSurfaceWidth,       (id)kIOSurfaceHeight,    (id)kIOSurfaceBytesPerElement,
+  id<NSCopying> keys[] = {(id)kIOSurfaceWidth,       (id)kIOSurfaceHeight,    (id)kIOSurfaceBytesPerElement,
                (id)kIOSurfaceBytesPerRow, (id)kIOSurfaceAllocSize, (id)kIOSurfacePixelFormat};
   id values[] = {num(bytes), num(1), num(1), num(bytes), num(bytes), num(0)};
   NSDictionary* props = [NSDictionary dictionaryWithObjects:values forKeys:keys count:6];

@@ -1,0 +1,19 @@
+// Diagnostics and probe controls of the ANE backend, for `orion doctor` and the tests. C++ callers use
+// orion::ane::control(); Python reaches the same function through the exported C symbol
+// orion_ane_control (ctypes on the _native module: python/orion/doctor.py), so no binding is needed.
+//
+// Commands (the answer is JSON; {"error": "..."} on failure):
+//   "info"                    availability, reason, device record, route, stats, live models/folders
+//   "route=inmemory|client"   route for later compiles (the direct route only where it is usable)
+//   "entry=two|one"           weight-dictionary entry shape (reference §4)
+//   "patch-next"              the next compile on this thread is the W4 delta-patch probe (when a
+//                             live model has the same MIL text); "patch-clear" withdraws it
+//   "shutdown"                unload and release every model, remove every folder
+#pragma once
+#include <string>
+
+namespace orion::ane {
+std::string control(const std::string& command);
+}
+
+extern "C" const char* orion_ane_control(const char* command);

@@ -1,0 +1,292 @@
+// The "ane" backend: plugs ane::Model into the runtime's Backend/BackendModel interface and registers
+// itself with the backend registry. Every compile is first validated by the simulator with the
+// caller's profile (reference §10: typed CompileError with constraint IDs before the framework is
+// touched), which also gives the I/O slots in hardware order, the warnings and the cost estimate.
+#include "ane/ane_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ane/ane_folders.h"
+#include "ane/ane_framework.h"
+#include "ane/ane_model.h"
+#include "ane/iosurface_storage.h"
+#include "common/error.h"
+#include "runtime/backends.h"
+
+namespace orion::ane {
+
+namespace {
+
+std::mutex g_mu;
+Route g_route = Route::in_memory;
+bool g_route_set = false;
+int g_single = -1;  // -1: not read from the environment yet
+thread_local bool t_patch_next = false;
+
+// Live framework models by identifier (one per hexStringIdentifier: identical programs share one, so
+// the folder-collision bug of C44 cannot happen inside the process), and live wrappers by runtime
+// identifier (a compile request naming a live wrapper's identifier is Program::delta_reload).
+std::map<std::string, std::weak_ptr<Model>>& models() {
+  static auto* m = new std::map<std::string, std::weak_ptr<Model>>();
+  return *m;
+}
+std::vector<std::weak_ptr<Model>>& all_models() {  // for shutdown_all, including reloaded ones
+  static auto* v = new std::vector<std::weak_ptr<Model>>();
+  return *v;
+}
+std::map<std::string, std::weak_ptr<runtime::BackendModel>>& wrappers() {
+  static auto* m = new std::map<std::string, std::weak_ptr<runtime::BackendModel>>();
+  return *m;
+}
+
+class AneModel : public runtime::BackendModel {
+ public:
+  AneModel(std::shared_ptr<runtime::BackendModel> sim, std::shared_ptr<Model> model, int64_t min_surface)
+      : sim_(std::move(sim)), model_(std::move(model)), generation_(model_->generation()), min_surface_(min_surface) {}
+
+  const std::vector<runtime::IOSlot>& inputs() const override { return sim_->inputs(); }
+  const std::vector<runtime::IOSlot>& outputs() const override { return sim_->outputs(); }
+  std::vector<sim::Warning> compile_warnings() const override { return sim_->compile_warnings(); }
+  sim::CostEstimate cost() const override { return sim_->cost(); }
+  Model& model() { return *model_; }
+  const std::shared_ptr<Model>& shared_model() const { return model_; }
+
+  void eval(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out,
+            std::vector<sim::Warning>*) override {
+    if (model_->generation() != generation_)
+      throw_error(ErrorKind::WeightUpdate, "this compiled program's ANE model was reloaded with other weight files by a "
+                                           "delta-reload probe; recompile it");
+    check_request(in, out);
+    check(in, inputs(), "input", "C12");
+    check(out, outputs(), "output", "C02");
+    model_->eval(in, out);
+  }
+
+ private:
+  // The checks the hardware answers with an uninformative status (C42 request limits; C04, C02, C12
+  // sizes -> 0x1d), made here with the same texts as the simulator; plus the IOSurface requirement.
+  void check_request(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out) const {
+    if (in.empty() || out.empty())
+      throw_eval(0, "C42", "request rejected by -validate: a request needs at least one input and one output surface");
+    if (in.size() > 255 || out.size() > 255) throw_eval(0, "C42", "request rejected by -validate: more than 255 buffers");
+    if (in.size() != inputs().size() || out.size() != outputs().size())
+      throw_eval(0x1d, "", "program has " + std::to_string(inputs().size()) + " inputs and " +
+                               std::to_string(outputs().size()) + " outputs but the request binds " +
+                               std::to_string(in.size()) + " and " + std::to_string(out.size()));
+  }
+
+  void check(const std::vector<runtime::Surface*>& ss, const std::vector<runtime::IOSlot>& slots, const char* dir,
+             const char* uniform_id) const {
+    for (size_t i = 0; i < ss.size(); ++i) {
+      if (!ss[i]) throw_error(ErrorKind::Input, std::string("null ") + dir + " surface");
+      if (!ss[i]->native_handle())
+        throw_error(ErrorKind::Input, std::string(dir) + " surface for '" + slots[i].name +
+                                          "' is not an IOSurface: ANE programs take surfaces made by the ANE backend "
+                                          "(prog.input_surface()/output_surface() or the backend's make_surface)");
+      if ((int64_t)ss[i]->alloc_size() < min_surface_)
+        throw_eval(0x1d, "C04", std::string(dir) + " surface for '" + slots[i].name + "' is " +
+                                    std::to_string(ss[i]->alloc_size()) + " bytes; every surface must be >= " +
+                                    std::to_string(min_surface_) + " bytes");
+      if (ss[i]->alloc_size() != ss[0]->alloc_size())
+        throw_eval(0x1d, uniform_id, std::string("all ") + dir + " surfaces of a program must have the same alloc size ('" +
+                                         slots[0].name + "' " + std::to_string(ss[0]->alloc_size()) + " B, '" +
+                                         slots[i].name + "' " + std::to_string(ss[i]->alloc_size()) + " B)");
+      if (ss[i]->alloc_size() < slots[i].bytes())
+        throw_eval(0x1d, "", std::string(dir) + " surface bound to slot " + std::to_string(i) + " ('" + slots[i].name +
+                                 "') holds " + std::to_string(ss[i]->alloc_size()) + " bytes, the tensor needs " +
+                                 std::to_string(slots[i].bytes()));
+    }
+  }
+
+  std::shared_ptr<runtime::BackendModel> sim_;
+  std::shared_ptr<Model> model_;
+  uint64_t generation_;
+  int64_t min_surface_;
+};
+
+void at_exit() { shutdown_all(); }
+
+std::shared_ptr<Model> find_model(const std::string& hex_id) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  auto it = models().find(hex_id);
+  return it == models().end() ? nullptr : it->second.lock();
+}
+
+std::shared_ptr<runtime::BackendModel> register_wrapper(const std::string& runtime_id, std::shared_ptr<AneModel> w) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  wrappers()[runtime_id] = w;
+  for (auto it = wrappers().begin(); it != wrappers().end();) it = it->second.expired() ? wrappers().erase(it) : std::next(it);
+  for (auto it = models().begin(); it != models().end();) it = it->second.expired() ? models().erase(it) : std::next(it);
+  auto& all = all_models();
+  for (auto it = all.begin(); it != all.end();) it = it->expired() ? all.erase(it) : std::next(it);
+  return w;
+}
+
+class AneBackend : public runtime::Backend {
+ public:
+  std::string name() const override { return "ane"; }
+
+  runtime::SurfacePtr make_surface(size_t alloc_size) override { return make_iosurface(alloc_size); }
+
+  std::shared_ptr<runtime::BackendModel> compile(const runtime::CompileRequest& req) override {
+    const Framework& fw = framework();
+    if (!fw.available) throw_error(ErrorKind::Orion, "the ANE backend is unavailable: " + fw.reason);
+    static std::once_flag once;
+    std::call_once(once, [] {
+      clean_stale_model_folders();
+      std::atexit(at_exit);
+    });
+    bool patch = t_patch_next;
+    t_patch_next = false;
+    std::shared_ptr<runtime::BackendModel> sim = runtime::sim_backend().compile(req);
+
+    std::shared_ptr<AneModel> live;
+    {
+      std::lock_guard<std::mutex> lk(g_mu);
+      auto it = wrappers().find(req.identifier);
+      if (it != wrappers().end()) live = std::static_pointer_cast<AneModel>(it->second.lock());
+    }
+    if (live) {  // Program::delta_reload: W1/W2 on the very same framework model object
+      {
+        // Whatever the reload does, this model no longer stands for its identifier's weights: never
+        // share it with a later compile of the original program.
+        std::lock_guard<std::mutex> lk(g_mu);
+        auto it = models().find(live->model().hex_id());
+        if (it != models().end() && it->second.lock() == live->shared_model()) models().erase(it);
+      }
+      live->model().reload(*req.weights);
+      return register_wrapper(req.identifier, std::make_shared<AneModel>(sim, live->shared_model(), req.profile.min_surface_bytes));
+    }
+
+    // One framework compile at a time: two threads compiling the same program would otherwise both
+    // miss find_model() and race on the one temp folder their identifier names.
+    static std::mutex compile_mu;
+    std::lock_guard<std::mutex> compiling(compile_mu);
+    auto model = std::make_shared<Model>(route(), *req.mil, *req.weights);
+    model->create();
+    if (auto shared = find_model(model->hex_id())) {
+      stats().shared_models++;
+      model->shutdown();  // never compiled or loaded: just drops the objects
+      return register_wrapper(req.identifier, std::make_shared<AneModel>(sim, shared, req.profile.min_surface_bytes));
+    }
+    std::string donor = patch ? donor_for(*req.mil) : "";
+    if (!donor.empty()) {  // Program::delta_patch: W4, load without an explicit compile
+      stats().patch_probes++;
+      model->prepare_patch(donor);
+      model->load(true);
+    } else {
+      model->prepare();
+      model->compile();
+      model->load(false);
+    }
+    {
+      std::lock_guard<std::mutex> lk(g_mu);
+      models()[model->hex_id()] = model;
+      all_models().push_back(model);
+    }
+    return register_wrapper(req.identifier, std::make_shared<AneModel>(sim, model, req.profile.min_surface_bytes));
+  }
+
+ private:
+  // The previous program of a weight patch: a live model with the same MIL text.
+  static std::string donor_for(const std::string& mil) {
+    std::lock_guard<std::mutex> lk(g_mu);
+    for (auto& kv : models())
+      if (auto m = kv.second.lock(); m && m->mil() == mil) return m->hex_id();
+    return "";
+  }
+};
+
+class AneProvider : public runtime::BackendProvider {
+ public:
+  std::string name() const override { return "ane"; }
+  runtime::BackendStatus status() override {
+    const Framework& fw = framework();
+    return {"ane", fw.available, fw.reason};
+  }
+  runtime::Backend& backend() override {
+    const Framework& fw = framework();
+    if (!fw.available) throw_error(ErrorKind::Orion, "the ANE backend is unavailable: " + fw.reason);
+    static AneBackend* b = new AneBackend();  // process lifetime
+    return *b;
+  }
+};
+
+const bool g_registered = [] {
+  runtime::register_backend(new AneProvider());
+  return true;
+}();
+
+Route route_from_env() {
+  const char* r = std::getenv("ORION_ANE_ROUTE");
+  return r && std::strcmp(r, "client") == 0 ? Route::client : Route::in_memory;
+}
+
+}  // namespace
+
+const char* route_name(Route r) { return r == Route::client ? "client" : "inmemory"; }
+
+Route route() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (!g_route_set) {
+    g_route = route_from_env();
+    g_route_set = true;
+  }
+  return g_route;
+}
+
+void set_route(Route r) {
+  const Framework& fw = framework();
+  if (r == Route::client && !fw.client_route)
+    throw_error(ErrorKind::Orion, "the _ANEClient route is unavailable: " + fw.client_reason + context());
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_route = r;
+  g_route_set = true;
+}
+
+bool single_key_entries() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (g_single < 0) {
+    const char* e = std::getenv("ORION_ANE_WEIGHT_ENTRY");
+    g_single = e && std::strcmp(e, "one") == 0 ? 1 : 0;
+  }
+  return g_single == 1;
+}
+
+void set_single_key_entries(bool one) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_single = one ? 1 : 0;
+}
+
+void patch_next_compile() { t_patch_next = true; }
+void clear_patch_next() { t_patch_next = false; }
+
+Stats& stats() {
+  static Stats* s = new Stats();
+  return *s;
+}
+
+int live_models() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  int n = 0;
+  for (auto& w : all_models())
+    if (auto m = w.lock(); m && !m->released()) n++;
+  return n;
+}
+
+void shutdown_all() {
+  std::vector<std::shared_ptr<Model>> live;
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    for (auto& w : all_models())
+      if (auto m = w.lock()) live.push_back(m);
+  }
+  for (auto& m : live) m->shutdown();  // later wrapper destructors find them released
+}
+
+}  // namespace orion::ane

@@ -1,0 +1,155 @@
+// IOSurface shim for the Linux fake build (see IOSurface/IOSurface.h). The C API is implemented in
+// Objective-C because the properties argument is an NSDictionary and a surface is reference counted
+// like a CF object (CFRetain/CFRelease). Released surfaces become zombies: their memory is freed, and
+// any later use is a loud contract violation instead of silent memory corruption.
+#import <Foundation/Foundation.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "IOSurface/IOSurface.h"
+
+const CFStringRef kIOSurfaceWidth = (CFStringRef) @"IOSurfaceWidth";
+const CFStringRef kIOSurfaceHeight = (CFStringRef) @"IOSurfaceHeight";
+const CFStringRef kIOSurfaceBytesPerElement = (CFStringRef) @"IOSurfaceBytesPerElement";
+const CFStringRef kIOSurfaceBytesPerRow = (CFStringRef) @"IOSurfaceBytesPerRow";
+const CFStringRef kIOSurfaceAllocSize = (CFStringRef) @"IOSurfaceAllocSize";
+const CFStringRef kIOSurfacePixelFormat = (CFStringRef) @"IOSurfacePixelFormat";
+
+static long g_live = 0, g_violations = 0;
+static char g_last[512];
+
+static void violation(const char* what) {
+  @synchronized([NSObject class]) {
+    g_violations++;
+    snprintf(g_last, sizeof g_last, "%s", what);
+  }
+  fprintf(stderr, "ANE FAKE CONTRACT VIOLATION (IOSurface): %s\n", what);
+  if (getenv("ORION_ANE_FAKE_ABORT")) abort();
+}
+
+@interface OrionFakeIOSurface : NSObject {
+ @public
+  void* base;
+  size_t size;
+  int locks;
+  BOOL dead;
+}
+@end
+
+@implementation OrionFakeIOSurface
+- (void)dealloc {
+  // Zombie: free the bytes, keep the object so a use after release is caught, never [super dealloc].
+  free(base);
+  base = NULL;
+  dead = YES;
+  @synchronized([NSObject class]) { g_live--; }
+}
+@end
+
+static OrionFakeIOSurface* live_surface(IOSurfaceRef b, const char* fn) {
+  OrionFakeIOSurface* s = (OrionFakeIOSurface*)b;
+  if (!s) {
+    char m[128];
+    snprintf(m, sizeof m, "%s(NULL)", fn);
+    violation(m);
+    return nil;
+  }
+  if (s->dead) {
+    char m[128];
+    snprintf(m, sizeof m, "%s on a released IOSurface (use after CFRelease)", fn);
+    violation(m);
+    return nil;
+  }
+  return s;
+}
+
+static long long number(NSDictionary* d, CFStringRef key, BOOL* ok) {
+  id v = [d objectForKey:(id)key];
+  if (![v isKindOfClass:[NSNumber class]]) {
+    *ok = NO;
+    return -1;
+  }
+  return [v longLongValue];
+}
+
+IOSurfaceRef IOSurfaceCreate(CFDictionaryRef properties) {
+  NSDictionary* d = (NSDictionary*)properties;
+  if (![d isKindOfClass:[NSDictionary class]]) {
+    violation("IOSurfaceCreate: properties is not a dictionary");
+    return NULL;
+  }
+  BOOL ok = YES;
+  long long w = number(d, kIOSurfaceWidth, &ok), h = number(d, kIOSurfaceHeight, &ok);
+  long long bpe = number(d, kIOSurfaceBytesPerElement, &ok), bpr = number(d, kIOSurfaceBytesPerRow, &ok);
+  long long alloc = number(d, kIOSurfaceAllocSize, &ok), fmt = number(d, kIOSurfacePixelFormat, &ok);
+  // Reference §5: a flat byte buffer, width = bytes-per-row = alloc size, height 1, 1 byte/element, format 0.
+  if (!ok || h != 1 || bpe != 1 || bpr != w || alloc != w || fmt != 0 || w <= 0) {
+    char m[256];
+    snprintf(m, sizeof m, "IOSurfaceCreate properties differ from the reference's flat buffer: width %lld height %lld "
+             "bytesPerElement %lld bytesPerRow %lld allocSize %lld pixelFormat %lld", w, h, bpe, bpr, alloc, fmt);
+    violation(m);
+    if (alloc <= 0) return NULL;
+  }
+  OrionFakeIOSurface* s = [[OrionFakeIOSurface alloc] init];
+  s->size = (size_t)alloc;
+  s->base = calloc(1, (size_t)alloc);
+  if (!s->base) {
+    [s release];
+    return NULL;
+  }
+  @synchronized([NSObject class]) { g_live++; }
+  return (IOSurfaceRef)s;
+}
+
+kern_return_t IOSurfaceLock(IOSurfaceRef b, IOSurfaceLockOptions options, uint32_t* seed) {
+  OrionFakeIOSurface* s = live_surface(b, "IOSurfaceLock");
+  if (!s) return 1;
+  s->locks++;
+  if (seed) *seed = 0;
+  return 0;
+}
+
+kern_return_t IOSurfaceUnlock(IOSurfaceRef b, IOSurfaceLockOptions options, uint32_t* seed) {
+  OrionFakeIOSurface* s = live_surface(b, "IOSurfaceUnlock");
+  if (!s) return 1;
+  if (s->locks <= 0) violation("IOSurfaceUnlock without a matching IOSurfaceLock");
+  s->locks--;
+  if (seed) *seed = 0;
+  return 0;
+}
+
+void* IOSurfaceGetBaseAddress(IOSurfaceRef b) {
+  OrionFakeIOSurface* s = live_surface(b, "IOSurfaceGetBaseAddress");
+  return s ? s->base : NULL;
+}
+
+size_t IOSurfaceGetAllocSize(IOSurfaceRef b) {
+  OrionFakeIOSurface* s = live_surface(b, "IOSurfaceGetAllocSize");
+  return s ? s->size : 0;
+}
+
+CFTypeRef CFRetain(CFTypeRef cf) {
+  if (!cf) {
+    violation("CFRetain(NULL)");
+    return NULL;
+  }
+  id o = (id)cf;
+  if ([o isKindOfClass:[OrionFakeIOSurface class]] && !live_surface((IOSurfaceRef)cf, "CFRetain")) return cf;
+  return (CFTypeRef)[o retain];
+}
+
+void CFRelease(CFTypeRef cf) {
+  if (!cf) {
+    violation("CFRelease(NULL)");
+    return;
+  }
+  id o = (id)cf;
+  if ([o isKindOfClass:[OrionFakeIOSurface class]] && !live_surface((IOSurfaceRef)cf, "CFRelease")) return;
+  [o release];
+}
+
+int orion_iosurface_is_alive(IOSurfaceRef b) { return b && !((OrionFakeIOSurface*)b)->dead; }
+long orion_iosurface_live_count(void) { return g_live; }
+long orion_iosurface_violation_count(void) { return g_violations; }
+const char* orion_iosurface_last_violation(void) { return g_last; }
