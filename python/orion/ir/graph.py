@@ -12,6 +12,7 @@ Inputs, constants and weights are nodes too (ops ``input`` and ``const``), which
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from typing import Any, Callable, Iterable, Iterator
 
@@ -92,7 +93,7 @@ class Value:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return math.prod(self.shape)  # shapes are small tuples of ints: math.prod beats np.prod
 
     @property
     def nbytes(self) -> int:
