@@ -21,3 +21,13 @@ __all__ = list(_error_names) + [
     "sim", "IOSpec", "Program", "compile_mil", "counters", "devices", "reset_counters",
     "compile", "lower", "CompiledProgram", "load", "Graph", "GraphError", "ops", "CompileWarning", "default_pipeline", "doctor",
 ]
+
+
+def __getattr__(name):
+    # orion.models / orion.train load on first use: they pull in tokenizers and training code that a
+    # plain compile/run session never needs.
+    if name in ("models", "train"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'orion' has no attribute {name!r}")

@@ -5,6 +5,7 @@
     orion info                 build, kernels, threads, simulator profile and compile budget
     orion constraints          the emulated ANE constraints under a chip profile
     orion doctor               verify the weight-update strategies on this machine (and cache the verdict)
+    orion generate --model PATH --prompt TEXT   generate text with GPT-2/Llama checkpoints
 """
 
 from __future__ import annotations
@@ -147,7 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_constraints)
 
     from .doctor import add_doctor_parser
+    from .cli_generate import add_generate_parser
     add_doctor_parser(sub)
+    add_generate_parser(sub)
     return p
 
 

@@ -1,0 +1,77 @@
+"""GPT-2 as ANE programs (reference/model-formats.md §1).
+
+Layout: activations ``[1, C, 1, S]``; linears are 1x1 convs with the weights baked; LayerNorm, tanh-GELU
+and attention are the composites of :mod:`orion.ir` (explicit additive mask, -1e4; never SDPA, C06).
+
+The model is cut at the attention inputs so that the KV cache can be a program input written on the
+host: stage 0 = ``ln_1 → c_attn`` of layer 0; stage ``l`` (1..L-1) = attention of layer ``l-1`` over the
+cache + ``c_proj`` + residual + MLP + residual, then ``ln_1 → c_attn`` of layer ``l``; stage L = the last
+layer's attention/MLP + ``ln_f``. Each stage holds 12 weight tensors (within C18/C19's 15), the host
+writes the new K/V columns into the next stage's cache surfaces, and the classifier (tied ``wte``, 73 MB
+at 124M, C26) runs on the CPU or as chunked programs.
+
+Stage I/O (S = query columns, T = cache length, d = n_embd):
+  inputs  ``x [1,d,1,S]`` (residual stream; stage 0: token + position embeddings), stages >= 1 also
+          ``q_attn [1,d,1,S]``, ``k_cache``/``v_cache [1,d,1,T]``, ``mask [1,1,S,T]`` (additive, 0 / -1e4)
+  outputs stages < L: ``qkv [1,3d,1,S]`` (rows q | k | v), stages >= 1 also ``x_out``; stage L: ``h [1,d,1,S]``
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, ops
+
+__all__ = ["stage_graph", "embed", "classifier_weight", "n_stages", "USES_ROPE", "QKV_FUSED"]
+
+USES_ROPE = False
+QKV_FUSED = True
+
+
+def n_stages(cfg) -> int:
+    return cfg.n_layers + 1
+
+
+def embed(cfg, w: dict, ids, pos0: int) -> np.ndarray:
+    """Token + position embeddings on the CPU: ``[d, n]`` float32."""
+    ids = np.asarray(ids, dtype=np.int64)
+    n = len(ids)
+    x = np.asarray(w["wte"][ids], np.float32) + np.asarray(w["wpe"][pos0:pos0 + n], np.float32)
+    return x.T
+
+
+def classifier_weight(cfg, w: dict) -> np.ndarray:
+    return w["wte"]
+
+
+def _qkv(g: Graph, cfg, w: dict, layer: int, x):
+    p = f"h.{layer}."
+    h = ops.layer_norm(x, w[p + "ln1.g"], w[p + "ln1.b"], eps=cfg.norm_eps)
+    return ops.linear(h, g.weight(f"wqkv_{layer}", w[p + "wqkv"]), w[p + "bqkv"])
+
+
+def _attn_mlp(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask):
+    p = f"h.{layer}."
+    a = ops.causal_attention(q, kc, vc, cfg.n_heads, mask=mask)
+    x = ops.add(x, ops.linear(a, g.weight(f"wo_{layer}", w[p + "wo"]), w[p + "bo"]))
+    h = ops.layer_norm(x, w[p + "ln2.g"], w[p + "ln2.b"], eps=cfg.norm_eps)
+    m = ops.gelu(ops.linear(h, g.weight(f"wfc_{layer}", w[p + "wfc"]), w[p + "bfc"]))
+    return ops.add(x, ops.linear(m, g.weight(f"wproj_{layer}", w[p + "wproj"]), w[p + "bproj"]))
+
+
+def stage_graph(cfg, w: dict, stage: int, S: int, T: int) -> Graph:
+    d, L = cfg.d_model, cfg.n_layers
+    g = Graph(f"gpt2_s{stage}_S{S}_T{T}")
+    x = g.input("x", (1, d, 1, S))
+    if stage > 0:
+        q = g.input("q_attn", (1, d, 1, S))
+        kc = g.input("k_cache", (1, d, 1, T))
+        vc = g.input("v_cache", (1, d, 1, T))
+        mask = g.input("mask", (1, 1, S, T))
+        x = _attn_mlp(g, cfg, w, stage - 1, x, q, kc, vc, mask)
+        if stage == L:
+            g.output("h", ops.layer_norm(x, w["ln_f.g"], w["ln_f.b"], eps=cfg.norm_eps))
+            return g
+        g.output("x_out", x)
+    g.output("qkv", _qkv(g, cfg, w, stage, x))
+    return g

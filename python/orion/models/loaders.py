@@ -1,0 +1,565 @@
+"""Checkpoint loaders → canonical weights (reference/model-formats.md §1-§3).
+
+Canonical weights are a flat ``{name: array}`` dict in the ANE orientation (every matrix ``[out, in]``):
+
+GPT-2: ``wte [V, d]``, ``wpe [P, d]``, per layer ``h.{i}.ln1.g/.b``, ``h.{i}.wqkv [3d, d]`` (rows q, k, v),
+``h.{i}.bqkv [3d]``, ``h.{i}.wo [d, d]``, ``h.{i}.bo``, ``h.{i}.ln2.g/.b``, ``h.{i}.wfc [f, d]``, ``h.{i}.bfc``,
+``h.{i}.wproj [d, f]``, ``h.{i}.bproj``, then ``ln_f.g/.b``.
+
+Llama: ``tok_emb [V, d]``, per layer ``layers.{i}.rms_att``, ``.wq [d, d]``, ``.wk [kv, d]``, ``.wv [kv, d]``,
+``.wo [d, d]``, ``.rms_ffn``, ``.w1 [f, d]``, ``.w2 [d, f]``, ``.w3 [f, d]``, then ``rms_final`` and, when
+untied, ``wcls [V, d]``. Wq/Wk rows are in llama2.c's adjacent-pair RoPE layout (HF checkpoints are
+un-permuted on load).
+
+Sources: Hugging Face folders (``config.json`` + ``model.safetensors`` or a sharded index; GPT-2 with
+or without the ``transformer.`` prefix, Conv1D ``[in, out]`` matrices transposed) and llama2.c ``.bin``
+files (legacy v0 header, versioned v1 fp32 and v2 Q8_0). :func:`load_weights` converts once to fp16
+and caches the result on disk keyed by the sources' content hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ModelFormatError
+from .config import LlamaConfig, ModelConfig, config_from_dict, config_from_hf, read_hf_config
+from .safetensors_io import SafetensorsFile, write_safetensors
+
+log = logging.getLogger("orion")
+
+__all__ = ["Checkpoint", "read_checkpoint", "load_weights", "expected_shapes", "cache_dir",
+           "hf_to_canonical", "canonical_to_hf", "read_llama2c", "LLAMA2C_MAGIC", "CONVERTER_VERSION"]
+
+CONVERTER_VERSION = "orion-weights-1"
+LLAMA2C_MAGIC = 0x616B3432
+
+
+@dataclass
+class Checkpoint:
+    config: ModelConfig
+    weights: dict                       # canonical name -> array (float32 from read_checkpoint, float16 cached)
+    kind: str                           # "hf" | "llama2c-v0" | "llama2c-v1" | "llama2c-v2"
+    path: str                           # the file or folder given
+    files: list = field(default_factory=list)   # source files whose content defines the checkpoint
+    cache_file: str | None = None
+
+
+# -------------------------------------------------------------------------------- expected shapes
+def expected_shapes(cfg: ModelConfig) -> dict[str, tuple]:
+    d, f, L = cfg.d_model, cfg.d_ff, cfg.n_layers
+    out: dict[str, tuple] = {}
+    if cfg.family == "gpt2":
+        out["wte"] = (cfg.vocab_size, d)
+        out["wpe"] = (cfg.n_ctx, d)
+        for i in range(L):
+            p = f"h.{i}."
+            out.update({p + "ln1.g": (d,), p + "ln1.b": (d,), p + "wqkv": (3 * d, d), p + "bqkv": (3 * d,),
+                        p + "wo": (d, d), p + "bo": (d,), p + "ln2.g": (d,), p + "ln2.b": (d,),
+                        p + "wfc": (f, d), p + "bfc": (f,), p + "wproj": (d, f), p + "bproj": (d,)})
+        out["ln_f.g"] = (d,)
+        out["ln_f.b"] = (d,)
+    else:
+        kv = cfg.kv_dim
+        out["tok_emb"] = (cfg.vocab_size, d)
+        for i in range(L):
+            p = f"layers.{i}."
+            out.update({p + "rms_att": (d,), p + "wq": (d, d), p + "wk": (kv, d), p + "wv": (kv, d),
+                        p + "wo": (d, d), p + "rms_ffn": (d,), p + "w1": (f, d), p + "w2": (d, f), p + "w3": (f, d)})
+        out["rms_final"] = (d,)
+        if not cfg.tie_embeddings:
+            out["wcls"] = (cfg.vocab_size, d)
+    return out
+
+
+def check_weights(cfg: ModelConfig, w: dict, source: str) -> None:
+    exp = expected_shapes(cfg)
+    missing = [k for k in exp if k not in w]
+    if missing:
+        raise ModelFormatError(f"{source}: missing tensor(s) {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+    extra = [k for k in w if k not in exp]
+    if extra:
+        raise ModelFormatError(f"{source}: unexpected tensor(s) {extra[:5]}")
+    for k, shape in exp.items():
+        if tuple(w[k].shape) != shape:
+            raise ModelFormatError(f"{source}: tensor {k!r} has shape {list(w[k].shape)}, expected {list(shape)} "
+                                   f"for the configuration")
+
+
+# ------------------------------------------------------------------------------------- HF naming
+_GPT2_LAYER = {
+    "ln_1.weight": "ln1.g", "ln_1.bias": "ln1.b", "attn.c_attn.weight": "wqkv", "attn.c_attn.bias": "bqkv",
+    "attn.c_proj.weight": "wo", "attn.c_proj.bias": "bo", "ln_2.weight": "ln2.g", "ln_2.bias": "ln2.b",
+    "mlp.c_fc.weight": "wfc", "mlp.c_fc.bias": "bfc", "mlp.c_proj.weight": "wproj", "mlp.c_proj.bias": "bproj",
+}
+_GPT2_CONV1D = {"wqkv", "wo", "wfc", "wproj"}        # stored [in, out]
+_GPT2_IGNORE = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
+_LLAMA_LAYER = {
+    "input_layernorm.weight": "rms_att", "self_attn.q_proj.weight": "wq", "self_attn.k_proj.weight": "wk",
+    "self_attn.v_proj.weight": "wv", "self_attn.o_proj.weight": "wo", "post_attention_layernorm.weight": "rms_ffn",
+    "mlp.gate_proj.weight": "w1", "mlp.down_proj.weight": "w2", "mlp.up_proj.weight": "w3",
+}
+_LLAMA_IGNORE = re.compile(r"^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$")
+
+
+def _hf_name_map(cfg: ModelConfig, names: list[str], source: str) -> dict[str, str]:
+    """HF tensor name -> canonical name; raises on unknown names."""
+    m: dict[str, str] = {}
+    unknown = []
+    for n in names:
+        if cfg.family == "gpt2":
+            base = n[len("transformer."):] if n.startswith("transformer.") else n
+            if base in ("wte.weight", "wpe.weight"):
+                m[n] = base.split(".")[0]
+            elif base in ("ln_f.weight", "ln_f.bias"):
+                m[n] = "ln_f." + ("g" if base.endswith("weight") else "b")
+            elif n == "lm_head.weight":
+                m[n] = "lm_head"
+            elif _GPT2_IGNORE.match(base):
+                m[n] = ""
+            else:
+                mm = re.match(r"^h\.(\d+)\.(.+)$", base)
+                if mm and mm.group(2) in _GPT2_LAYER and int(mm.group(1)) < cfg.n_layers:
+                    m[n] = f"h.{int(mm.group(1))}.{_GPT2_LAYER[mm.group(2)]}"
+                else:
+                    unknown.append(n)
+        else:
+            if n == "model.embed_tokens.weight":
+                m[n] = "tok_emb"
+            elif n == "model.norm.weight":
+                m[n] = "rms_final"
+            elif n == "lm_head.weight":
+                m[n] = "wcls"
+            elif _LLAMA_IGNORE.match(n):
+                m[n] = ""
+            else:
+                mm = re.match(r"^model\.layers\.(\d+)\.(.+)$", n)
+                if mm and mm.group(2) in _LLAMA_LAYER and int(mm.group(1)) < cfg.n_layers:
+                    m[n] = f"layers.{int(mm.group(1))}.{_LLAMA_LAYER[mm.group(2)]}"
+                else:
+                    unknown.append(n)
+    if unknown:
+        raise ModelFormatError(f"{source}: unknown tensor name(s) for a {cfg.family} checkpoint: {unknown[:5]}"
+                               f"{' ...' if len(unknown) > 5 else ''}")
+    return m
+
+
+def permute_rotate_half_to_adjacent(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """HF q_proj/k_proj rows (rotate-half RoPE) -> Meta/llama2.c rows (adjacent pairs): the inverse of
+    llama2.c export.py's ``permute``: view [heads, 2, hd/2, in], swap the middle axes."""
+    rows, cols = w.shape
+    hd = rows // n_heads
+    return np.ascontiguousarray(w.reshape(n_heads, 2, hd // 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols))
+
+
+def permute_adjacent_to_rotate_half(w: np.ndarray, n_heads: int) -> np.ndarray:
+    rows, cols = w.shape
+    hd = rows // n_heads
+    return np.ascontiguousarray(w.reshape(n_heads, hd // 2, 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols))
+
+
+def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict | None = None) -> dict:
+    """Maps HF-named tensors (arrays, or zero-arg callables returning arrays) to canonical float32 arrays,
+    validating names and shapes against ``cfg``."""
+    names = list(tensors)
+    nmap = _hf_name_map(cfg, names, source)
+    exp = expected_shapes(cfg)
+    out: dict[str, np.ndarray] = {}
+    lm_head = None
+    d = cfg.d_model
+    for hf, canon in nmap.items():
+        if not canon:
+            continue
+        t = tensors[hf]
+        arr = t() if callable(t) else t
+        shape = tuple(arr.shape)
+        if canon == "lm_head":
+            if shape != (cfg.vocab_size, d):
+                raise ModelFormatError(f"{source}: tensor {hf!r} has shape {list(shape)}, expected "
+                                       f"[{cfg.vocab_size}, {d}]")
+            lm_head = (hf, arr)
+            continue
+        if canon == "wcls" and cfg.family == "llama" and cfg.tie_embeddings:
+            lm_head = (hf, arr)
+            continue
+        want = exp.get(canon)
+        if want is None:
+            raise ModelFormatError(f"{source}: tensor {hf!r} is not used by this configuration")
+        key = canon.rsplit(".", 1)[-1]
+        if cfg.family == "gpt2" and key in _GPT2_CONV1D:
+            if shape != want[::-1]:
+                raise ModelFormatError(f"{source}: tensor {hf!r} has shape {list(shape)}, expected {list(want[::-1])} "
+                                       f"(GPT-2 Conv1D layout [in, out]) for the configuration")
+            arr = np.ascontiguousarray(np.asarray(arr, np.float32).T)
+        else:
+            if shape != want:
+                raise ModelFormatError(f"{source}: tensor {hf!r} has shape {list(shape)}, expected {list(want)} "
+                                       f"for the configuration")
+            arr = np.asarray(arr, np.float32)
+            if cfg.family == "llama" and key == "wq":
+                arr = permute_rotate_half_to_adjacent(arr, cfg.n_heads)
+            elif cfg.family == "llama" and key == "wk":
+                arr = permute_rotate_half_to_adjacent(arr, cfg.n_kv_heads)
+        out[canon] = arr
+    if cfg.family == "gpt2" and lm_head is not None and "wte" in out:
+        if not np.array_equal(np.asarray(lm_head[1], np.float32), out["wte"]):
+            raise ModelFormatError(f"{source}: tensor {lm_head[0]!r} differs from wte.weight; GPT-2 with an untied "
+                                   f"head is not supported")
+    if cfg.family == "llama" and cfg.tie_embeddings and lm_head is not None and "tok_emb" in out:
+        if not np.array_equal(np.asarray(lm_head[1], np.float32), out["tok_emb"]):
+            raise ModelFormatError(f"{source}: config says tie_word_embeddings=true but {lm_head[0]!r} differs from "
+                                   f"model.embed_tokens.weight")
+    check_weights(cfg, out, source)
+    return out
+
+
+def canonical_to_hf(cfg: ModelConfig, w: dict, prefix: bool = False, lm_head: bool = False) -> dict:
+    """Canonical weights -> HF-named arrays (the inverse of :func:`hf_to_canonical`; used by tests and
+    for exporting)."""
+    out = {}
+    if cfg.family == "gpt2":
+        pre = "transformer." if prefix else ""
+        inv = {v: k for k, v in _GPT2_LAYER.items()}
+        for k, a in w.items():
+            if k in ("wte", "wpe"):
+                out[pre + k + ".weight"] = a
+            elif k.startswith("ln_f."):
+                out[pre + "ln_f." + ("weight" if k.endswith("g") else "bias")] = a
+            else:
+                _, i, key = k.split(".", 2)
+                out[f"{pre}h.{i}.{inv[key]}"] = np.ascontiguousarray(a.T) if key in _GPT2_CONV1D else a
+        if lm_head:
+            out["lm_head.weight"] = w["wte"]
+    else:
+        inv = {v: k for k, v in _LLAMA_LAYER.items()}
+        for k, a in w.items():
+            if k == "tok_emb":
+                out["model.embed_tokens.weight"] = a
+            elif k == "rms_final":
+                out["model.norm.weight"] = a
+            elif k == "wcls":
+                out["lm_head.weight"] = a
+            else:
+                _, i, key = k.split(".", 2)
+                if key == "wq":
+                    a = permute_adjacent_to_rotate_half(a, cfg.n_heads)
+                elif key == "wk":
+                    a = permute_adjacent_to_rotate_half(a, cfg.n_kv_heads)
+                out[f"model.layers.{i}.{inv[key]}"] = a
+        if lm_head and cfg.tie_embeddings:
+            out["lm_head.weight"] = w["tok_emb"]
+    return out
+
+
+def _read_hf(directory: str) -> Checkpoint:
+    cfg_path = os.path.join(directory, "config.json")
+    cfg = config_from_hf(read_hf_config(cfg_path), cfg_path)
+    single = os.path.join(directory, "model.safetensors")
+    index = os.path.join(directory, "model.safetensors.index.json")
+    files = [cfg_path]
+    tensors: dict = {}
+    if os.path.exists(single):
+        st = SafetensorsFile(single)
+        files.append(single)
+        for n in st.names:
+            tensors[n] = (lambda st=st, n=n: st.get(n))
+    elif os.path.exists(index):
+        try:
+            with open(index, encoding="utf-8") as f:
+                wm = json.load(f)["weight_map"]
+        except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
+            raise ModelFormatError(f"{index}: malformed safetensors index ({e})") from None
+        opened: dict[str, SafetensorsFile] = {}
+        files.append(index)
+        for n, fn in wm.items():
+            if fn not in opened:
+                p = os.path.join(directory, os.path.basename(fn))
+                opened[fn] = SafetensorsFile(p)
+                files.append(p)
+            st = opened[fn]
+            if n not in st:
+                raise ModelFormatError(f"{st.path}: index says tensor {n!r} is here but the file has no such tensor")
+            tensors[n] = (lambda st=st, n=n: st.get(n))
+    else:
+        if any(os.path.exists(os.path.join(directory, x)) for x in ("pytorch_model.bin", "model.bin")):
+            raise ModelFormatError(f"{directory}: only pickled PyTorch weights found; orion reads model.safetensors "
+                                   f"(convert with safetensors first)")
+        raise ModelFormatError(f"{single}: no such file (expected model.safetensors or "
+                               f"model.safetensors.index.json next to config.json)")
+    w = hf_to_canonical(cfg, tensors, files[-1] if len(files) == 2 else directory)
+    return Checkpoint(cfg, w, "hf", directory, files)
+
+
+# ------------------------------------------------------------------------------------ llama2.c .bin
+def _llama2c_sizes(cfg: LlamaConfig) -> list[tuple[str, tuple]]:
+    d, f, L, kv, V = cfg.d_model, cfg.d_ff, cfg.n_layers, cfg.kv_dim, cfg.vocab_size
+    return [("tok_emb", (V, d)), ("rms_att", (L, d)), ("wq", (L, d, d)), ("wk", (L, kv, d)), ("wv", (L, kv, d)),
+            ("wo", (L, d, d)), ("rms_ffn", (L, d)), ("w1", (L, f, d)), ("w2", (L, d, f)), ("w3", (L, f, d)),
+            ("rms_final", (d,))]
+
+
+def _llama2c_config(path: str, dims, shared: bool) -> LlamaConfig:
+    dim, hidden, n_layers, n_heads, n_kv, vocab, seq_len = dims
+    try:
+        return LlamaConfig(vocab_size=vocab, n_ctx=seq_len, d_model=dim, n_layers=n_layers, n_heads=n_heads,
+                           n_kv_heads=n_kv, d_ff=hidden, norm_eps=1e-5, rope_theta=10000.0,
+                           tie_embeddings=shared, bos_id=1, eos_id=2)
+    except ModelFormatError as e:
+        raise ModelFormatError(f"{path}: not a llama2.c checkpoint: header (dim, hidden_dim, n_layers, n_heads, "
+                               f"n_kv_heads, vocab_size, seq_len) = {tuple(dims)} is invalid: {e}") from None
+
+
+def _split_layers(w: dict, name: str, arr: np.ndarray, L: int) -> None:
+    if name in ("tok_emb", "rms_final", "wcls"):
+        w[name] = arr
+    else:
+        for i in range(L):
+            w[f"layers.{i}.{name}"] = arr[i]
+
+
+def read_llama2c(path: str) -> Checkpoint:
+    """llama2.c ``.bin``: legacy v0 (28-byte header, negative vocab = separate classifier), v1 (fp32) and
+    v2 (Q8_0) with the 256-byte ``ak42`` header (reference/model-formats.md §3.3)."""
+    try:
+        size = os.path.getsize(path)
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise ModelFormatError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ModelFormatError(f"{path}: is a directory (expected a llama2.c .bin file or a HF folder with "
+                               f"config.json)") from None
+    with f:
+        head = f.read(256)
+    if len(head) < 28:
+        raise ModelFormatError(f"{path}: truncated llama2.c checkpoint ({size} bytes, the header alone needs 28)")
+    (magic,) = struct.unpack_from("<I", head, 0)
+    mm = np.memmap(path, dtype=np.uint8, mode="r") if size else None
+    if magic == LLAMA2C_MAGIC:
+        if len(head) < 256:
+            raise ModelFormatError(f"{path}: truncated llama2.c v1/v2 header ({size} bytes, expected 256)")
+        (version,) = struct.unpack_from("<i", head, 4)
+        dims = struct.unpack_from("<7i", head, 8)
+        shared = bool(head[36])
+        if version not in (1, 2):
+            raise ModelFormatError(f"{path}: unsupported llama2.c checkpoint version {version} (expected 0, 1 or 2)")
+        cfg = _llama2c_config(path, dims, shared)
+        parts = _llama2c_sizes(cfg)
+        norms = [p for p in parts if p[0] in ("rms_att", "rms_ffn", "rms_final")]
+        norms = sorted(norms, key=lambda p: ("rms_att", "rms_ffn", "rms_final").index(p[0]))
+        mats = [p for p in parts if p[0] not in ("rms_att", "rms_ffn", "rms_final")]
+        if not shared:
+            mats.append(("wcls", (cfg.vocab_size, cfg.d_model)))
+        w: dict = {}
+        off = 256
+        if version == 1:
+            order = norms + mats
+            need = 256 + 4 * sum(int(np.prod(s)) for _, s in order)
+            if size != need:
+                raise ModelFormatError(f"{path}: llama2.c v1 file has {size} bytes, expected {need} for header "
+                                       f"{tuple(dims)} (shared classifier: {shared})" +
+                                       (" - truncated" if size < need else ""))
+            for name, shape in order:
+                n = int(np.prod(shape))
+                _split_layers(w, name, np.frombuffer(mm, "<f4", n, off).reshape(shape), cfg.n_layers)
+                off += 4 * n
+            return Checkpoint(cfg, w, "llama2c-v1", path, [path])
+        (gs,) = struct.unpack_from("<i", head, 37)
+        if gs < 1 or cfg.d_model % gs:
+            raise ModelFormatError(f"{path}: llama2.c v2 group size {gs} must be positive and divide dim "
+                                   f"{cfg.d_model}")
+        need = 256 + 4 * sum(int(np.prod(s)) for _, s in norms)
+        for name, shape in mats:
+            per = [shape] if name in ("tok_emb", "wcls") else [shape[1:]] * shape[0]
+            for s in per:
+                n = int(np.prod(s))
+                if n % gs:
+                    raise ModelFormatError(f"{path}: tensor {name} of {n} values is not a multiple of group size {gs}")
+                need += n + 4 * (n // gs)
+        if size != need:
+            raise ModelFormatError(f"{path}: llama2.c v2 file has {size} bytes, expected {need} for header "
+                                   f"{tuple(dims)} (shared classifier: {shared}, group size {gs})" +
+                                   (" - truncated" if size < need else ""))
+        for name, shape in norms:
+            n = int(np.prod(shape))
+            _split_layers(w, name, np.frombuffer(mm, "<f4", n, off).reshape(shape), cfg.n_layers)
+            off += 4 * n
+        for name, shape in mats:
+            per = [(name, shape)] if name in ("tok_emb", "wcls") else \
+                [(f"layers.{i}.{name}", shape[1:]) for i in range(shape[0])]
+            for key, s in per:
+                n = int(np.prod(s))
+                q = np.frombuffer(mm, np.int8, n, off).astype(np.float32)
+                off += n
+                sc = np.frombuffer(mm, "<f4", n // gs, off)
+                off += 4 * (n // gs)
+                w[key] = (q.reshape(-1, gs) * sc[:, None]).reshape(s)
+        return Checkpoint(cfg, w, "llama2c-v2", path, [path])
+    # v0 / legacy
+    dims = list(struct.unpack_from("<7i", head, 0))
+    shared = dims[5] > 0
+    dims[5] = abs(dims[5])
+    cfg = _llama2c_config(path, dims, shared)
+    parts = _llama2c_sizes(cfg)
+    hd = cfg.head_dim
+    body = sum(int(np.prod(s)) for _, s in parts) + cfg.n_ctx * hd   # + freq_cis_real/imag [seq, hd/2] each
+    if not shared:
+        body += cfg.vocab_size * cfg.d_model
+    need = 28 + 4 * body
+    if size != need:
+        raise ModelFormatError(f"{path}: llama2.c checkpoint has {size} bytes, expected {need} for header "
+                               f"(dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len) = "
+                               f"{tuple(struct.unpack_from('<7i', head, 0))}" +
+                               (" - truncated" if size < need else " - not a llama2.c v0 file or corrupt"))
+    w = {}
+    off = 28
+    for name, shape in parts:
+        n = int(np.prod(shape))
+        _split_layers(w, name, np.frombuffer(mm, "<f4", n, off).reshape(shape), cfg.n_layers)
+        off += 4 * n
+    off += 4 * cfg.n_ctx * hd
+    if not shared:
+        w["wcls"] = np.frombuffer(mm, "<f4", cfg.vocab_size * cfg.d_model, off).reshape(cfg.vocab_size, cfg.d_model)
+    return Checkpoint(cfg, w, "llama2c-v0", path, [path])
+
+
+# ------------------------------------------------------------------------------------------ entry
+def read_checkpoint(path: str) -> Checkpoint:
+    """Reads a checkpoint (HF folder, its config.json or model.safetensors, or a llama2.c ``.bin``) into
+    canonical weights (arrays as stored, float32 values; no cache). Raises ModelFormatError."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        ck = _read_hf(path)
+    elif os.path.basename(path) in ("config.json", "model.safetensors", "model.safetensors.index.json"):
+        ck = _read_hf(os.path.dirname(os.path.abspath(path)))
+    elif not os.path.exists(path):
+        raise ModelFormatError(f"{path}: no such file or folder")
+    elif path.endswith((".safetensors", ".json")):
+        raise ModelFormatError(f"{path}: a Hugging Face checkpoint is loaded from its folder (config.json + "
+                               f"model.safetensors)")
+    else:
+        ck = read_llama2c(path)
+    for k, a in ck.weights.items():
+        if not np.isfinite(a).all():
+            raise ModelFormatError(f"{ck.path}: tensor {k!r} contains NaN or inf")
+    return ck
+
+
+def cache_dir(cache_dir: str | None = None) -> str:
+    """The weight cache folder: the argument, else $ORION_CACHE_DIR, else ~/.cache/orion."""
+    return os.path.abspath(os.path.expanduser(cache_dir or os.environ.get("ORION_CACHE_DIR") or "~/.cache/orion"))
+
+
+def _source_files(path: str) -> list[str]:
+    if os.path.isdir(path):
+        d = path
+    elif os.path.basename(path) in ("config.json", "model.safetensors", "model.safetensors.index.json"):
+        d = os.path.dirname(os.path.abspath(path))
+    else:
+        return [path]
+    out = [os.path.join(d, "config.json")]
+    idx = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(os.path.join(d, "model.safetensors")):
+        out.append(os.path.join(d, "model.safetensors"))
+    elif os.path.exists(idx):
+        out.append(idx)
+        try:
+            with open(idx, encoding="utf-8") as f:
+                out += sorted({os.path.join(d, os.path.basename(v)) for v in json.load(f)["weight_map"].values()})
+        except Exception:  # noqa: BLE001 - read_checkpoint reports it properly
+            return []
+    return [p for p in out if os.path.isfile(p)]
+
+
+def _content_key(files: list[str], root: str) -> str:
+    """sha256 over the converter version and every source file's bytes; memoised per (path, size, mtime)."""
+    st = [(os.path.abspath(p), os.stat(p)) for p in files]
+    stat_id = hashlib.sha256(repr([(p, s.st_size, s.st_mtime_ns, s.st_ino) for p, s in st]).encode()).hexdigest()
+    memo = os.path.join(root, "stat", stat_id[:40])
+    try:
+        with open(memo, encoding="ascii") as f:
+            key = f.read().strip()
+        if re.fullmatch(r"[0-9a-f]{64}", key):
+            return key
+    except OSError:
+        pass
+    h = hashlib.sha256(CONVERTER_VERSION.encode())
+    for p, _ in st:
+        if len(st) > 1:                           # folder checkpoints: the file roles matter, not a .bin's name
+            h.update(os.path.basename(p).encode() + b"\0")
+        with open(p, "rb") as f:
+            while True:
+                b = f.read(1 << 22)
+                if not b:
+                    break
+                h.update(b)
+    key = h.hexdigest()
+    try:
+        _atomic_write(memo, key.encode())
+    except OSError:
+        pass
+    return key
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    import tempfile
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def load_weights(path: str, *, cache: str | None = None, use_cache: bool = True) -> Checkpoint:
+    """Canonical fp16 weights of a checkpoint, converted once and cached on disk under
+    ``<cache>/weights/<sha256 of the source files>.safetensors`` (atomic writes; a corrupt cache entry is
+    rebuilt). ``cache``: folder (default :func:`cache_dir`)."""
+    path = os.fspath(path)
+    root = os.path.join(cache_dir(cache), "weights")
+    files = _source_files(path) if use_cache and os.path.exists(path) else []
+    entry = None
+    if files:
+        try:
+            key = _content_key(files, root)
+            entry = os.path.join(root, key + ".safetensors")
+        except OSError as e:
+            log.warning("orion: weight cache unavailable (%s)", e)
+    if entry and os.path.exists(entry):
+        try:
+            st = SafetensorsFile(entry)
+            cfg = config_from_dict(json.loads(st.metadata["orion_config"]))
+            kind = st.metadata.get("orion_kind", "cached")
+            w = {n: st.get(n) for n in st.names}
+            check_weights(cfg, w, entry)
+            return Checkpoint(cfg, w, kind, path, files, cache_file=entry)
+        except (ModelFormatError, KeyError, ValueError, TypeError) as e:
+            log.warning("orion: rebuilding corrupt weight cache entry %s (%s)", entry, e)
+    ck = read_checkpoint(path)
+    w16 = {}
+    for k, a in ck.weights.items():
+        a32 = np.asarray(a, np.float32)
+        if np.abs(a32).max(initial=0.0) > 65504:
+            raise ModelFormatError(f"{path}: tensor {k!r} has values beyond the fp16 range (+-65504) [C37]")
+        w16[k] = a32.astype(np.float16)
+    ck.weights = w16
+    if entry:
+        try:
+            write_safetensors(entry, w16, {"orion_config": json.dumps(ck.config.to_dict()), "orion_kind": ck.kind,
+                                           "orion_source": os.path.abspath(path), "orion_format": CONVERTER_VERSION})
+            ck.cache_file = entry
+        except OSError as e:
+            log.warning("orion: could not write the weight cache %s (%s)", entry, e)
+    return ck

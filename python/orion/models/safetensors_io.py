@@ -1,0 +1,149 @@
+"""A minimal reader/writer for the safetensors format (u64 little-endian header length, a JSON header
+``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}``, raw
+little-endian tensor bytes). Own implementation instead of the ``safetensors`` package: the format is
+tiny, we only need numpy arrays, and reads are zero-copy memory maps with strict validation that names
+the file, the tensor and the expectation (:class:`orion.ModelFormatError`)."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import tempfile
+
+import numpy as np
+
+from ..errors import ModelFormatError
+
+__all__ = ["SafetensorsFile", "read_safetensors", "write_safetensors", "DTYPES"]
+
+DTYPES = {
+    "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"),
+    "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
+    "U8": np.dtype("u1"), "BOOL": np.dtype("?"),
+}
+_NAMES = {np.dtype("<f8"): "F64", np.dtype("<f4"): "F32", np.dtype("<f2"): "F16", np.dtype("<i8"): "I64",
+          np.dtype("<i4"): "I32", np.dtype("i1"): "I8", np.dtype("u1"): "U8"}
+MAX_HEADER = 100 * 1024 * 1024
+
+
+class SafetensorsFile:
+    """An opened safetensors file: ``names``, ``metadata``, ``info(name)`` and ``get(name)`` (a read-only
+    zero-copy array; BF16 is widened to float32)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            f = open(path, "rb")
+        except FileNotFoundError:
+            raise ModelFormatError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise ModelFormatError(f"{path}: is a directory, expected a .safetensors file") from None
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size < 8:
+                raise ModelFormatError(f"{path}: truncated safetensors file ({size} bytes; expected at least an "
+                                       f"8-byte header length)")
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > min(size - 8, MAX_HEADER):
+                raise ModelFormatError(f"{path}: corrupt or truncated safetensors file: header length {n} but the "
+                                       f"file has {size - 8} bytes after the length field")
+            raw = f.read(n)
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size > 0 else None
+        try:
+            header = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ModelFormatError(f"{path}: corrupt safetensors header (not JSON: {e})") from None
+        if not isinstance(header, dict):
+            raise ModelFormatError(f"{path}: corrupt safetensors header (expected a JSON object)")
+        self.metadata = header.pop("__metadata__", None) or {}
+        self._data0 = 8 + n
+        data_len = size - self._data0
+        self._entries: dict[str, tuple[np.dtype, tuple, int, int, str]] = {}
+        for name, e in header.items():
+            try:
+                dt_name, shape, (b, end) = e["dtype"], tuple(int(d) for d in e["shape"]), e["data_offsets"]
+                b, end = int(b), int(end)
+            except (KeyError, TypeError, ValueError):
+                raise ModelFormatError(f"{path}: tensor {name!r}: malformed header entry {e!r} (expected dtype, "
+                                       f"shape, data_offsets)") from None
+            if dt_name not in DTYPES:
+                raise ModelFormatError(f"{path}: tensor {name!r}: unsupported dtype {dt_name!r} (expected one of "
+                                       f"{', '.join(DTYPES)})")
+            dt = DTYPES[dt_name]
+            if any(d < 0 for d in shape):
+                raise ModelFormatError(f"{path}: tensor {name!r}: negative dimension in shape {list(shape)}")
+            need = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            if not 0 <= b <= end or end - b != need:
+                raise ModelFormatError(f"{path}: tensor {name!r}: data_offsets [{b}, {end}] hold {end - b} bytes, "
+                                       f"expected {need} for {dt_name}{list(shape)}")
+            if end > data_len:
+                raise ModelFormatError(f"{path}: truncated: tensor {name!r} ends at byte {self._data0 + end} but "
+                                       f"the file has {size} bytes")
+            self._entries[name] = (dt, shape, b, end, dt_name)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def info(self, name: str) -> tuple[str, tuple]:
+        dt, shape, _, _, dt_name = self._entries[name]
+        return dt_name, shape
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+    def get(self, name: str) -> np.ndarray:
+        if name not in self._entries:
+            raise ModelFormatError(f"{self.path}: no tensor named {name!r}")
+        dt, shape, b, end, dt_name = self._entries[name]
+        n = (end - b) // dt.itemsize
+        arr = np.frombuffer(self._map, dtype=dt, count=n, offset=self._data0 + b) if n else np.zeros(0, dt)
+        arr = arr.reshape(shape)
+        if dt_name == "BF16":
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        return arr
+
+
+def read_safetensors(path: str) -> dict[str, np.ndarray]:
+    f = SafetensorsFile(path)
+    return {n: f.get(n) for n in f.names}
+
+
+def write_safetensors(path: str, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> None:
+    """Writes atomically (temp file in the same folder, fsync, rename)."""
+    header: dict = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    off = 0
+    arrays = []
+    for name, a in tensors.items():
+        a = np.ascontiguousarray(a)
+        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+        if dt not in _NAMES:
+            raise ModelFormatError(f"write_safetensors: tensor {name!r} has unsupported dtype {a.dtype}")
+        a = a.astype(dt, copy=False)
+        header[name] = {"dtype": _NAMES[dt], "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
+        off += a.nbytes
+        arrays.append(a)
+    raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    raw += b" " * (-len(raw) % 8)
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(struct.pack("<Q", len(raw)))
+            f.write(raw)
+            for a in arrays:
+                f.write(memoryview(a).cast("B") if a.size else b"")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

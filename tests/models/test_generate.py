@@ -1,0 +1,132 @@
+"""Sampling, streaming, stop tokens, the Model facade with real tokenizers, and `orion generate`."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shutil
+
+import numpy as np
+import pytest
+
+from orion.models import Model, SamplingParams, load, reference, sample_next
+from orion.models.tokenizers import GPT2Tokenizer
+
+from ckpt_writers import write_hf_gpt2, write_llama2c_v0
+from models_helpers import data_file, tiny_gpt2, tiny_llama, weights16
+
+
+def test_sampling_rules():
+    rng = np.random.default_rng(0)
+    logits = np.array([1.0, 3.0, 2.0, -1.0, 2.9])
+    greedy = SamplingParams(temperature=0)
+    assert sample_next(logits, greedy) == 1
+    assert sample_next(logits, SamplingParams(temperature=1.0, top_k=1), rng=rng) == 1
+    assert sample_next(logits, SamplingParams(temperature=5.0, top_p=1e-6), rng=rng) == 1
+    # repetition penalty (HF rule): the repeated best token loses to the runner-up
+    assert sample_next(logits, SamplingParams(repetition_penalty=1.5), history=[1]) == 4
+    neg = np.array([-1.0, -1.1])
+    assert sample_next(neg, SamplingParams(repetition_penalty=2.0), history=[0]) == 1    # negative logits * p
+    # seeds reproduce; top-k restricts the support; frequencies follow the softmax
+    p = SamplingParams(temperature=1.0, seed=3)
+    a = [sample_next(logits, p, rng=np.random.default_rng(7)) for _ in range(5)]
+    b = [sample_next(logits, p, rng=np.random.default_rng(7)) for _ in range(5)]
+    assert a == b
+    draws = [sample_next(logits, SamplingParams(temperature=1.0, top_k=2), rng=rng) for _ in range(400)]
+    assert set(draws) <= {1, 4}
+    draws = np.array([sample_next(logits, SamplingParams(temperature=1.0), rng=rng) for _ in range(4000)])
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    freq = np.bincount(draws, minlength=5) / len(draws)
+    assert np.abs(freq - probs).max() < 0.03
+    # top-p keeps the smallest prefix reaching p: {1: 0.39, 4: 0.35} reach 0.7
+    draws = [sample_next(logits, SamplingParams(temperature=1.0, top_p=0.7), rng=rng) for _ in range(400)]
+    assert set(draws) == {1, 4}
+
+
+def test_stream_stop_tokens_and_seeded_sampling():
+    cfg = tiny_llama()
+    w = weights16(cfg, seed=3, std=0.15)
+    m = Model(cfg, w, device="sim", stop_tokens=[])
+    prompt = [1, 20, 30]
+    ref = reference.greedy(cfg, w, prompt, 10)
+    s = m.stream(prompt, max_tokens=10)
+    toks = [t.id for t in s]
+    assert toks == ref and s.result.tokens == ref and s.result.stop_reason == "max_tokens"
+    stop = ref[4]
+    g = m.generate(prompt, max_tokens=10, stop_tokens=[stop])
+    assert g.tokens == ref[:ref.index(stop) + 1] and g.stop_reason == "stop_token"
+    a = m.generate(prompt, max_tokens=8, temperature=1.2, top_k=50, top_p=0.95, seed=11)
+    b = m.generate(prompt, max_tokens=8, temperature=1.2, top_k=50, top_p=0.95, seed=11)
+    c = m.generate(prompt, max_tokens=8, temperature=1.2, top_k=50, top_p=0.95, seed=12)
+    assert a.tokens == b.tokens and a.tokens != c.tokens
+    assert m.generate(prompt, max_tokens=0).tokens == []
+
+
+@pytest.fixture(scope="module")
+def gpt2_dir(tmp_path_factory):
+    """A tiny random GPT-2 with the real 50,257-token vocabulary, stored as a HF folder with its tokenizer."""
+    d = tmp_path_factory.mktemp("gpt2-tiny")
+    cfg = tiny_gpt2(vocab_size=50257, d_model=32, n_heads=2, d_ff=64, n_ctx=64)
+    w = weights16(cfg, seed=9, std=0.3)
+    write_hf_gpt2(d, cfg, w)
+    shutil.copy(data_file("gpt2-vocab.json"), d / "vocab.json")
+    shutil.copy(data_file("gpt2-merges.txt"), d / "merges.txt")
+    return d, cfg, w
+
+
+def test_model_with_gpt2_tokenizer_streams_text(gpt2_dir, tmp_path):
+    d, cfg, w = gpt2_dir
+    m = load(str(d), device="sim", cache=str(tmp_path))
+    assert isinstance(m.tokenizer, GPT2Tokenizer)
+    s = m.stream("Hello, world! 😀", max_tokens=12, temperature=0.9, seed=0, stop_tokens=[])
+    pieces = [t.text for t in s]
+    r = s.result
+    assert r.prompt_tokens == [15496, 11, 995, 0] + m.tokenizer.encode(" 😀")
+    tok = m.tokenizer
+    # the streamed pieces are exactly the continuation of the prompt's text (held-back open UTF-8
+    # sequences are flushed into result.text at the end)
+    base = tok.decode(r.prompt_tokens)
+    full = tok.decode(r.prompt_tokens + r.tokens)
+    assert full.startswith(base) and r.text == full[len(base):]
+    assert r.text.startswith("".join(pieces))
+    ids = r.prompt_tokens
+    assert m.generate(ids, max_tokens=6, stop_tokens=[]).tokens == reference.greedy(cfg, w, ids, 6)
+
+
+def _cli(argv):
+    from orion.cli_generate import add_generate_parser, cmd_generate
+    p = argparse.ArgumentParser()
+    add_generate_parser(p.add_subparsers())
+    args = p.parse_args(argv)
+    out, err = io.StringIO(), io.StringIO()
+    assert args.func is cmd_generate
+    assert cmd_generate(args, out=out, err=err) == 0
+    return out.getvalue(), err.getvalue()
+
+
+def test_cli_generate_text(gpt2_dir, tmp_path):
+    d, cfg, w = gpt2_dir
+    out, err = _cli(["generate", "--model", str(d), "--prompt", "Once upon a time", "--max-tokens", "8",
+                     "--device", "sim", "--cache-dir", str(tmp_path), "--stop-token", "-1"])
+    tok = GPT2Tokenizer(str(d / "vocab.json"), str(d / "merges.txt"))
+    ids = tok.encode("Once upon a time")
+    assert out == "Once upon a time" + tok.decode(reference.greedy(cfg, w, ids, 8)) + "\n"
+    assert "prefill" in err and "tok/s" in err and "decode" in err
+
+
+def test_cli_generate_ids_for_models_without_tokenizer(tmp_path):
+    cfg = tiny_llama(n_ctx=32)
+    w = weights16(cfg, seed=2, std=0.15)
+    write_llama2c_v0(tmp_path / "m.bin", cfg, {k: v.astype(np.float32) for k, v in w.items()})
+    out, err = _cli(["generate", "--model", str(tmp_path / "m.bin"), "--prompt-ids", "1 7 9", "--max-tokens", "5",
+                     "--device", "sim", "--cache-dir", str(tmp_path / "c"), "--stop-token", "-1"])
+    assert [int(t) for t in out.split()] == reference.greedy(cfg, w, [1, 7, 9], 5)
+    from orion import InputError
+    from orion.cli_generate import add_generate_parser, cmd_generate
+    p = argparse.ArgumentParser()
+    add_generate_parser(p.add_subparsers())
+    args = p.parse_args(["generate", "--model", str(tmp_path / "m.bin"), "--prompt", "words", "--device", "sim",
+                         "--cache-dir", str(tmp_path / "c")])
+    with pytest.raises(InputError, match="no tokenizer"):
+        cmd_generate(args, out=io.StringIO(), err=io.StringIO())
