@@ -717,17 +717,10 @@ def big_program(n: int) -> str:
     return "\n".join(lines)
 
 
-def test_parse_speed_10k_statements():
+def test_parses_and_prints_10k_statements():
+    """Scale check (speed is measured by benchmarks/bench_mil_parse.py, never asserted in a test)."""
     text = big_program(10000).encode()
     assert _native._mil_count_stmts(text) == 10000
-    parse = print_ = math.inf  # best of several runs: the machine may be shared
-    for _ in range(7):
-        t0 = time.perf_counter()
-        _native._mil_count_stmts(text)  # parse only
-        t1 = time.perf_counter()
-        out = _native.mil_format(text)  # parse + print
-        t2 = time.perf_counter()
-        parse, print_ = min(parse, t1 - t0), min(print_, t2 - t1)
+    out = _native.mil_format(text)
     assert out.count("\n") == 10000 + 6
-    assert parse < 0.05, f"parsing 10k statements took {parse * 1e3:.1f} ms"
-    assert print_ < 0.1, f"parse + print of 10k statements took {print_ * 1e3:.1f} ms"
+    assert _native.mil_format(out) == out
