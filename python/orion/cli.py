@@ -6,6 +6,7 @@
     orion constraints          the emulated ANE constraints under a chip profile
     orion doctor               verify the weight-update strategies on this machine (and cache the verdict)
     orion generate --model PATH --prompt TEXT   generate text with GPT-2/Llama checkpoints
+    orion train                train a small Llama on the bundled corpus (or your model and data)
 """
 
 from __future__ import annotations
@@ -149,8 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .doctor import add_doctor_parser
     from .cli_generate import add_generate_parser
-    add_doctor_parser(sub)
+    from .cli_train import add_train_parser
+    add_train_parser(sub)
     add_generate_parser(sub)
+    add_doctor_parser(sub)
     return p
 
 

@@ -1,0 +1,327 @@
+"""``orion train``: train a Llama/Stories model with forward and backward passes as device programs.
+
+With no arguments it trains the small default model (``tiny``) on the story corpus shipped inside the
+package, with a SentencePiece tokenizer trained on the fly, on the default device (the ANE simulator
+when there is no ANE), shows a progress bar (loss, tokens/s, the split of each step) and prints a sample.
+
+Exit status: 0 done · 2 bad input (typed error) · 75 the compile budget ran out under
+``--strategy recompile`` (a checkpoint was written: rerun with ``--resume``) · 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import math
+import os
+import sys
+import time
+
+EXIT_BUDGET = 75
+
+
+def add_train_parser(subparsers) -> argparse.ArgumentParser:
+    from .train.model import PRESETS
+    p = subparsers.add_parser(
+        "train", help="train a Llama/Stories model on the ANE (or its simulator)",
+        description="Train a Llama model with forward/backward passes compiled for the ANE; embedding, loss, "
+                    "weight gradients and AdamW on the CPU. No arguments: the default tiny model on the shipped "
+                    "story corpus.")
+    m = p.add_argument_group("model")
+    m.add_argument("--model", default=None, choices=sorted(PRESETS), help="model preset (default: tiny)")
+    m.add_argument("--init", metavar="PATH", help="start from a llama2.c .bin or a Hugging Face Llama folder "
+                                                  "(read only; never overwritten)")
+    for flag, key in (("--dim", "dim"), ("--layers", "n_layers"), ("--heads", "n_heads"),
+                      ("--kv-heads", "n_kv_heads"), ("--hidden", "hidden_dim"), ("--vocab", "vocab_size")):
+        m.add_argument(flag, dest="m_" + key, type=int, default=None, metavar="N",
+                       help=f"override the preset's {key}")
+    d = p.add_argument_group("data")
+    d.add_argument("--data", metavar="PATH", help="text file/folder, or pretokenized uint16 .bin (default: the "
+                                                  "shipped corpus)")
+    d.add_argument("--tokenizer", metavar="PATH", help="SentencePiece .model (or llama2.c tokenizer.bin) for text "
+                                                       "data; default: train one on the data (vocab = --vocab)")
+    d.add_argument("--seq-len", type=int, default=None, help="tokens per training sequence (default: model context)")
+    d.add_argument("--val-fraction", type=float, default=None, help="tail of the data held out for validation")
+    o = p.add_argument_group("optimization")
+    o.add_argument("--steps", type=int, default=None, help="total optimizer steps")
+    o.add_argument("--batch", type=int, default=None, help="sequences per microbatch")
+    o.add_argument("--accum", type=int, default=None, help="microbatches per optimizer step (gradient accumulation)")
+    o.add_argument("--lr", type=float, default=None, help="peak learning rate (warmup + cosine to 10%%)")
+    o.add_argument("--warmup", type=int, default=None, help="warmup steps")
+    o.add_argument("--weight-decay", type=float, default=None)
+    o.add_argument("--clip", type=float, default=None, help="global gradient-norm clip (0: off)")
+    o.add_argument("--loss-scale", type=float, default=None, help="initial dynamic loss scale (default 256)")
+    o.add_argument("--seed", type=int, default=None)
+    r = p.add_argument_group("device and checkpoints")
+    r.add_argument("--strategy", choices=["dynamic", "recompile", "delta"], default=None,
+                   help="weight updates: dynamic (weights as program inputs, compile once; default), recompile "
+                        "(baked weights, budgeted), delta (only where `orion doctor` verified it)")
+    r.add_argument("--device", choices=["auto", "sim", "ane"], default=None)
+    r.add_argument("--ckpt-dir", metavar="DIR", default=None, help="checkpoint folder (default: ./orion-train-run)")
+    r.add_argument("--no-ckpt", action="store_true", help="do not write checkpoints")
+    r.add_argument("--ckpt-interval", type=int, default=None, help="steps between checkpoints (0: at the end)")
+    r.add_argument("--keep", type=int, default=None, help="checkpoints kept (default 2)")
+    r.add_argument("--resume", nargs="?", const="", metavar="DIR", default=None,
+                   help="continue the run in DIR (default: --ckpt-dir)")
+    r.add_argument("--restart-on-budget", action="store_true",
+                   help="recompile strategy: when the compile budget runs out, checkpoint and re-exec this command "
+                        "with --resume (what upstream does with exec())")
+    r.add_argument("--eval-interval", type=int, default=None, help="steps between validation passes")
+    r.add_argument("--eval-batches", type=int, default=None)
+    s = p.add_argument_group("output")
+    s.add_argument("--sample-tokens", type=int, default=80, help="tokens of the final sample (0: none)")
+    s.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (0: greedy)")
+    s.add_argument("--prompt", default=None, help="sample prompt (default: 'Once upon a time')")
+    s.add_argument("--export-bin", metavar="PATH", help="also write the trained model as a llama2.c .bin")
+    s.add_argument("--export-hf", metavar="DIR", help="also write a Hugging Face folder (config.json + "
+                                                      "model.safetensors)")
+    s.add_argument("--log-jsonl", metavar="PATH", help="append one JSON record per step")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar (one log line per 10 steps)")
+    p.set_defaults(func=cmd_train)
+    return p
+
+
+# ---------------------------------------------------------------------------------------- setup
+def _model_config(args, base):
+    from .train.model import ModelConfig
+    over = {k[2:]: v for k, v in vars(args).items() if k.startswith("m_") and v is not None}
+    if args.seq_len is not None:
+        over.setdefault("seq_len", max(args.seq_len, base.seq_len if args.init else args.seq_len))
+    if not over:
+        return base
+    d = base.to_dict()
+    if "hidden_dim" not in over and "dim" in over:
+        d["hidden_dim"] = None
+    d.update(over)
+    try:
+        return ModelConfig.from_dict(d)
+    except ValueError as e:
+        from .train.errors import TrainError
+        raise TrainError(str(e)) from None
+
+
+def _prepare(args):
+    """(cfg, params, tc, dataset, tokenizer, resume checkpoint or None, state extras)."""
+    from .train import checkpoint as ck
+    from .train import data as D
+    from .train.defaults import DEFAULT_CKPT_DIR, DEFAULTS, default_corpus
+    from .train.errors import DataError, VocabMismatch
+    from .train.model import PRESETS, init_params, load_pretrained
+    from .train.trainer import TrainConfig
+
+    ckpt_dir = None if args.no_ckpt else (args.ckpt_dir or DEFAULT_CKPT_DIR)
+    resume = None
+    if args.resume is not None:
+        rdir = args.resume or ckpt_dir or DEFAULT_CKPT_DIR
+        resume = ck.load(rdir)
+        if ckpt_dir is None or (args.ckpt_dir is None and args.resume):
+            ckpt_dir = None if args.no_ckpt else rdir
+    elif ckpt_dir and os.path.exists(os.path.join(ckpt_dir, ck.LATEST)):
+        if args.ckpt_dir:                      # never overwrite another run's checkpoints
+            from .train.errors import CheckpointError
+            raise CheckpointError(f"{ckpt_dir} already holds a training run (step "
+                                  f"{ck.read_state(ckpt_dir).get('step')}): continue it with --resume {ckpt_dir}, or "
+                                  f"choose another --ckpt-dir")
+        n = 2
+        while os.path.exists(os.path.join(f"{DEFAULT_CKPT_DIR}-{n}", ck.LATEST)):
+            n += 1
+        ckpt_dir = f"{DEFAULT_CKPT_DIR}-{n}"
+    # -- settings: defaults < checkpoint < explicit options
+    base = dict(DEFAULTS)
+    if resume is not None:
+        base.update({k: v for k, v in resume.state.get("train", {}).items() if k in base or k == "seq_len"})
+    explicit = {"steps": args.steps, "batch": args.batch, "accum": args.accum, "lr": args.lr, "warmup": args.warmup,
+                "weight_decay": args.weight_decay, "clip": args.clip, "loss_scale": args.loss_scale,
+                "seed": args.seed, "strategy": args.strategy, "device": args.device,
+                "val_fraction": args.val_fraction, "eval_interval": args.eval_interval,
+                "eval_batches": args.eval_batches, "ckpt_interval": args.ckpt_interval, "keep": args.keep,
+                "seq_len": args.seq_len}
+    base.update({k: v for k, v in explicit.items() if v is not None})
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    # -- model and weights (read before anything is compiled)
+    init_path = None
+    if resume is not None:
+        from .train.model import ModelConfig
+        cfg = ModelConfig.from_dict(resume.state["model"])
+        if args.model or args.init or any(getattr(args, a) is not None for a in vars(args) if a.startswith("m_")):
+            want = _model_config(args, PRESETS[args.model] if args.model else cfg) if not args.init else \
+                load_pretrained(args.init)[0]
+            if want != cfg:
+                from .train.trainer import check_resume
+                check_resume(resume.state, want, TrainConfig(**{k: v for k, v in base.items() if k in fields}), None)
+        params = {k: v.copy() for k, v in resume.params.items()}
+    elif args.init:
+        init_path = os.path.abspath(args.init)
+        ck.protect(init_path)
+        cfg, params = load_pretrained(args.init)
+        if args.seq_len and args.seq_len > cfg.seq_len:
+            raise DataError(f"--seq-len {args.seq_len} exceeds the model's context {cfg.seq_len}")
+    else:
+        cfg = _model_config(args, PRESETS[args.model or base["preset"]])
+        params = None
+    # -- data and tokenizer
+    data_path = args.data or (resume.state.get("data_source") if resume is not None else None) or default_corpus()
+    data_path = os.path.abspath(data_path)
+    ck.protect(data_path)
+    tok = None
+    if resume is not None and resume.tokenizer is not None:
+        tok = D.SentencePieceTokenizer(resume.tokenizer)
+    elif args.tokenizer:
+        tok = D.load_tokenizer(args.tokenizer)
+    if data_path.endswith(".bin"):
+        tokens = D.read_token_bin(data_path)
+    else:
+        docs = D.read_texts(data_path)
+        if tok is None:
+            if init_path or resume is not None:
+                raise VocabMismatch("text data with a pretrained or resumed model needs that model's tokenizer: "
+                                    "pass --tokenizer PATH (e.g. tokenizer.model)")
+            tok = D.train_sentencepiece(docs, cfg.vocab_size)
+            if tok.vocab_size != cfg.vocab_size:
+                cfg = dataclasses.replace(cfg, vocab_size=tok.vocab_size)
+        tokens = D.encode_documents(docs, tok)
+    if tok is not None and tok.vocab_size > cfg.vocab_size:
+        raise VocabMismatch(f"tokenizer vocabulary {tok.vocab_size} is larger than the model's {cfg.vocab_size}")
+    if params is None:
+        params = init_params(cfg, int(base["seed"]))
+    base["ckpt_dir"] = ckpt_dir
+    seq = base.get("seq_len") or cfg.seq_len
+    base["seq_len"] = seq
+    tc = TrainConfig(**{k: v for k, v in base.items() if k in fields})
+    dataset = D.TokenDataset(tokens, seq, cfg.vocab_size, tc.val_fraction, tc.seed, source=data_path)
+    extras = {"data_source": data_path, "init": init_path}
+    return cfg, params, tc, dataset, tok, resume, extras
+
+
+# ---------------------------------------------------------------------------------------- run
+def _fmt_split(rec) -> str:
+    return (f"dev {rec.t_device * 1e3:.0f} cpu {rec.t_cpu * 1e3:.0f} upd {rec.t_update * 1e3:.0f} "
+            f"opt {rec.t_optim * 1e3:.0f} ms")
+
+
+def cmd_train(args) -> int:
+    from . import OrionError
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        return _run(args)
+    except OrionError as e:
+        print(f"orion train: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    import json
+
+    from .train.model import write_hf, write_llama2c
+    from .train.sample import generate
+    from .train.trainer import Trainer
+
+    cfg, params, tc, data, tok, resume, extras = _prepare(args)
+    t_setup = time.perf_counter()
+    trainer = Trainer(cfg, tc, params, data, tokenizer=tok, resume=resume, extra_state=extras)
+    dev = trainer.progs.device
+    print(f"orion train: {cfg.n_layers}-layer Llama d={cfg.dim} heads={cfg.n_heads}/{cfg.n_kv_heads} "
+          f"hidden={cfg.hidden_dim} vocab={cfg.vocab_size} ({cfg.n_params() / 1e6:.2f}M params) on {dev}; "
+          f"strategy {tc.strategy} ({trainer.progs.n_programs} programs, "
+          f"{trainer.progs.compiles_per_update()} compiles per update); data {data.n_tokens:,} tokens "
+          f"({data.n_windows} train / {data.n_val_windows} val windows of {tc.seq_len}); batch {tc.batch}x{tc.accum}; "
+          f"steps {trainer.step}->{tc.steps}; compile {time.perf_counter() - t_setup:.1f}s")
+    log_f = open(args.log_jsonl, "a") if args.log_jsonl else None
+    bar = None
+    if not args.no_progress and tc.steps > trainer.step:
+        from tqdm import tqdm
+        bar = tqdm(total=tc.steps, initial=trainer.step, unit="step", dynamic_ncols=True, file=sys.stderr)
+    ema = [None]
+
+    def on_step(rec):
+        if math.isfinite(rec.loss):
+            ema[0] = rec.loss if ema[0] is None else 0.9 * ema[0] + 0.1 * rec.loss
+        tps = rec.tokens / rec.t_total if rec.t_total > 0 else 0.0
+        if bar is not None:
+            bar.set_postfix_str(f"loss {rec.loss:.3f} {tps:,.0f} tok/s {_fmt_split(rec)}"
+                                + (" SKIP" if rec.skipped else ""), refresh=False)
+            bar.update(1)
+        elif rec.step % 10 == 0 or rec.step == tc.steps:
+            print(f"step {rec.step}/{tc.steps} loss {rec.loss:.4f} {tps:,.0f} tok/s {_fmt_split(rec)} "
+                  f"compiles {rec.compiles} loads {rec.loads}")
+        if log_f:
+            log_f.write(json.dumps(dataclasses.asdict(rec)) + "\n")
+
+    def on_eval(step, v):
+        msg = f"step {step}: val loss {v:.4f}"
+        (bar.write(msg) if bar is not None else print(msg))
+
+    try:
+        res = trainer.train(on_step=on_step, on_eval=on_eval)
+    finally:
+        if bar is not None:
+            bar.close()
+        if log_f:
+            log_f.close()
+    recs = res.records
+    if recs:
+        n = len(recs)
+        tot = sum(r.t_total for r in recs)
+        split = {k: sum(getattr(r, "t_" + k) for r in recs) / tot * 100 for k in ("device", "cpu", "update", "optim")}
+        print(f"trained {n} steps in {tot:.1f}s ({sum(r.tokens for r in recs) / tot:,.0f} tok/s): loss "
+              f"{recs[0].loss:.3f} -> {recs[-1].loss:.3f}; time split device {split['device']:.0f}% cpu "
+              f"{split['cpu']:.0f}% update {split['update']:.0f}% optim {split['optim']:.0f}%; "
+              f"compiles {sum(r.compiles for r in recs)} loads {sum(r.loads for r in recs)} during training")
+    if res.val:
+        print(f"validation loss {res.val[-1][1]:.4f} at step {res.val[-1][0]}")
+    st = res.stats
+    print("stability: " + ", ".join(f"{k} {v}" for k, v in st.items()))
+    if res.checkpoint:
+        print(f"checkpoint: {res.checkpoint}")
+    if res.message:
+        print(res.message)
+    trainer.close()
+    if res.status == "budget":
+        if args.restart_on_budget and res.checkpoint:
+            argv, skip = [], False
+            for a in sys.argv[1:]:
+                if skip:
+                    skip = False
+                    if not a.startswith("-"):
+                        continue
+                if a == "--resume":
+                    skip = True
+                    continue
+                if not a.startswith("--resume="):
+                    argv.append(a)
+            argv += ["--resume", os.path.dirname(res.checkpoint)]
+            print("orion train: restarting with a fresh compile budget ...", flush=True)
+            orig = getattr(sys, "orig_argv", [sys.executable, sys.argv[0]] + sys.argv[1:])
+            prefix = orig[:len(orig) - (len(sys.argv) - 1)]      # interpreter + options + script / -m module
+            os.execv(sys.executable, [sys.executable] + prefix[1:] + argv)
+        return EXIT_BUDGET
+    if args.export_bin:
+        write_llama2c(args.export_bin, cfg, trainer.params)
+        print(f"exported llama2.c checkpoint: {args.export_bin}")
+    if args.export_hf:
+        write_hf(args.export_hf, cfg, trainer.params)
+        print(f"exported Hugging Face folder: {args.export_hf}")
+    if res.status == "interrupted":
+        return 130
+    if args.sample_tokens > 0 and tok is not None:
+        from .train.defaults import SAMPLE_PROMPT
+        prompt = SAMPLE_PROMPT if args.prompt is None else args.prompt
+        pids = tok.encode(prompt)
+        out = generate(cfg, trainer.params, [tok.bos_id] + pids, args.sample_tokens, args.temperature, seed=tc.seed,
+                       stop_id=tok.bos_id)
+        print(f"sample (temperature {args.temperature}):\n{tok.decode(pids + out)}")
+    return 0
+
+
+def main(argv=None) -> int:
+    """Stand-alone entry (``python -m orion.cli_train``) until the lead wires it into ``orion.cli``."""
+    ap = argparse.ArgumentParser(prog="orion")
+    sub = ap.add_subparsers(dest="cmd")
+    add_train_parser(sub)
+    args = ap.parse_args(["train"] + list(sys.argv[1:] if argv is None else argv))
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+"""Training Llama/Stories models with forward and backward passes as ANE programs (``orion train``).
+
+Device programs per layer (programs.py), CPU gradients and loss (step.py), AdamW + loss scaling
+(optim.py), fp16 safety (stability.py), data (data.py), atomic checkpoints (checkpoint.py), the loop
+(trainer.py). See shared/reference/training-on-ane.md for the strategies and the upstream defects this
+implementation is built to make impossible.
+"""
+
+from .errors import (CheckpointError, DataError, ResumeMismatch, StrategyUnavailable, TrainError,  # noqa: F401
+                     VocabMismatch)
+from .model import PRESETS, ModelConfig, init_params  # noqa: F401
+from .programs import BudgetExhausted, LayerPrograms  # noqa: F401
+from .trainer import TrainConfig, Trainer, TrainResult  # noqa: F401
+
+__all__ = ["TrainError", "DataError", "VocabMismatch", "CheckpointError", "ResumeMismatch", "StrategyUnavailable",
+           "ModelConfig", "PRESETS", "init_params", "BudgetExhausted", "LayerPrograms", "TrainConfig", "Trainer",
+           "TrainResult"]

@@ -1,0 +1,286 @@
+"""One training microbatch: forward and backward through the device programs, the rest on the CPU.
+
+CPU side (fp32, numpy BLAS): token embedding and its gradient, the residual stream, the final RMSNorm,
+the classifier and cross-entropy, every RMSNorm backward, and every weight gradient as
+``dW[out, in] = dY · Xᵀ`` (training-on-ane.md §4.3: never the transpose). Gradients accumulate in
+``grads`` (same names and shapes as the parameters) across microbatches; they are multiplied by the loss
+scale until the optimizer unscales them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .model import ModelConfig, classifier
+from .programs import LayerPrograms
+from .stability import (StabilityStats, count_norm_overflow, count_score_clamps, grad_fits_fp16,
+                        to_device_activation)
+
+
+@dataclass
+class MicroResult:
+    loss_sum: float               # summed token cross-entropy (nats)
+    n_tokens: int
+    finite: bool                  # False: non-finite loss or a gradient overflow (skip the step)
+    cpu_s: float = 0.0
+    stats: StabilityStats = field(default_factory=StabilityStats)
+
+
+def rms_forward(x: np.ndarray, w: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """x [C, S] -> (y = x * r * w, r [S]) with r = (mean(x^2) + eps)^-1/2 per column."""
+    r = 1.0 / np.sqrt(np.einsum("cs,cs->s", x, x) / x.shape[0] + eps)
+    return (x * r) * w[:, None], r.astype(np.float32)
+
+
+def rms_backward(x: np.ndarray, w: np.ndarray, r: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Gradients of y = x*r*w: (dx, dw). dx = r*(dxh - x*r^2*mean(dxh*x)), dxh = dy*w."""
+    dxh = dy * w[:, None]
+    m = np.einsum("cs,cs->s", dxh, x) / x.shape[0]
+    dx = r * (dxh - x * (r * r * m))
+    dw = np.einsum("cs,cs->c", dy, x * r)
+    return dx.astype(np.float32, copy=False), dw.astype(np.float32, copy=False)
+
+
+def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """logits [S, V] fp32 -> (per-token loss [S] float64, softmax probabilities [S, V] fp32)."""
+    m = logits.max(axis=1, keepdims=True)
+    e = np.exp(logits - m)
+    z = e.sum(axis=1, keepdims=True)
+    lse = (np.log(z.astype(np.float64)) + m).ravel()
+    loss = lse - logits[np.arange(len(targets)), targets]
+    e /= z
+    return loss, e
+
+
+def _dev(x: np.ndarray) -> np.ndarray:
+    return x.reshape((1, x.shape[0], 1, x.shape[1]))
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    return a.reshape(a.shape[1], a.shape[3])
+
+
+class StepEngine:
+    """Runs microbatches through a :class:`LayerPrograms` set; parameters are fp32 master copies."""
+
+    def __init__(self, cfg: ModelConfig, progs: LayerPrograms, params: dict, fixes: bool = True,
+                 count_clamps: bool = True, overlap: bool = True):
+        self.cfg, self.progs, self.params, self.fixes = cfg, progs, params, fixes
+        self.count_clamps = count_clamps
+        # weight gradients (CPU BLAS) run on one worker thread while the device evaluates the next
+        # programs (both release the GIL); one FIFO worker keeps every buffer's accumulation order fixed
+        self._pool = None
+        if overlap:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="orion-dw")
+        self._pending: list = []
+
+    def _mm(self, acc, name, a, b) -> None:
+        if self._pool is None:
+            acc.mm(name, a, b)
+        else:
+            self._pending.append(self._pool.submit(acc.mm, name, a, b))
+
+    def close(self) -> None:
+        self._drain()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def _drain(self) -> None:
+        pending, self._pending = self._pending, []
+        for f in pending:
+            f.result()
+
+    # ---------------------------------------------------------------------------------- forward
+    def forward(self, tokens: np.ndarray, stats: StabilityStats, keep: bool):
+        """tokens [B, S] -> (final hidden [B, d, S] fp32, per-layer saved activations or None)."""
+        cfg, P, run = self.cfg, self.params, self.progs.run
+        B, S = tokens.shape
+        emb = P["tok_emb"]
+        x = np.ascontiguousarray(emb[tokens].transpose(0, 2, 1))               # [B, d, S]
+        saved = []
+        for layer in range(cfg.n_layers):
+            att = []
+            for b in range(B):
+                xi = to_device_activation(x[b], stats, self.fixes)
+                if self.count_clamps:
+                    stats.norm_rescues += count_norm_overflow(x[b])
+                att.append(run("attn_fwd", layer, x=_dev(xi)))
+                if self.count_clamps:
+                    stats.score_clamps += count_score_clamps(_flat(att[b]["q"]), _flat(att[b]["k"]),
+                                                             cfg.n_heads, cfg.n_kv_heads)
+            h = x + np.stack([_flat(a["o"]) for a in att])
+            ffn = []
+            for b in range(B):
+                hi = to_device_activation(h[b], stats, self.fixes)
+                if self.count_clamps:
+                    stats.norm_rescues += count_norm_overflow(h[b])
+                ffn.append(run("ffn_fwd", layer, x=_dev(hi)))
+            x_next = h + np.stack([_flat(f["f"]) for f in ffn])
+            if keep:
+                saved.append((x, att, h, ffn))
+            x = x_next
+        return x, saved
+
+    def loss_only(self, tokens: np.ndarray, targets: np.ndarray) -> tuple[float, int]:
+        stats = StabilityStats()
+        x, _ = self.forward(tokens, stats, keep=False)
+        total = 0.0
+        W = classifier(self.params)
+        for b in range(tokens.shape[0]):
+            xf, _ = rms_forward(x[b], self.params["rms_final"], self.cfg.norm_eps)
+            loss, _ = cross_entropy(xf.T @ W.T, targets[b])
+            total += float(loss.sum())
+        return total, targets.size
+
+    # ---------------------------------------------------------------------------------- fwd + bwd
+    def microbatch(self, tokens: np.ndarray, targets: np.ndarray, grads, grad_scale: float) -> MicroResult:
+        """Forward + backward of one microbatch; adds ``grad_scale`` × d(summed loss)/dθ into ``grads``.
+
+        ``grad_scale`` = loss scale / tokens per optimizer step (so the accumulated gradient is the
+        scaled gradient of the mean loss). ``grads``: a :class:`GradAccumulator` (or a plain dict of
+        zeroed arrays)."""
+        acc = grads if isinstance(grads, GradAccumulator) else GradAccumulator(grads, fresh=False)
+        cfg, P, run = self.cfg, self.params, self.progs.run
+        ev0 = self.progs.stats["eval_s"] + self.progs.stats["stage_s"]
+        t0 = time.perf_counter()
+        stats = StabilityStats()
+        B, S = tokens.shape
+        x, saved = self.forward(tokens, stats, keep=True)
+        W = classifier(P)
+        cls_name = "wcls" if "wcls" in P else "tok_emb"
+        total = 0.0
+        dx = np.empty_like(x)
+        for b in range(B):
+            xf, r = rms_forward(x[b], P["rms_final"], cfg.norm_eps)
+            loss, prob = cross_entropy(xf.T @ W.T, targets[b])
+            total += float(loss.sum())
+            prob[np.arange(S), targets[b]] -= 1.0
+            prob *= grad_scale                                                   # dlogits [S, V] (scaled)
+            self._mm(acc, cls_name, prob.T, xf.T)                                     # [V, d] = dlogits^T · xf^T
+            dxf = (prob @ W).T                                                   # [d, S]
+            dx[b], dn = rms_backward(x[b], P["rms_final"], r, dxf)
+            acc.add("rms_final", dn)
+        if not np.isfinite(total):
+            stats.nonfinite_loss += 1
+            return self._done(total, B * S, False, t0, ev0, stats)
+        for layer in reversed(range(cfg.n_layers)):
+            p = f"layers.{layer}."
+            x_in, att, h, ffn = saved[layer]
+            # ---- FFN: x_next = h + W2(silu(W1 xn2) * W3 xn2), xn2 = rms(h)
+            dh = np.empty_like(dx)
+            bwd = []
+            for b in range(B):
+                if not grad_fits_fp16(dx[b]):
+                    stats.grad_overflows += 1
+                    return self._done(total, B * S, False, t0, ev0, stats)
+                bwd.append(run("ffn_bwd", layer, df=_dev(dx[b]), h1=ffn[b]["h1"], h3=ffn[b]["h3"]))
+            for b in range(B):
+                o, f = bwd[b], ffn[b]
+                xn2 = _flat(f["xn"])
+                self._mm(acc, p + "w2", dx[b], _flat(f["g"]).T)                       # [d, h]
+                self._mm(acc, p + "w1", _flat(o["dh1"]), xn2.T)                       # [h, d]
+                self._mm(acc, p + "w3", _flat(o["dh3"]), xn2.T)
+                _, r2 = rms_forward(h[b], P[p + "rms_ffn"], cfg.norm_eps)
+                dxr, dn = rms_backward(h[b], P[p + "rms_ffn"], r2, _flat(o["dxn"]))
+                dh[b] = dx[b] + dxr
+                acc.add(p + "rms_ffn", dn)
+            # ---- attention: h = x + Wo·attn(rope(Wq xn), rope(Wk xn), Wv xn), xn = rms(x)
+            dx = np.empty_like(dh)              # a new buffer: the dW worker may still read the old dx
+            bwd = []
+            for b in range(B):
+                if not grad_fits_fp16(dh[b]):
+                    stats.grad_overflows += 1
+                    return self._done(total, B * S, False, t0, ev0, stats)
+                a = att[b]
+                bwd.append(run("attn_bwd", layer, dout=_dev(dh[b]), q=a["q"], k=a["k"], v=a["v"]))
+            for b in range(B):
+                o, a = bwd[b], att[b]
+                xn = _flat(a["xn"])
+                self._mm(acc, p + "wo", dh[b], _flat(a["att"]).T)                     # [d, q_dim]
+                self._mm(acc, p + "wq", _flat(o["dq"]), xn.T)                         # [q_dim, d]
+                self._mm(acc, p + "wk", _flat(o["dk"]), xn.T)                         # [kv_dim, d]
+                self._mm(acc, p + "wv", _flat(o["dv"]), xn.T)
+                _, r1 = rms_forward(x_in[b], P[p + "rms_att"], cfg.norm_eps)
+                dxr, dn = rms_backward(x_in[b], P[p + "rms_att"], r1, _flat(o["dxn"]))
+                dx[b] = dh[b] + dxr
+                acc.add(p + "rms_att", dn)
+        self._drain()                           # the (tied) classifier gradient shares tok_emb's buffer
+        ge = acc.target("tok_emb")
+        for b in range(B):
+            np.add.at(ge, tokens[b], dx[b].T)
+        return self._done(total, B * S, True, t0, ev0, stats)
+
+    def _done(self, total, n, finite, t0, ev0, stats) -> MicroResult:
+        self._drain()
+        dev = self.progs.stats["eval_s"] + self.progs.stats["stage_s"] - ev0
+        return MicroResult(total, n, finite, time.perf_counter() - t0 - dev, stats)
+
+
+class GradAccumulator:
+    """Gradient buffers written in place: the first contribution of a step is a direct ``matmul(out=)``
+    (no zeroing pass, no temporary), later ones accumulate. ``start()`` begins a step; ``finish()``
+    zeroes whatever no microbatch wrote (e.g. after an aborted backward)."""
+
+    def __init__(self, grads: dict, fresh: bool = True):
+        self.grads = grads
+        self.written: set[str] = set() if fresh else set(grads)
+
+    def start(self) -> None:
+        self.written.clear()
+
+    def target(self, name: str) -> np.ndarray:
+        """The buffer, zeroed first if this step has not written it (for scatter-adds)."""
+        g = self.grads[name]
+        if name not in self.written:
+            g.fill(0.0)
+            self.written.add(name)
+        return g
+
+    def mm(self, name: str, a: np.ndarray, b: np.ndarray) -> None:
+        g = self.grads[name]
+        if name in self.written:
+            g += a @ b
+        else:
+            np.matmul(a, b, out=g)
+            self.written.add(name)
+
+    def add(self, name: str, v: np.ndarray) -> None:
+        g = self.grads[name]
+        if name in self.written:
+            g += v
+        else:
+            g[...] = v
+            self.written.add(name)
+
+    def finish(self) -> dict:
+        for name, g in self.grads.items():
+            if name not in self.written:
+                g.fill(0.0)
+                self.written.add(name)
+        return self.grads
+
+    # dict-like access for callers that read the gradients
+    def __getitem__(self, name):
+        return self.grads[name]
+
+    def items(self):
+        return self.grads.items()
+
+    def values(self):
+        return self.grads.values()
+
+    def __iter__(self):
+        return iter(self.grads)
+
+
+def zero_grads(params: dict, grads: dict | None = None) -> dict:
+    if grads is None:
+        return {k: np.zeros_like(v, dtype=np.float32) for k, v in params.items()}
+    for g in grads.values():
+        g.fill(0.0)
+    return grads

@@ -1,0 +1,332 @@
+"""The training loop: data → device programs (forward/backward) → CPU gradients → AdamW → weight update.
+
+Order of construction matters (training-on-ane.md §3, "deferred compile on resume"): weights are
+loaded (checkpoint, pretrained file or fresh init) first, and only then are the device programs
+compiled, so a program can never run with pre-resume weights.
+
+Every step records its loss, learning rate, loss scale, gradient norm, whether it was skipped, and the
+split of its wall time (device evals, CPU work, weight update = surface staging / recompiles,
+optimizer), plus the runtime's compile and load counts (0 for the dynamic strategy).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+
+
+from ..errors import AneSimWarning
+from . import checkpoint as ckpt_mod
+from .data import TokenDataset
+from .errors import ResumeMismatch, TrainError
+from .model import ModelConfig, check_params
+from .optim import AdamW, LossScaler, Schedule, global_norm
+from .programs import BudgetExhausted, LayerPrograms
+from .stability import StabilityStats
+from .step import GradAccumulator, StepEngine, zero_grads
+
+log = logging.getLogger("orion")
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 200                 # total optimizer steps of the run (the LR schedule's length)
+    batch: int = 4                   # sequences per microbatch
+    accum: int = 1                   # microbatches per optimizer step
+    seq_len: int | None = None       # default: the model's context length
+    lr: float = 3e-4
+    warmup: int = 100
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1
+    clip: float = 1.0
+    loss_scale: float = 256.0
+    seed: int = 0
+    strategy: str = "dynamic"
+    device: str = "auto"
+    val_fraction: float = 0.05
+    eval_interval: int = 0           # steps between validation passes (0: only at the end)
+    eval_batches: int = 4
+    ckpt_dir: str | None = None
+    ckpt_interval: int = 0           # steps between checkpoints (0: only at the end)
+    keep: int = 2
+    fixes: bool = True               # fp16 stability measures (off only for demonstrations/tests)
+    blas_threads: int | None = None  # CPU BLAS threads during training (None: default_blas_threads)
+
+    # settings a resumed run must share with the checkpoint (everything that changes the trajectory)
+    RESUME_KEYS = ("batch", "accum", "seq_len", "lr", "warmup", "min_lr_ratio", "weight_decay", "clip", "seed",
+                   "val_fraction", "fixes")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class StepRecord:
+    step: int
+    loss: float
+    lr: float
+    scale: float
+    grad_norm: float
+    skipped: bool
+    tokens: int
+    t_device: float
+    t_cpu: float
+    t_update: float
+    t_optim: float
+    t_total: float
+    compiles: int
+    loads: int
+
+
+@dataclass
+class TrainResult:
+    status: str                      # "done" | "stopped" (stop_after) | "budget" | "interrupted"
+    step: int
+    records: list = field(default_factory=list)
+    val: list = field(default_factory=list)          # (step, val loss)
+    checkpoint: str | None = None
+    message: str = ""
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def losses(self) -> list[float]:
+        return [r.loss for r in self.records]
+
+
+def blas_threads(n: int | None):
+    """Context manager limiting numpy's BLAS threads (threadpoolctl when installed; else a no-op)."""
+    import contextlib
+    if not n:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=int(n), user_api="blas")
+
+
+def default_blas_threads(cfg: ModelConfig) -> int | None:
+    """1 for small models (thread spin-up costs more than it saves, and on a busy machine far more) and on
+    small machines (the weight-gradient worker then leaves the other cores to the device evals, which
+    the simulator runs on its own threads); None (BLAS default) otherwise."""
+    if cfg.dim <= 256 or (os.cpu_count() or 1) <= 4:
+        return 1
+    return None
+
+
+def check_resume(state: dict, cfg: ModelConfig, tc: TrainConfig, data_state: dict | None) -> None:
+    """Raises ResumeMismatch naming every setting that differs from the checkpointed run."""
+    diffs = []
+    old_model = state.get("model", {})
+    for k, v in cfg.to_dict().items():
+        if k in old_model and old_model[k] != v:
+            diffs.append(f"model.{k}: checkpoint {old_model[k]!r}, now {v!r}")
+    old_train = state.get("train", {})
+    for k in TrainConfig.RESUME_KEYS:
+        if k in old_train and old_train[k] != getattr(tc, k):
+            diffs.append(f"{k}: checkpoint {old_train[k]!r}, now {getattr(tc, k)!r}")
+    od = state.get("data", {})
+    if data_state is not None and od.get("fingerprint") and od["fingerprint"] != data_state.get("fingerprint"):
+        diffs.append(f"data: the token stream differs from the checkpointed run's ({od.get('n_tokens')} tokens, "
+                     f"now {data_state.get('n_tokens')})")
+    if diffs:
+        raise ResumeMismatch("cannot resume: " + "; ".join(diffs))
+
+
+class Trainer:
+    def __init__(self, cfg: ModelConfig, tc: TrainConfig, params: dict, data: TokenDataset, *,
+                 tokenizer=None, resume=None, profile=None, doctor_verdict=None, extra_state: dict | None = None):
+        if tc.seq_len is None:
+            tc = dataclasses.replace(tc, seq_len=cfg.seq_len)
+        if tc.seq_len > cfg.seq_len:
+            raise TrainError(f"seq_len {tc.seq_len} exceeds the model's context {cfg.seq_len}")
+        if data.seq_len != tc.seq_len:
+            raise TrainError(f"dataset windows of {data.seq_len} tokens, training seq_len {tc.seq_len}")
+        if tc.batch < 1 or tc.accum < 1 or tc.steps < 0:
+            raise TrainError("batch and accum must be >= 1 and steps >= 0")
+        self.cfg, self.tc, self.data, self.tokenizer = cfg, tc, data, tokenizer
+        self.extra_state = dict(extra_state or {})
+        check_params(cfg, params, "initial weights")
+        self.params = params
+        self.opt = AdamW(params, weight_decay=tc.weight_decay)
+        self.scaler = LossScaler(scale=tc.loss_scale)
+        self.sched = Schedule(tc.lr, tc.warmup, tc.steps, tc.min_lr_ratio)
+        self.stability = StabilityStats()
+        self.step = 0
+        self.history: list = []
+        if resume is not None:                                  # weights + state first ...
+            check_resume(resume.state, cfg, tc, data.state())
+            for k, v in resume.params.items():
+                if k in params:
+                    params[k][...] = v
+            self.opt.load_state(resume.optim, resume.state.get("optimizer", {}).get("t", 0))
+            self.scaler.load(resume.state.get("scaler", {}))
+            self.data.load_state(resume.state["data"])
+            self.step = int(resume.state["step"])
+            for k, v in resume.state.get("stability", {}).items():
+                if hasattr(self.stability, k):
+                    setattr(self.stability, k, int(v))
+            self.history = list(resume.state.get("history", []))
+        # ... then the device programs (compiled with the weights they will run)
+        self.progs = LayerPrograms(cfg, tc.seq_len, params, tc.strategy, tc.device, fixes=tc.fixes, profile=profile,
+                                   doctor_verdict=doctor_verdict)
+        self.engine = StepEngine(cfg, self.progs, params, fixes=tc.fixes)
+        self.grads = GradAccumulator(zero_grads(params))
+
+    # -------------------------------------------------------------------------------- checkpoints
+    def state(self) -> dict:
+        return {"model": self.cfg.to_dict(), "train": self.tc.to_dict(), "strategy": self.tc.strategy,
+                "optimizer": {"t": self.opt.t, "betas": [self.opt.b1, self.opt.b2], "eps": self.opt.eps},
+                "scaler": self.scaler.state(), "data": self.data.state(),
+                "rng": {"seed": self.tc.seed, "data_epoch": self.data.pos.epoch, "data_cursor": self.data.pos.cursor},
+                "stability": self.stability.as_dict(), "history": self.history[-5000:],
+                "tokenizer": getattr(self.tokenizer, "fingerprint", None), **self.extra_state}
+
+    def save(self) -> str | None:
+        if not self.tc.ckpt_dir:
+            return None
+        tok = getattr(self.tokenizer, "model_bytes", None)
+        return ckpt_mod.save(self.tc.ckpt_dir, self.step, self.params, self.opt.state_tensors(), self.state(), tok,
+                             keep=self.tc.keep)
+
+    # -------------------------------------------------------------------------------- evaluation
+    def evaluate(self, max_batches: int | None = None) -> float | None:
+        total, n = 0.0, 0
+        for batch in self.data.val_batches(self.tc.batch, max_batches or self.tc.eval_batches):
+            s, k = self.engine.loss_only(batch[:, :-1], batch[:, 1:])
+            total, n = total + s, n + k
+        return total / n if n else None
+
+    # -------------------------------------------------------------------------------- one step
+    def train_step(self) -> StepRecord:
+        from .. import runtime
+        tc = self.tc
+        c0 = runtime.counters()
+        st0 = dict(self.progs.stats)
+        t0 = time.perf_counter()
+        self.grads.start()
+        lr = self.sched(self.step)
+        n_tok = tc.batch * tc.seq_len * tc.accum
+        scale = self.scaler.scale
+        loss_sum, n_done, finite, t_cpu = 0.0, 0, True, 0.0
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", AneSimWarning)
+            for _ in range(tc.accum):
+                batch = self.data.next_batch(tc.batch)
+                if not finite:
+                    continue                          # keep the data stream aligned; the step is lost anyway
+                res = self.engine.microbatch(batch[:, :-1], batch[:, 1:], self.grads, scale / n_tok)
+                self.stability.add(res.stats)
+                loss_sum += res.loss_sum
+                n_done += res.n_tokens
+                t_cpu += res.cpu_s
+                finite = finite and res.finite
+        for w in caught:                              # device saturations (C36) are counted, not printed
+            if issubclass(w.category, AneSimWarning) and "[C36]" in str(w.message):
+                self.stability.matmul_saturations += 1
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        t1 = time.perf_counter()
+        self.grads.finish()
+        gn = global_norm(self.grads) / scale if finite else float("nan")
+        finite = finite and math.isfinite(gn)
+        t_cpu += time.perf_counter() - t1
+        t_opt = 0.0
+        if finite:
+            t2 = time.perf_counter()
+            mul = (1.0 / scale) * (min(1.0, tc.clip / (gn + 1e-6)) if tc.clip > 0 else 1.0)
+            self.opt.step(self.params, self.grads, lr, grad_mul=mul)
+            t_opt = time.perf_counter() - t2
+        else:
+            self.stability.skipped_steps += 1
+            log.warning("orion train: step %d skipped (non-finite gradients or loss at loss scale %g)",
+                        self.step, scale)
+        self.scaler.update(finite)
+        self.step += 1
+        loss = loss_sum / max(1, n_done)
+        update_err = None
+        if finite:
+            try:
+                self.progs.update(self.params)
+            except BudgetExhausted as e:
+                update_err = e
+        c1 = runtime.counters()
+        st1 = self.progs.stats
+        t_dev = st1["eval_s"] - st0["eval_s"]
+        t_upd = (st1["stage_s"] - st0["stage_s"]) + (st1["update_s"] - st0["update_s"])
+        rec = StepRecord(self.step, float(loss), lr, scale, float(gn), not finite, n_tok, t_dev, t_cpu, t_upd, t_opt,
+                         time.perf_counter() - t0, c1["compiles"] - c0["compiles"], c1["loads"] - c0["loads"])
+        self.history.append(round(float(loss), 6) if math.isfinite(loss) else None)
+        if update_err is not None:
+            update_err.record = rec
+            raise update_err
+        return rec
+
+    # -------------------------------------------------------------------------------- the loop
+    def train(self, on_step=None, stop_after: int | None = None, on_eval=None) -> TrainResult:
+        with blas_threads(self.tc.blas_threads or default_blas_threads(self.cfg)):
+            return self._train(on_step, stop_after, on_eval)
+
+    def _train(self, on_step, stop_after, on_eval) -> TrainResult:
+        tc = self.tc
+        res = TrainResult("done", self.step)
+        try:
+            while self.step < tc.steps:
+                if stop_after is not None and self.step >= stop_after:
+                    res.status = "stopped"
+                    break
+                try:
+                    rec = self.train_step()
+                except BudgetExhausted as e:
+                    if getattr(e, "record", None) is not None:
+                        res.records.append(e.record)
+                        if on_step:
+                            on_step(e.record)
+                    res.status = "budget"
+                    res.checkpoint = self.save()
+                    res.message = (f"{e}. " + (f"Checkpoint written at step {self.step} to {tc.ckpt_dir}; continue "
+                                               f"with `orion train --resume {tc.ckpt_dir}` (a new process has a "
+                                               f"fresh budget), or use --strategy dynamic (compiles once)."
+                                               if res.checkpoint else "No checkpoint dir was given, so the progress "
+                                               "is lost; pass --ckpt-dir, or use --strategy dynamic."))
+                    break
+                res.records.append(rec)
+                if on_step:
+                    on_step(rec)
+                if tc.eval_interval and self.step % tc.eval_interval == 0 and self.step < tc.steps:
+                    v = self.evaluate()
+                    if v is not None:
+                        res.val.append((self.step, v))
+                        if on_eval:
+                            on_eval(self.step, v)
+                if tc.ckpt_interval and self.step % tc.ckpt_interval == 0 and self.step < tc.steps:
+                    res.checkpoint = self.save()
+        except KeyboardInterrupt:
+            res.status = "interrupted"
+            res.checkpoint = self.save()
+            res.message = (f"interrupted at step {self.step}" +
+                           (f"; checkpoint in {tc.ckpt_dir}, continue with `orion train --resume {tc.ckpt_dir}`"
+                            if res.checkpoint else ""))
+            res.step = self.step
+            res.stats = self.stability.as_dict()
+            return res
+        if res.status in ("done", "stopped"):
+            if res.status == "done":
+                v = self.evaluate()
+                if v is not None:
+                    res.val.append((self.step, v))
+                    if on_eval:
+                        on_eval(self.step, v)
+            res.checkpoint = self.save() or res.checkpoint
+        res.step = self.step
+        res.stats = self.stability.as_dict()
+        return res
+
+    def close(self) -> None:
+        self.engine.close()
+        self.progs.release()

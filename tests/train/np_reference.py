@@ -1,0 +1,217 @@
+"""Float64 reference for the training tests: the Llama forward in token-major layout ([S, d], the
+opposite of the device's channel-major layout) with a tiny tape-based reverse-mode autodiff, so weight
+gradients come from the generic matmul rule and a transposed dW or a swapped output cannot be mirrored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class T:
+    """A float64 tensor on the tape."""
+
+    def __init__(self, value, parents=(), vjp=None):
+        self.value = np.asarray(value, np.float64)
+        self.parents = parents
+        self.vjp = vjp            # g -> tuple of parent grads
+        self.grad = None
+
+    # sugar
+    def __add__(self, o): return add(self, o)
+    def __sub__(self, o): return add(self, mul(o, -1.0))
+    def __mul__(self, o): return mul(self, o)
+    def __matmul__(self, o): return matmul(self, o)
+
+    @property
+    def shape(self):
+        return self.value.shape
+
+
+def _t(x):
+    return x if isinstance(x, T) else T(x)
+
+
+def _unbroadcast(g, shape):
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    for i, s in enumerate(shape):
+        if s == 1 and g.shape[i] != 1:
+            g = g.sum(axis=i, keepdims=True)
+    return g
+
+
+def add(a, b):
+    a, b = _t(a), _t(b)
+    return T(a.value + b.value, (a, b), lambda g: (_unbroadcast(g, a.shape), _unbroadcast(g, b.shape)))
+
+
+def mul(a, b):
+    a, b = _t(a), _t(b)
+    return T(a.value * b.value, (a, b),
+             lambda g: (_unbroadcast(g * b.value, a.shape), _unbroadcast(g * a.value, b.shape)))
+
+
+def matmul(a, b):
+    a, b = _t(a), _t(b)
+    return T(a.value @ b.value, (a, b),
+             lambda g: (_unbroadcast(g @ np.swapaxes(b.value, -1, -2), a.shape),
+                        _unbroadcast(np.swapaxes(a.value, -1, -2) @ g, b.shape)))
+
+
+def exp(a):
+    v = np.exp(a.value)
+    return T(v, (a,), lambda g: (g * v,))
+
+
+def log(a):
+    return T(np.log(a.value), (a,), lambda g: (g / a.value,))
+
+
+def power(a, p):
+    return T(a.value ** p, (a,), lambda g: (g * p * a.value ** (p - 1),))
+
+
+def sigmoid(a):
+    s = 1.0 / (1.0 + np.exp(-a.value))
+    return T(s, (a,), lambda g: (g * s * (1 - s),))
+
+
+def sum_(a, axis, keepdims=True):
+    return T(a.value.sum(axis=axis, keepdims=keepdims), (a,),
+             lambda g: (np.broadcast_to(g if keepdims else np.expand_dims(g, axis), a.shape).copy(),))
+
+
+def max_const(a, axis):   # treated as a constant (softmax shift)
+    return T(a.value.max(axis=axis, keepdims=True))
+
+
+def reshape(a, shape):
+    return T(a.value.reshape(shape), (a,), lambda g: (g.reshape(a.shape),))
+
+
+def transpose(a, axes):
+    inv = np.argsort(axes)
+    return T(a.value.transpose(axes), (a,), lambda g: (g.transpose(inv),))
+
+
+def take_rows(a, idx):
+    def vjp(g):
+        out = np.zeros(a.shape)
+        np.add.at(out, idx, g)
+        return (out,)
+    return T(a.value[idx], (a,), vjp)
+
+
+def getitem(a, index):
+    def vjp(g):
+        out = np.zeros(a.shape)
+        out[index] = g
+        return (out,)
+    return T(a.value[index], (a,), vjp)
+
+
+def stack_last(parts):
+    vals = [p.value for p in parts]
+    return T(np.stack(vals, axis=-1), tuple(parts), lambda g: tuple(g[..., i] for i in range(len(parts))))
+
+
+def backward(root: T) -> None:
+    order, seen = [], set()
+
+    def visit(n):
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        for p in n.parents:
+            visit(p)
+        order.append(n)
+    visit(root)
+    root.grad = np.ones_like(root.value)
+    for n in reversed(order):
+        if n.vjp is None or n.grad is None:
+            continue
+        for p, g in zip(n.parents, n.vjp(n.grad)):
+            p.grad = g if p.grad is None else p.grad + g
+
+
+# ---------------------------------------------------------------------------------------- the model
+def rmsnorm(x, w, eps):
+    ms = mul(sum_(mul(x, x), axis=-1), 1.0 / x.shape[-1])
+    return mul(mul(x, power(add(ms, eps), -0.5)), w)
+
+
+def softmax_last(s):
+    e = exp(add(s, mul(max_const(s, -1), -1.0)))
+    return mul(e, power(sum_(e, -1), -1.0))
+
+
+def rope(x, heads, theta):
+    """x [S, heads*hd]: llama2.c adjacent pairs (2j, 2j+1) rotated by pos * theta^(-2j/hd)."""
+    s, dd = x.shape
+    hd = dd // heads
+    freq = theta ** (-np.arange(0, hd, 2) / hd)
+    ang = np.arange(s)[:, None] * freq[None, :]                       # [S, hd/2]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    xr = reshape(x, (s, heads, hd // 2, 2))
+    x0, x1 = getitem(xr, (..., 0)), getitem(xr, (..., 1))
+    y0 = add(mul(x0, cos), mul(x1, -sin))
+    y1 = add(mul(x0, sin), mul(x1, cos))
+    return reshape(stack_last([y0, y1]), (s, dd))
+
+
+def attention(q, k, v, heads, kv_heads, clamp=None):
+    s, qd = q.shape
+    hd = qd // heads
+    g = heads // kv_heads
+    qh = transpose(reshape(q, (s, heads, hd)), (1, 0, 2))            # [H, S, hd]
+    kh = transpose(reshape(k, (s, kv_heads, hd)), (1, 0, 2))
+    vh = transpose(reshape(v, (s, kv_heads, hd)), (1, 0, 2))
+    if g > 1:   # repeat kv heads (gather along the head axis)
+        idx = np.repeat(np.arange(kv_heads), g)
+        kh, vh = take_rows(kh, idx), take_rows(vh, idx)
+    sc = mul(matmul(qh, transpose(kh, (0, 2, 1))), 1.0 / np.sqrt(hd))
+    if clamp is not None:      # forward-only use (the clip has no gradient here)
+        sc = T(np.clip(sc.value, -clamp, clamp))
+    mask = np.where(np.tril(np.ones((s, s))) > 0, 0.0, -1e30)
+    p = softmax_last(add(sc, mask))
+    o = matmul(p, vh)                                                  # [H, S, hd]
+    return reshape(transpose(o, (1, 0, 2)), (s, qd))
+
+
+def loss_and_grads(cfg, params: dict, tokens: np.ndarray, targets: np.ndarray):
+    """Mean cross-entropy over all B*S tokens and float64 gradients of every parameter."""
+    P = {k: T(np.asarray(v, np.float64)) for k, v in params.items()}
+    total = None
+    n = targets.size
+    for b in range(tokens.shape[0]):
+        x = take_rows(P["tok_emb"], tokens[b])
+        for i in range(cfg.n_layers):
+            p = f"layers.{i}."
+            xn = rmsnorm(x, P[p + "rms_att"], cfg.norm_eps)
+            q = rope(matmul(xn, transpose(P[p + "wq"], (1, 0))), cfg.n_heads, cfg.rope_theta)
+            k = rope(matmul(xn, transpose(P[p + "wk"], (1, 0))), cfg.n_kv_heads, cfg.rope_theta)
+            v = matmul(xn, transpose(P[p + "wv"], (1, 0)))
+            a = attention(q, k, v, cfg.n_heads, cfg.n_kv_heads)
+            h = add(x, matmul(a, transpose(P[p + "wo"], (1, 0))))
+            xn2 = rmsnorm(h, P[p + "rms_ffn"], cfg.norm_eps)
+            h1 = matmul(xn2, transpose(P[p + "w1"], (1, 0)))
+            h3 = matmul(xn2, transpose(P[p + "w3"], (1, 0)))
+            gg = mul(mul(h1, sigmoid(h1)), h3)
+            x = add(h, matmul(gg, transpose(P[p + "w2"], (1, 0))))
+        xf = rmsnorm(x, P["rms_final"], cfg.norm_eps)
+        W = P.get("wcls", P["tok_emb"])
+        logits = matmul(xf, transpose(W, (1, 0)))                       # [S, V]
+        lse = add(log(sum_(exp(add(logits, mul(max_const(logits, -1), -1.0))), -1)), max_const(logits, -1))
+        onehot = np.zeros(logits.shape)
+        onehot[np.arange(len(targets[b])), targets[b]] = 1.0
+        lb = sum_(add(lse, mul(sum_(mul(logits, onehot), -1), -1.0)), (0, 1))
+        total = lb if total is None else add(total, lb)
+    loss = mul(total, 1.0 / n)
+    backward(loss)
+    grads = {k: (t.grad if t.grad is not None else np.zeros(t.shape)) for k, t in P.items()}
+    return float(loss.value.reshape(())), grads
+
+
+def loss_only(cfg, params, tokens, targets) -> float:
+    return loss_and_grads(cfg, params, tokens, targets)[0]
