@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 from typing import Sequence
@@ -24,6 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from . import _native
+from .fileio import write_bytes_atomic
 from .errors import BlobFormatError
 
 __all__ = [
@@ -101,31 +101,7 @@ def save_blob_file(path: str | os.PathLike, arrays: Sequence[np.ndarray]) -> lis
     ``path``, so readers (and the ANE compiler) never see a half-written weight file.
     """
     data, offsets = write_blob_file(arrays)
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable (not possible on every platform)
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return offsets
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+    write_bytes_atomic(path, data)
     return offsets
 
 

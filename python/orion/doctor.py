@@ -22,7 +22,6 @@ dynamic -> recompile, announced in one log line.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import datetime
 import json
@@ -30,12 +29,13 @@ import logging
 import os
 import re
 import sys
-import tempfile
 import time
 import types
 import warnings
 
 import numpy as np
+
+from .fileio import atomic_write
 
 from .errors import AneSimWarning, OrionError
 
@@ -161,18 +161,8 @@ def cache_path(m: dict) -> str:
 
 
 def _write_atomic(path: str, data: dict) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".doctor-", suffix=".tmp", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_write(path, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
 
 
 def cached_verdict(device: str = "auto") -> dict | None:
@@ -252,7 +242,7 @@ class _Meter:
 
 def _probe(strategy: str, device: str, seed: int, x: np.ndarray) -> dict:
     from .runtime import compile_mil
-    from .sim import Profile, get_profile
+    from .sim import get_profile
 
     wa, wb = _weights(seed), _weights(seed + 1000)
     static = _static_mil()

@@ -15,7 +15,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 
 from . import _native
-from .errors import AneSimWarning, OrionError, ProgramStateError
+from .errors import AneSimWarning, OrionError
 from .sim import Profile, get_profile
 
 log = logging.getLogger("orion")

@@ -83,7 +83,8 @@ def test_save_load_roundtrip_and_corruption(tmp_path):
 _KILLER = textwrap.dedent("""
     import os, signal, sys
     import numpy as np
-    from orion.train import checkpoint as ck, safetensors as st
+    from orion import safetensors as st
+    from orion.train import checkpoint as ck
     d = sys.argv[1]
     p = {"w": np.arange(1 << 16, dtype=np.float32)}
     ck.save(d, 1, p, {}, {"n": 1})

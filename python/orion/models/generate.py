@@ -29,6 +29,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from .. import _native
 from ..errors import InputError, ModelFormatError
 from ..ir import Graph, ops
 from ..ir.composites import MASK_VALUE
@@ -98,6 +99,19 @@ class _Stage:
         self.cp.release()
 
 
+def _classifier_panels(W) -> np.ndarray:
+    """``W [V, d]`` -> fp16 ``[ceil(V/16), d, 16]``: 16-row panels stored k-major, the layout the native
+    narrow-output GEMM streams in place (``trans_a``). The CPU classifier reads half the bytes of fp32
+    (the programs hold fp16 weights anyway) and runs on orion's threads: no BLAS pool spinning between
+    the stage programs."""
+    W = np.asarray(W, np.float16)
+    V, d = W.shape
+    n = -(-V // 16)
+    P = np.zeros((n * 16, d), np.float16)
+    P[:V] = W
+    return np.ascontiguousarray(P.reshape(n, 16, d).transpose(0, 2, 1))
+
+
 # ----------------------------------------------------------------------------------------- engine
 class Engine:
     """Runs one model on a device: ``reset()``, ``prefill(ids)``, ``step(token)`` → logits.
@@ -132,7 +146,7 @@ class Engine:
         self.sets: dict[tuple[int, int], list[_Stage]] = {}
         self.cls_sets: dict[int, list[tuple[int, int, _Stage]]] = {}
         self._synced: dict[tuple[int, int], int] = {}
-        self._wcls32 = None
+        self._wcls = None                                # classifier panels (CPU path)
         self.pos = 0
         self.T = self.ctx_buckets[0]
         self.compiles = 0
@@ -298,10 +312,11 @@ class Engine:
             S = h.shape[3]
             parts = [st.run({"h": h})["logits"][0, :, 0, cols] for _, _, st in self._classifier_set(S)]
             return np.concatenate(parts, axis=0).T.astype(np.float32)
-        if self._wcls32 is None:
-            self._wcls32 = np.ascontiguousarray(self.fam.classifier_weight(self.cfg, self.w), dtype=np.float32)
-        hh = np.ascontiguousarray(h[0, :, 0, cols].T, dtype=np.float32)
-        return hh @ self._wcls32.T
+        if self._wcls is None:
+            self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
+        hh = np.ascontiguousarray(h[0, :, 0, cols], dtype=np.float16)[None]           # [1, d, n]
+        z = _native._k_gemm(self._wcls, hh, trans_a=True, f32_out=True)               # [V/16, 16, n]
+        return z.reshape(-1, hh.shape[2])[:self.cfg.vocab_size].T
 
     def _grow(self, n: int) -> None:
         if n > self.T:

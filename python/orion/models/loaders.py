@@ -31,7 +31,8 @@ import numpy as np
 
 from ..errors import ModelFormatError
 from .config import LlamaConfig, ModelConfig, config_from_dict, config_from_hf, read_hf_config
-from .safetensors_io import SafetensorsFile, write_safetensors
+from ..fileio import write_bytes_atomic
+from ..safetensors import SafetensorsFile, write_safetensors
 
 log = logging.getLogger("orion")
 
@@ -501,26 +502,10 @@ def _content_key(files: list[str], root: str) -> str:
                 h.update(b)
     key = h.hexdigest()
     try:
-        _atomic_write(memo, key.encode())
+        write_bytes_atomic(memo, key.encode())
     except OSError:
         pass
     return key
-
-
-def _atomic_write(path: str, data: bytes) -> None:
-    import tempfile
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def load_weights(path: str, *, cache: str | None = None, use_cache: bool = True) -> Checkpoint:

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import safetensors as st
+from .. import safetensors as st
+from ..errors import ModelFormatError
+from ..fileio import atomic_write as _atomic_write, fsync_dir as _fsync_dir
 from .errors import CheckpointError
 
 FORMAT = "orion-train-checkpoint"
@@ -50,38 +52,12 @@ def _check_writable(path: str) -> None:
                                   f"overwrites; choose another output path")
 
 
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 @contextlib.contextmanager
 def atomic_write(path: str, mode: str = "wb"):
-    """Write ``path`` via a temp file in the same folder + fsync + rename (+ fsync of the folder)."""
-    path = os.path.abspath(path)
-    _check_writable(path)
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, mode) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(folder)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """:func:`orion.fileio.atomic_write`, refusing paths inside the user's input weights."""
+    _check_writable(os.path.abspath(path))
+    with _atomic_write(path, mode) as f:
+        yield f
 
 
 def _sha256(path: str) -> str:
@@ -220,8 +196,11 @@ def load(path: str, verify: bool = True) -> Checkpoint:
                                   f"{info.get('size')} (truncated or corrupt)")
         if verify and _sha256(p) != info.get("sha256"):
             raise CheckpointError(f"checkpoint {folder}: {fn} is corrupt (sha256 mismatch)")
-    params, _ = st.load(os.path.join(folder, "model.safetensors"))
-    optim, _ = st.load(os.path.join(folder, "optim.safetensors"))
+    try:
+        params, _ = st.load(os.path.join(folder, "model.safetensors"))
+        optim, _ = st.load(os.path.join(folder, "optim.safetensors"))
+    except ModelFormatError as e:
+        raise CheckpointError(f"checkpoint {folder}: {e}") from None
     tok = None
     if "tokenizer.model" in files:
         with open(os.path.join(folder, "tokenizer.model"), "rb") as f:

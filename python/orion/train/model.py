@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import safetensors as st
+from .. import safetensors as st
 from .errors import CheckpointError
 
 LAYER_PARAMS = ("rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3")

@@ -1,4 +1,4 @@
-"""A minimal reader/writer for the safetensors format (u64 little-endian header length, a JSON header
+"""The safetensors format, read and written with numpy (model weights, checkpoints, adapters) (u64 little-endian header length, a JSON header
 ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}``, raw
 little-endian tensor bytes). Own implementation instead of the ``safetensors`` package: the format is
 tiny, we only need numpy arrays, and reads are zero-copy memory maps with strict validation that names
@@ -10,21 +10,23 @@ import json
 import mmap
 import os
 import struct
-import tempfile
+from typing import BinaryIO, Mapping
 
 import numpy as np
 
-from ..errors import ModelFormatError
+from .errors import ModelFormatError
+from .fileio import atomic_write
 
-__all__ = ["SafetensorsFile", "read_safetensors", "write_safetensors", "DTYPES"]
+__all__ = ["SafetensorsFile", "read_safetensors", "write_safetensors", "write", "load", "DTYPES"]
 
 DTYPES = {
     "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"),
-    "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
+    "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "U16": np.dtype("<u2"), "I8": np.dtype("i1"),
     "U8": np.dtype("u1"), "BOOL": np.dtype("?"),
 }
 _NAMES = {np.dtype("<f8"): "F64", np.dtype("<f4"): "F32", np.dtype("<f2"): "F16", np.dtype("<i8"): "I64",
-          np.dtype("<i4"): "I32", np.dtype("i1"): "I8", np.dtype("u1"): "U8"}
+          np.dtype("<i4"): "I32", np.dtype("<i2"): "I16", np.dtype("<u2"): "U16", np.dtype("i1"): "I8",
+          np.dtype("u1"): "U8", np.dtype("?"): "BOOL"}
 MAX_HEADER = 100 * 1024 * 1024
 
 
@@ -111,8 +113,14 @@ def read_safetensors(path: str) -> dict[str, np.ndarray]:
     return {n: f.get(n) for n in f.names}
 
 
-def write_safetensors(path: str, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> None:
-    """Writes atomically (temp file in the same folder, fsync, rename)."""
+def load(path: str, names=None) -> tuple[dict[str, np.ndarray], dict]:
+    """(tensors as independent copies, metadata); ``names`` limits which tensors are read."""
+    f = SafetensorsFile(path)
+    return {n: np.array(f.get(n)) for n in f.names if names is None or n in names}, dict(f.metadata)
+
+
+def write(f: BinaryIO, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None) -> None:
+    """Writes the file's bytes to an open binary file object."""
     header: dict = {}
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
@@ -122,28 +130,21 @@ def write_safetensors(path: str, tensors: dict[str, np.ndarray], metadata: dict[
         a = np.ascontiguousarray(a)
         dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
         if dt not in _NAMES:
-            raise ModelFormatError(f"write_safetensors: tensor {name!r} has unsupported dtype {a.dtype}")
+            raise ModelFormatError(f"safetensors: tensor {name!r} has unsupported dtype {a.dtype}")
         a = a.astype(dt, copy=False)
         header[name] = {"dtype": _NAMES[dt], "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
         off += a.nbytes
         arrays.append(a)
     raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
     raw += b" " * (-len(raw) % 8)
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(struct.pack("<Q", len(raw)))
-            f.write(raw)
-            for a in arrays:
-                f.write(memoryview(a).cast("B") if a.size else b"")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    f.write(struct.pack("<Q", len(raw)))
+    f.write(raw)
+    for a in arrays:
+        if a.size:
+            f.write(memoryview(a).cast("B"))
+
+
+def write_safetensors(path: str, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None) -> None:
+    """Writes ``path`` atomically (see :mod:`orion.fileio`)."""
+    with atomic_write(path) as f:
+        write(f, tensors, metadata)
