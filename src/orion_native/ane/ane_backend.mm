@@ -17,6 +17,7 @@
 #include "ane/iosurface_storage.h"
 #include "common/error.h"
 #include "runtime/backends.h"
+#include "runtime/request_rules.h"
 
 namespace orion::ane {
 
@@ -61,46 +62,21 @@ class AneModel : public runtime::BackendModel {
     if (model_->generation() != generation_)
       throw_error(ErrorKind::WeightUpdate, "this compiled program's ANE model was reloaded with other weight files by a "
                                            "delta-reload probe; recompile it");
-    check_request(in, out);
-    check(in, inputs(), "input", "C12");
-    check(out, outputs(), "output", "C02");
+    require_iosurfaces(in, inputs(), "input");
+    require_iosurfaces(out, outputs(), "output");
+    runtime::check_request(in, out, inputs(), outputs(), min_surface_);
     model_->eval(in, out);
   }
 
  private:
-  // The checks the hardware answers with an uninformative status (C42 request limits; C04, C02, C12
-  // sizes -> 0x1d), made here with the same texts as the simulator; plus the IOSurface requirement.
-  void check_request(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out) const {
-    if (in.empty() || out.empty())
-      throw_eval(0, "C42", "request rejected by -validate: a request needs at least one input and one output surface");
-    if (in.size() > 255 || out.size() > 255) throw_eval(0, "C42", "request rejected by -validate: more than 255 buffers");
-    if (in.size() != inputs().size() || out.size() != outputs().size())
-      throw_eval(0x1d, "", "program has " + std::to_string(inputs().size()) + " inputs and " +
-                               std::to_string(outputs().size()) + " outputs but the request binds " +
-                               std::to_string(in.size()) + " and " + std::to_string(out.size()));
-  }
-
-  void check(const std::vector<runtime::Surface*>& ss, const std::vector<runtime::IOSlot>& slots, const char* dir,
-             const char* uniform_id) const {
-    for (size_t i = 0; i < ss.size(); ++i) {
-      if (!ss[i]) throw_error(ErrorKind::Input, std::string("null ") + dir + " surface");
-      if (!ss[i]->native_handle())
+  // The device can only read IOSurfaces; plain heap surfaces (orion.Surface) are the simulator's.
+  static void require_iosurfaces(const std::vector<runtime::Surface*>& ss, const std::vector<runtime::IOSlot>& slots,
+                                 const char* dir) {
+    for (size_t i = 0; i < ss.size() && i < slots.size(); ++i)
+      if (ss[i] && !ss[i]->native_handle())
         throw_error(ErrorKind::Input, std::string(dir) + " surface for '" + slots[i].name +
                                           "' is not an IOSurface: ANE programs take surfaces made by the ANE backend "
                                           "(prog.input_surface()/output_surface() or the backend's make_surface)");
-      if ((int64_t)ss[i]->alloc_size() < min_surface_)
-        throw_eval(0x1d, "C04", std::string(dir) + " surface for '" + slots[i].name + "' is " +
-                                    std::to_string(ss[i]->alloc_size()) + " bytes; every surface must be >= " +
-                                    std::to_string(min_surface_) + " bytes");
-      if (ss[i]->alloc_size() != ss[0]->alloc_size())
-        throw_eval(0x1d, uniform_id, std::string("all ") + dir + " surfaces of a program must have the same alloc size ('" +
-                                         slots[0].name + "' " + std::to_string(ss[0]->alloc_size()) + " B, '" +
-                                         slots[i].name + "' " + std::to_string(ss[i]->alloc_size()) + " B)");
-      if (ss[i]->alloc_size() < slots[i].bytes())
-        throw_eval(0x1d, "", std::string(dir) + " surface bound to slot " + std::to_string(i) + " ('" + slots[i].name +
-                                 "') holds " + std::to_string(ss[i]->alloc_size()) + " bytes, the tensor needs " +
-                                 std::to_string(slots[i].bytes()));
-    }
   }
 
   std::shared_ptr<runtime::BackendModel> sim_;

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "mil/parser.h"
 #include "runtime/backend.h"
+#include "runtime/request_rules.h"
 
 namespace orion::runtime {
 
@@ -36,9 +37,7 @@ class SimModel : public BackendModel {
 
   void eval(const std::vector<Surface*>& in, const std::vector<Surface*>& out,
             std::vector<sim::Warning>* warnings) override {
-    check_request(in, out);
-    check_sizes(in, inputs_, "input", "C12");
-    check_sizes(out, outputs_, "output", "C02");
+    check_request(in, out, inputs_, outputs_, profile_.min_surface_bytes);
     std::vector<const void*> in_ptrs(in.size());
     std::vector<void*> out_ptrs(out.size());
     // Slot i feeds the i-th name in sorted order, whatever the caller meant (C13/C03 reproduce).
@@ -48,40 +47,6 @@ class SimModel : public BackendModel {
   }
 
  private:
-  // _ANERequest -validate (C42): evaluate returns NO without an NSError.
-  void check_request(const std::vector<Surface*>& in, const std::vector<Surface*>& out) const {
-    if (in.empty() || out.empty())
-      throw_eval(0, "C42", "request rejected by -validate: a request needs at least one input and one output surface");
-    if (in.size() > 255 || out.size() > 255)
-      throw_eval(0, "C42", "request rejected by -validate: more than 255 buffers");
-    if (in.size() != inputs_.size() || out.size() != outputs_.size())
-      throw_eval(0x1d, "", "program has " + std::to_string(inputs_.size()) + " inputs and " +
-                               std::to_string(outputs_.size()) + " outputs but the request binds " +
-                               std::to_string(in.size()) + " and " + std::to_string(out.size()));
-    for (auto* s : in) if (!s) throw_error(ErrorKind::Input, "null input surface");
-    for (auto* s : out) if (!s) throw_error(ErrorKind::Input, "null output surface");
-  }
-
-  // C04 minimum size, C02/C12 uniform alloc sizes per direction; a surface smaller than its packed
-  // tensor cannot be read at all.
-  void check_sizes(const std::vector<Surface*>& ss, const std::vector<IOSlot>& slots, const char* dir,
-                   const char* uniform_id) const {
-    for (size_t i = 0; i < ss.size(); ++i) {
-      if ((int64_t)ss[i]->alloc_size() < profile_.min_surface_bytes)
-        throw_eval(0x1d, "C04", std::string(dir) + " surface for '" + slots[i].name + "' is " +
-                                    std::to_string(ss[i]->alloc_size()) + " bytes; every surface must be >= " +
-                                    std::to_string(profile_.min_surface_bytes) + " bytes");
-      if (ss[i]->alloc_size() != ss[0]->alloc_size())
-        throw_eval(0x1d, uniform_id, std::string("all ") + dir + " surfaces of a program must have the same alloc size ('" +
-                                         slots[0].name + "' " + std::to_string(ss[0]->alloc_size()) + " B, '" +
-                                         slots[i].name + "' " + std::to_string(ss[i]->alloc_size()) + " B)");
-      if (ss[i]->alloc_size() < slots[i].bytes())
-        throw_eval(0x1d, "", std::string(dir) + " surface bound to slot " + std::to_string(i) + " ('" + slots[i].name +
-                                 "') holds " + std::to_string(ss[i]->alloc_size()) + " bytes, the tensor needs " +
-                                 std::to_string(slots[i].bytes()));
-    }
-  }
-
   std::unique_ptr<sim::Plan> plan_;
   sim::Profile profile_;
   std::vector<sim::Warning> warnings_;
