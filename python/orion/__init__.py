@@ -24,9 +24,9 @@ __all__ = list(_error_names) + [
 
 
 def __getattr__(name):
-    # orion.models / orion.train load on first use: they pull in tokenizers and training code that a
+    # orion.models / orion.train / orion.lora load on first use: they pull in tokenizers and training code that a
     # plain compile/run session never needs.
-    if name in ("models", "train"):
+    if name in ("models", "train", "lora"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

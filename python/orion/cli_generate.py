@@ -2,6 +2,7 @@
 
     orion generate --model PATH --prompt "Once upon a time" [--max-tokens 64] [--temperature 0.8]
                    [--top-k 40] [--top-p 0.95] [--repetition-penalty 1.1] [--seed 0] [--device sim]
+                   [--adapter PEFT_FOLDER]
 
 Text is printed as it is generated; prefill and decode speeds (and compile time) go to stderr at the
 end. The lead wires it into ``cli.py`` with ``add_generate_parser(sub)``.
@@ -38,6 +39,8 @@ def add_generate_parser(subparsers):
     g.add_argument("--chip", choices=["m1", "m2", "m3", "m4", "m5"], help="simulator chip profile")
     g.add_argument("--classifier", default="cpu", choices=["cpu", "device"], help="run the vocabulary projection "
                    "on the CPU (default) or as chunked programs")
+    g.add_argument("--adapter", default=None, metavar="DIR", help="LoRA adapter (PEFT folder: adapter_config.json + "
+                   "adapter_model.safetensors, e.g. from orion train --lora); A/B become program inputs")
     g.add_argument("--cache-dir", default=None, help="weight cache folder (default $ORION_CACHE_DIR or "
                    "~/.cache/orion)")
     g.set_defaults(func=cmd_generate)
@@ -56,6 +59,8 @@ def cmd_generate(args, out=None, err=None) -> int:
         profile = Profile(chip=args.chip, strictness=base.strictness)
     model = load(args.model, tokenizer=args.tokenizer, device=args.device, profile=profile, cache=args.cache_dir,
                  classifier=args.classifier)
+    if getattr(args, "adapter", None):
+        model.set_adapter(args.adapter)
     if args.prompt_ids is not None:
         try:
             prompt = [int(t) for t in args.prompt_ids.replace(",", " ").split()]

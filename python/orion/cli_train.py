@@ -4,6 +4,11 @@ With no arguments it trains the small default model (``tiny``) on the story corp
 package, with a SentencePiece tokenizer trained on the fly, on the default device (the ANE simulator
 when there is no ANE), shows a progress bar (loss, tokens/s, the split of each step) and prints a sample.
 
+``--lora r=8,alpha=16,targets=q,v`` fine-tunes LoRA adapters instead of the model: the base (``--init``: a
+llama2.c .bin, a Hugging Face folder or an ``orion train`` checkpoint folder; default: a fresh model) is
+baked into programs compiled once and frozen, checkpoints hold only the adapters, and the result is a
+PEFT adapter folder (``--export-adapter``, default ``<ckpt-dir>/adapter``).
+
 Exit status: 0 done · 2 bad input (typed error) · 75 the compile budget ran out under
 ``--strategy recompile`` (a checkpoint was written: rerun with ``--resume``) · 130 interrupted.
 """
@@ -30,12 +35,18 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
                     "story corpus.")
     m = p.add_argument_group("model")
     m.add_argument("--model", default=None, choices=sorted(PRESETS), help="model preset (default: tiny)")
-    m.add_argument("--init", metavar="PATH", help="start from a llama2.c .bin or a Hugging Face Llama folder "
-                                                  "(read only; never overwritten)")
+    m.add_argument("--init", metavar="PATH", help="start from a llama2.c .bin, a Hugging Face Llama folder or an "
+                                                  "orion train checkpoint folder (read only; never overwritten)")
     for flag, key in (("--dim", "dim"), ("--layers", "n_layers"), ("--heads", "n_heads"),
                       ("--kv-heads", "n_kv_heads"), ("--hidden", "hidden_dim"), ("--vocab", "vocab_size")):
         m.add_argument(flag, dest="m_" + key, type=int, default=None, metavar="N",
                        help=f"override the preset's {key}")
+    lo = p.add_argument_group("LoRA fine-tuning")
+    lo.add_argument("--lora", metavar="SPEC", default=None,
+                    help="train LoRA adapters on a frozen base instead of the model, e.g. r=8,alpha=16,targets=q,v "
+                         "(targets: q k v o w1 w2 w3 gate up down, HF names, all-linear; optional layers=0,1)")
+    lo.add_argument("--export-adapter", metavar="DIR", default=None,
+                    help="write the trained adapter as a PEFT folder (default: <ckpt-dir>/adapter)")
     d = p.add_argument_group("data")
     d.add_argument("--data", metavar="PATH", help="text file/folder, or pretokenized uint16 .bin (default: the "
                                                   "shipped corpus)")
@@ -112,11 +123,18 @@ def _prepare(args):
 
     ckpt_dir = None if args.no_ckpt else (args.ckpt_dir or DEFAULT_CKPT_DIR)
     resume = None
+    lora_cfg = None
+    if getattr(args, "lora", None):
+        from .lora import LoraConfig
+        lora_cfg = LoraConfig.parse(args.lora)
     if args.resume is not None:
         rdir = args.resume or ckpt_dir or DEFAULT_CKPT_DIR
         resume = ck.load(rdir)
         if ckpt_dir is None or (args.ckpt_dir is None and args.resume):
             ckpt_dir = None if args.no_ckpt else rdir
+        if resume.state.get("lora") and lora_cfg is None:
+            from .lora import LoraConfig
+            lora_cfg = LoraConfig.from_dict(resume.state["lora"])      # a LoRA run continues as one
     elif ckpt_dir and os.path.exists(os.path.join(ckpt_dir, ck.LATEST)):
         if args.ckpt_dir:                      # never overwrite another run's checkpoints
             from .train.errors import CheckpointError
@@ -129,6 +147,9 @@ def _prepare(args):
         ckpt_dir = f"{DEFAULT_CKPT_DIR}-{n}"
     # -- settings: defaults < checkpoint < explicit options
     base = dict(DEFAULTS)
+    if lora_cfg is not None:
+        from .train.defaults import LORA_DEFAULTS
+        base.update(LORA_DEFAULTS)
     if resume is not None:
         base.update({k: v for k, v in resume.state.get("train", {}).items() if k in base or k == "seq_len"})
     explicit = {"steps": args.steps, "batch": args.batch, "accum": args.accum, "lr": args.lr, "warmup": args.warmup,
@@ -149,8 +170,20 @@ def _prepare(args):
                 load_pretrained(args.init)[0]
             if want != cfg:
                 from .train.trainer import check_resume
-                check_resume(resume.state, want, TrainConfig(**{k: v for k, v in base.items() if k in fields}), None)
-        params = {k: v.copy() for k, v in resume.params.items()}
+                check_resume(resume.state, want, TrainConfig(**{k: v for k, v in base.items() if k in fields}), None,
+                             resume.state.get("lora"))
+        if resume.state.get("lora"):           # adapters only: the frozen base comes from where the run began
+            init_path = resume.state.get("init")
+            if init_path:
+                ck.protect(init_path)
+                cfg2, params = load_pretrained(init_path)
+                if cfg2 != cfg:
+                    from .train.errors import ResumeMismatch
+                    raise ResumeMismatch(f"cannot resume: the base model {init_path} changed since the checkpoint")
+            else:
+                params = init_params(cfg, int(resume.state.get("train", {}).get("seed", base["seed"])))
+        else:
+            params = {k: v.copy() for k, v in resume.params.items()}
     elif args.init:
         init_path = os.path.abspath(args.init)
         ck.protect(init_path)
@@ -169,6 +202,10 @@ def _prepare(args):
         tok = D.SentencePieceTokenizer(resume.tokenizer)
     elif args.tokenizer:
         tok = D.load_tokenizer(args.tokenizer)
+    elif init_path and os.path.isdir(init_path):
+        init_tok = _checkpoint_tokenizer(init_path)       # an orion train checkpoint carries its tokenizer
+        if init_tok is not None:
+            tok = D.SentencePieceTokenizer(init_tok)
     if data_path.endswith(".bin"):
         tokens = D.read_token_bin(data_path)
     else:
@@ -191,7 +228,22 @@ def _prepare(args):
     tc = TrainConfig(**{k: v for k, v in base.items() if k in fields})
     dataset = D.TokenDataset(tokens, seq, cfg.vocab_size, tc.val_fraction, tc.seed, source=data_path)
     extras = {"data_source": data_path, "init": init_path}
+    if lora_cfg is not None:
+        extras["lora_config"] = lora_cfg
     return cfg, params, tc, dataset, tok, resume, extras
+
+
+def _checkpoint_tokenizer(path: str) -> bytes | None:
+    from .train import checkpoint as ck
+    try:
+        folder = ck.resolve(path)
+    except Exception:  # noqa: BLE001 - not an orion checkpoint: no tokenizer from it
+        return None
+    p = os.path.join(folder, "tokenizer.model")
+    if not os.path.isfile(p):
+        return None
+    with open(p, "rb") as f:
+        return f.read()
 
 
 # ---------------------------------------------------------------------------------------- run
@@ -218,12 +270,27 @@ def _run(args) -> int:
     from .train.trainer import Trainer
 
     cfg, params, tc, data, tok, resume, extras = _prepare(args)
+    lora_cfg = extras.pop("lora_config", None)
+    adapter = None
+    if lora_cfg is not None:
+        from .lora import init_adapter
+        if lora_cfg.base_model is None and extras.get("init"):
+            lora_cfg = dataclasses.replace(lora_cfg, base_model=extras["init"])
+        adapter = init_adapter(cfg, lora_cfg, seed=tc.seed, base=params, name="orion-train")
+        if extras.get("init") is None and resume is None:
+            logging.getLogger("orion").warning(
+                "orion train: LoRA on a freshly initialised base model (no --init); pass --init with a trained "
+                "model (e.g. an orion train checkpoint folder) for a real fine-tune")
     t_setup = time.perf_counter()
-    trainer = Trainer(cfg, tc, params, data, tokenizer=tok, resume=resume, extra_state=extras)
+    trainer = Trainer(cfg, tc, params, data, tokenizer=tok, resume=resume, extra_state=extras, lora=adapter)
     dev = trainer.progs.device
+    what = (f"LoRA r={lora_cfg.r} alpha={lora_cfg.alpha:g} on {len(adapter.names)} linears "
+            f"({', '.join(sorted({n.rsplit('.', 1)[-1] for n in adapter.names}))}; "
+            f"{sum(a.size for a in adapter.params().values()):,} trainable, base frozen and baked)"
+            if adapter is not None else f"strategy {tc.strategy}")
     print(f"orion train: {cfg.n_layers}-layer Llama d={cfg.dim} heads={cfg.n_heads}/{cfg.n_kv_heads} "
           f"hidden={cfg.hidden_dim} vocab={cfg.vocab_size} ({cfg.n_params() / 1e6:.2f}M params) on {dev}; "
-          f"strategy {tc.strategy} ({trainer.progs.n_programs} programs, "
+          f"{what} ({trainer.progs.n_programs} programs, "
           f"{trainer.progs.compiles_per_update()} compiles per update); data {data.n_tokens:,} tokens "
           f"({data.n_windows} train / {data.n_val_windows} val windows of {tc.seq_len}); batch {tc.batch}x{tc.accum}; "
           f"steps {trainer.step}->{tc.steps}; compile {time.perf_counter() - t_setup:.1f}s")
@@ -296,19 +363,32 @@ def _run(args) -> int:
             prefix = orig[:len(orig) - (len(sys.argv) - 1)]      # interpreter + options + script / -m module
             os.execv(sys.executable, [sys.executable] + prefix[1:] + argv)
         return EXIT_BUDGET
+    final = trainer.params
+    if adapter is not None:
+        from .lora import merge
+        out_dir = args.export_adapter or (os.path.join(tc.ckpt_dir, "adapter") if tc.ckpt_dir else None)
+        if out_dir:
+            from .train.checkpoint import _check_writable
+            _check_writable(os.path.abspath(out_dir))
+            adapter.save(out_dir)
+            print(f"adapter (PEFT folder): {out_dir}")
+        else:
+            print("adapter not saved (no --ckpt-dir or --export-adapter)")
+        final = merge(trainer.params, adapter)              # exports and the sample use base + adapter
     if args.export_bin:
-        write_llama2c(args.export_bin, cfg, trainer.params)
-        print(f"exported llama2.c checkpoint: {args.export_bin}")
+        write_llama2c(args.export_bin, cfg, final)
+        print(f"exported llama2.c checkpoint{' (adapter merged)' if adapter is not None else ''}: "
+              f"{args.export_bin}")
     if args.export_hf:
-        write_hf(args.export_hf, cfg, trainer.params)
-        print(f"exported Hugging Face folder: {args.export_hf}")
+        write_hf(args.export_hf, cfg, final)
+        print(f"exported Hugging Face folder{' (adapter merged)' if adapter is not None else ''}: {args.export_hf}")
     if res.status == "interrupted":
         return 130
     if args.sample_tokens > 0 and tok is not None:
         from .train.defaults import SAMPLE_PROMPT
         prompt = SAMPLE_PROMPT if args.prompt is None else args.prompt
         pids = tok.encode(prompt)
-        out = generate(cfg, trainer.params, [tok.bos_id] + pids, args.sample_tokens, args.temperature, seed=tc.seed,
+        out = generate(cfg, final, [tok.bos_id] + pids, args.sample_tokens, args.temperature, seed=tc.seed,
                        stop_id=tok.bos_id)
         print(f"sample (temperature {args.temperature}):\n{tok.decode(pids + out)}")
     return 0

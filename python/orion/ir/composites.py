@@ -63,6 +63,63 @@ def linear(x: Value, weight, bias=None, name: str | None = None) -> Value:
     return y
 
 
+def _lora_matrix(m, x: Value, what: str) -> Value:
+    if isinstance(m, Value):
+        if m.rank != 2:
+            raise GraphError(f"{what}: {m!r} must be a rank-2 [rows, cols] weight")
+        return m
+    arr = np.asarray(m)
+    if arr.ndim != 2:
+        raise GraphError(f"{what}: array of shape {list(arr.shape)} must be rank 2")
+    return ops.as_value(arr, x, what)
+
+
+def lora_branch(x: Value, lora_a, lora_b, scale: float = 1.0, transpose: bool = False,
+                name: str | None = None) -> Value:
+    """The low-rank path of a LoRA linear: ``scale * B (A x)`` (``transpose``: ``scale * Aᵀ (Bᵀ x)``, the
+    backward's data path) for x [1, C, 1, S], ``lora_a`` [r, in], ``lora_b`` [out, r].
+
+    A and B are normally program inputs (``g.weight(name, arr, dynamic=True)``): the dynamic-weights pass
+    passes each as is (``[1, r, 1, in]`` / ``[1, out, 1, r]`` surfaces, padded by io_legalize to the
+    minimum surface size, C04) and the branch is two matmuls on those surfaces, no transposes. ``scale``
+    (alpha / r) is baked when it is not 1; orion's adapter code folds it into the staged B instead, so
+    adapters with a different alpha swap without a compile."""
+    a = _lora_matrix(lora_a, x, "lora A")
+    b = _lora_matrix(lora_b, x, "lora B")
+    r, n_in = a.shape
+    n_out = b.shape[0]
+    if b.shape[1] != r:
+        raise GraphError(f"lora: A{list(a.shape)} and B{list(b.shape)} disagree on the rank (A [r, in], B [out, r])")
+    if x.rank != 4 or x.shape[0] != 1 or x.shape[2] != 1:
+        raise GraphError(f"lora: x{list(x.shape)} must be [1, C, 1, S]")
+    s = x.shape[3]
+    want = n_out if transpose else n_in
+    if x.shape[1] != want:
+        raise GraphError(f"lora: x{list(x.shape)} must have {want} channels for A{list(a.shape)}, B{list(b.shape)}"
+                         f"{' (transposed)' if transpose else ''}")
+    x4 = ops.reshape(x, (1, 1, x.shape[1], s))
+    a4 = ops.reshape(a, (1, 1, r, n_in))
+    b4 = ops.reshape(b, (1, 1, n_out, r))
+    if transpose:
+        u = ops.matmul(b4, x4, transpose_x=True)                   # [1, 1, r, S] = Bᵀ x
+        y = ops.matmul(a4, u, transpose_x=True)                    # [1, 1, in, S] = Aᵀ u
+        out_c = n_in
+    else:
+        u = ops.matmul(a4, x4)                                     # [1, 1, r, S] = A x
+        y = ops.matmul(b4, u)                                      # [1, 1, out, S] = B u
+        out_c = n_out
+    if scale != 1.0:
+        y = ops.mul(y, float(scale))
+    return ops.reshape(y, (1, out_c, 1, s), name=name)
+
+
+def lora_linear(x: Value, weight, lora_a, lora_b, bias=None, scale: float = 1.0, name: str | None = None) -> Value:
+    """A linear with a LoRA adapter: ``W x + b + scale * B (A x)`` — W baked (a 1x1 conv, C46), A [r, in]
+    and B [out, r] usually program inputs (hot-swappable with zero compiles; see :func:`lora_branch`)."""
+    y = linear(x, weight, bias)
+    return ops.add(y, lora_branch(x, lora_a, lora_b, scale), name=name)
+
+
 def layer_norm(x: Value, gamma=None, beta=None, eps: float = 1e-5, axis: int = 1, name: str | None = None) -> Value:
     """LayerNorm over ``axis`` (channels): centre with the mean, then RMS-normalise (pow(-0.5), C20)."""
     axis = axis % x.rank

@@ -735,8 +735,9 @@ def evaluate_node(op: str, inputs: dict, attrs: dict) -> list[np.ndarray]:
 
 
 from .composites import (  # noqa: E402  (composites build on the builders above)
-    causal_attention, causal_mask, layer_norm, linear, rms_norm, rope, rope_tables, swiglu_ffn,
+    causal_attention, causal_mask, layer_norm, linear, lora_branch, lora_linear, rms_norm, rope, rope_tables,
+    swiglu_ffn,
 )
 
-BUILDERS.update({"causal_attention", "causal_mask", "layer_norm", "linear", "rms_norm", "rope", "rope_tables",
-                 "swiglu_ffn", "getitem"})
+BUILDERS.update({"causal_attention", "causal_mask", "layer_norm", "linear", "lora_branch", "lora_linear", "rms_norm",
+                 "rope", "rope_tables", "swiglu_ffn", "getitem"})

@@ -39,6 +39,7 @@ log = logging.getLogger("orion")
 __all__ = ["Engine", "Model", "Generation", "Token", "TokenStream", "SamplingParams", "sample_next", "load",
            "DECODE_S"]
 
+_NP_FLOAT = {"fp16": np.float16, "fp32": np.float32}
 DECODE_S = 16                      # C04: the smallest sequence the ANE evaluates correctly
 PREFILL_BUCKETS = (16, 32, 64, 128, 256)
 
@@ -77,8 +78,50 @@ class _Stage:
             else:
                 self.host[name] = np.zeros((s[1], s[3]), np.float16)
         self.cache = {**self.views, **self.host}
+        self.in_views: dict[str, np.ndarray] = {}
+        self.out_views: dict[str, tuple] = {}
+        self.zero_copy = not self.host and self._bind_views()
+
+    def _bind_views(self) -> bool:
+        """Zero-copy I/O for every input and output: inputs are written in place into their surfaces
+        (padding zeroed once), outputs read through views of theirs, one ``eval`` per call - no staging
+        copies or fresh arrays in the runtime layer. False (use the call API) if one cannot be viewed."""
+        try:
+            for name, b in self.inputs.items():
+                if name in self.cache:
+                    continue
+                ms, s = tuple(b.mil_shape), tuple(b.shape)
+                if b.mil_dtype not in _NP_FLOAT or len(ms) != len(s) or any(d > m for d, m in zip(s, ms)):
+                    return False
+                self.prog.stage(b.mil_name, np.zeros(ms, _NP_FLOAT[b.mil_dtype]))
+                full = self.prog.input_surface(b.mil_name).view(b.mil_dtype, list(ms))
+                self.in_views[name] = full[tuple(slice(0, d) for d in s)]
+            for name, ob in self.outputs.items():
+                parts = []
+                for p in ob.parts:
+                    if p.mil_dtype not in _NP_FLOAT:
+                        return False
+                    parts.append(p.from_surface(self.prog.output_surface(p.mil_name).view(p.mil_dtype,
+                                                                                          list(p.mil_shape))))
+                self.out_views[name] = (parts, ob)
+        except Exception:  # noqa: BLE001 - a backend without surface views: the call API works everywhere
+            self.in_views.clear()
+            self.out_views.clear()
+            return False
+        return True
 
     def run(self, feed: dict) -> dict:
+        """Runs the stage; with zero-copy I/O the returned arrays are views of the output surfaces,
+        valid until this stage runs again (callers consume them before that)."""
+        if self.zero_copy:
+            for n, a in feed.items():
+                self.in_views[n][...] = a
+            self.prog.eval()
+            out = {}
+            for name, (parts, ob) in self.out_views.items():
+                arr = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=ob.concat_axis)
+                out[name] = arr.reshape(ob.shape)
+            return out
         mil = {}
         for n, a in feed.items():
             b = self.inputs[n]
@@ -96,6 +139,8 @@ class _Stage:
 
     def release(self):
         self.views.clear()
+        self.in_views.clear()
+        self.out_views.clear()
         self.cp.release()
 
 
@@ -151,6 +196,7 @@ class Engine:
         self.T = self.ctx_buckets[0]
         self.compiles = 0
         self.compile_seconds = 0.0
+        self.graph_options: dict = {}                    # extra stage_graph arguments (orion.lora: adapter slots)
 
     # -- programs --------------------------------------------------------------------------------
     def _compile(self, g: Graph):
@@ -167,7 +213,8 @@ class Engine:
             stages = []
             try:
                 for i in range(self.fam.n_stages(self.cfg)):
-                    stages.append(_Stage(self._compile(self.fam.stage_graph(self.cfg, self.w, i, S, T))))
+                    stages.append(_Stage(self._compile(self.fam.stage_graph(self.cfg, self.w, i, S, T,
+                                                                            **self.graph_options))))
             except BaseException:
                 for s in stages:
                     s.release()
@@ -219,6 +266,8 @@ class Engine:
         if self.classifier == "device":
             self._classifier_set(self._prefill_S(n_prompt, T))
             self._classifier_set(DECODE_S)
+        elif self._wcls is None:        # the CPU classifier's weight layout, built with the programs
+            self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
 
     def ctx_bucket(self, n: int) -> int:
         i = bisect.bisect_left(self.ctx_buckets, n)
@@ -584,12 +633,27 @@ class Model:
         if self._engine is None:
             self._engine = Engine(self.config, self.weights, device=self.device, profile=self.profile,
                                   **self._engine_options)
+            if getattr(self, "_lora_slots", None) is not None:      # adapter inputs survive release()
+                self._engine.graph_options["lora"] = self._lora_slots
         return self._engine
 
     def release(self) -> None:
         if self._engine is not None:
             self._engine.release()
             self._engine = None
+
+    # -- LoRA ------------------------------------------------------------------------------------
+    def set_adapter(self, adapter, **options) -> None:
+        """Generate with a LoRA ``adapter`` (an :class:`orion.lora.Adapter`, a PEFT folder path, or None for
+        the base model) from the next evaluation on; swaps within the programs' adapter slots cost zero
+        compiles and zero loads. Options (``rank``, ``targets``, ``check_base``): :func:`orion.lora.set_adapter`."""
+        from ..lora import set_adapter
+        set_adapter(self, adapter, **options)
+
+    @property
+    def adapter(self):
+        """The current LoRA adapter (None: the base model)."""
+        return getattr(self, "_lora_adapter", None)
 
     # -- text ------------------------------------------------------------------------------------
     def encode(self, prompt) -> list[int]:

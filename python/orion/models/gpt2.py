@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, ops
+from ..lora import graph_linear
 
 __all__ = ["stage_graph", "embed", "classifier_weight", "n_stages", "USES_ROPE", "QKV_FUSED"]
 
@@ -44,22 +45,30 @@ def classifier_weight(cfg, w: dict) -> np.ndarray:
     return w["wte"]
 
 
-def _qkv(g: Graph, cfg, w: dict, layer: int, x):
+def _lin(g: Graph, x, w: dict, key: str, bias: str, layer: int, lora):
+    """``W x + b`` for ``h.{layer}.{key}`` (plus its LoRA branch when ``lora`` has slots for it)."""
+    p = f"h.{layer}."
+    return graph_linear(g, x, f"{key}_{layer}", w[p + key], w[p + bias], slots=lora, canonical=p + key)
+
+
+def _qkv(g: Graph, cfg, w: dict, layer: int, x, lora=None):
     p = f"h.{layer}."
     h = ops.layer_norm(x, w[p + "ln1.g"], w[p + "ln1.b"], eps=cfg.norm_eps)
-    return ops.linear(h, g.weight(f"wqkv_{layer}", w[p + "wqkv"]), w[p + "bqkv"])
+    return _lin(g, h, w, "wqkv", "bqkv", layer, lora)
 
 
-def _attn_mlp(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask):
+def _attn_mlp(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora=None):
     p = f"h.{layer}."
     a = ops.causal_attention(q, kc, vc, cfg.n_heads, mask=mask)
-    x = ops.add(x, ops.linear(a, g.weight(f"wo_{layer}", w[p + "wo"]), w[p + "bo"]))
+    x = ops.add(x, _lin(g, a, w, "wo", "bo", layer, lora))
     h = ops.layer_norm(x, w[p + "ln2.g"], w[p + "ln2.b"], eps=cfg.norm_eps)
-    m = ops.gelu(ops.linear(h, g.weight(f"wfc_{layer}", w[p + "wfc"]), w[p + "bfc"]))
-    return ops.add(x, ops.linear(m, g.weight(f"wproj_{layer}", w[p + "wproj"]), w[p + "bproj"]))
+    m = ops.gelu(_lin(g, h, w, "wfc", "bfc", layer, lora))
+    return ops.add(x, _lin(g, m, w, "wproj", "bproj", layer, lora))
 
 
-def stage_graph(cfg, w: dict, stage: int, S: int, T: int) -> Graph:
+def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None) -> Graph:
+    """Stage ``stage``'s graph; ``lora``: an :class:`orion.lora.AdapterSlots` giving the linears that get
+    adapter inputs (``<weight>_lora_a`` / ``_lora_b``, see :func:`orion.lora.graph_linear`)."""
     d, L = cfg.d_model, cfg.n_layers
     g = Graph(f"gpt2_s{stage}_S{S}_T{T}")
     x = g.input("x", (1, d, 1, S))
@@ -68,10 +77,10 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int) -> Graph:
         kc = g.input("k_cache", (1, d, 1, T))
         vc = g.input("v_cache", (1, d, 1, T))
         mask = g.input("mask", (1, 1, S, T))
-        x = _attn_mlp(g, cfg, w, stage - 1, x, q, kc, vc, mask)
+        x = _attn_mlp(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora)
         if stage == L:
             g.output("h", ops.layer_norm(x, w["ln_f.g"], w["ln_f.b"], eps=cfg.norm_eps))
             return g
         g.output("x_out", x)
-    g.output("qkv", _qkv(g, cfg, w, stage, x))
+    g.output("qkv", _qkv(g, cfg, w, stage, x, lora))
     return g

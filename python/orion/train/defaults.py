@@ -35,6 +35,14 @@ DEFAULTS = dict(
     keep=2,
 )
 
+# What ``--lora`` changes (adapters start at B = 0 and learn faster than a whole model; no weight decay
+# on them, as PEFT's usual recipes).
+LORA_DEFAULTS = dict(
+    lr=5e-3,
+    weight_decay=0.0,
+    warmup=10,
+)
+
 
 def default_model():
     return PRESETS[DEFAULT_PRESET]

@@ -197,9 +197,20 @@ def write_hf(folder: str, cfg: ModelConfig, params: dict) -> None:
 
 def load_pretrained(path: str) -> tuple[ModelConfig, dict[str, np.ndarray]]:
     """llama2.c ``.bin`` (v0/v1/v2) or a Hugging Face Llama folder, read by :mod:`orion.models.loaders`
-    (the inference loaders: same canonical names, HF q/k rows un-permuted to adjacent pairs), as fp32."""
+    (the inference loaders: same canonical names, HF q/k rows un-permuted to adjacent pairs), or an
+    ``orion train`` checkpoint folder (its latest step's weights), as fp32."""
     from ..errors import ModelFormatError
     from ..models.loaders import read_checkpoint
+    from . import checkpoint as ckpt_mod
+    if os.path.isdir(path) and (os.path.isfile(os.path.join(path, ckpt_mod.LATEST)) or
+                                os.path.isfile(os.path.join(path, "state.json"))):
+        c = ckpt_mod.load(path)                              # an orion train checkpoint folder
+        if c.state.get("lora"):
+            raise CheckpointError(f"{path}: a LoRA run's checkpoint holds only adapters; start from its base model "
+                                  f"({c.state.get('init') or 'a fresh init'}) and load the adapter instead")
+        cfg = ModelConfig.from_dict(c.state["model"])
+        check_params(cfg, c.params, path)
+        return cfg, c.params
     try:
         ck = read_checkpoint(path)
     except ModelFormatError as e:

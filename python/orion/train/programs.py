@@ -25,6 +25,11 @@ Weight-update strategies (training-on-ane.md §1):
                 tells the trainer to checkpoint and stop.
 * ``delta``     baked programs updated with the runtime's delta primitive — only when ``orion doctor``
                 verified it on this machine (otherwise :class:`StrategyUnavailable`).
+
+LoRA fine-tuning (``lora=`` an :class:`orion.lora.Adapter`): the base weights are baked and frozen — 4·L
+programs compiled once — and every adapted linear gets its A ``[r, in]`` and ``scale·B`` ``[out, r]`` as
+program inputs (forward ``W x + B(A x)``, backward ``Wᵀ dy + Aᵀ(Bᵀ dy)``, :func:`orion.ops.lora_branch`);
+after each optimizer step the new adapters are written into the surfaces: 0 compiles / loads per step.
 """
 
 from __future__ import annotations
@@ -111,25 +116,33 @@ def _w(g: Graph, name: str, arr: np.ndarray):
     return g.weight(name, arr, shape=(1, arr.shape[0], 1, 1)) if arr.ndim == 1 else g.weight(name, arr)
 
 
-def _linear(x, w, transpose: bool, dynamic: bool):
+def _linear(x, w, transpose: bool, dynamic: bool, lora=None):
     """``W·x`` (or ``Wᵀ·x``) for x [1, C, 1, S] and a weight ``w`` [out, in].
 
     Baked weights: a 1x1 conv (C46), the transpose constant-folded at compile time. Dynamic weights: one
     ``matmul(W, x)`` on the weight surface as is — ``transpose_x`` gives Wᵀ·x from the same surface, so
-    no transposed copy is made on the host and no activation transposes run on the device."""
+    no transposed copy is made on the host and no activation transposes run on the device.
+    ``lora``: (A, B) program inputs of an adapter on this linear, added as ``B(A x)`` (``Aᵀ(Bᵀ x)``)."""
     out_c, in_c = (w.shape[1], w.shape[0]) if transpose else w.shape
     if not dynamic:
-        return ops.linear(x, ops.transpose(w, (1, 0)) if transpose else w)
-    s = x.shape[3]
-    y = ops.matmul(ops.reshape(w, (1, 1) + tuple(w.shape)), ops.reshape(x, (1, 1, in_c, s)), transpose_x=transpose)
-    return ops.reshape(y, (1, out_c, 1, s))
+        y = ops.linear(x, ops.transpose(w, (1, 0)) if transpose else w)
+    else:
+        s = x.shape[3]
+        y = ops.matmul(ops.reshape(w, (1, 1) + tuple(w.shape)), ops.reshape(x, (1, 1, in_c, s)),
+                       transpose_x=transpose)
+        y = ops.reshape(y, (1, out_c, 1, s))
+    if lora is not None:
+        y = ops.add(y, ops.lora_branch(x, lora[0], lora[1], transpose=transpose))
+    return y
 
 
 def build_graph(kind: str, cfg: ModelConfig, seq: int, weights: dict[str, np.ndarray], fixes: bool = True,
-                dynamic: bool = False) -> Graph:
+                dynamic: bool = False, lora: dict | None = None) -> Graph:
     """One program's graph. ``dynamic``: the linear layers are written for weights passed as program
     inputs (compile with ``dynamic_weights=True``); otherwise for baked weights. ``fixes=False`` gives the
-    unprotected fp16 variant (plain RMSNorm, no score clamp) used to demonstrate the overflow cascade."""
+    unprotected fp16 variant (plain RMSNorm, no score clamp) used to demonstrate the overflow cascade.
+    ``lora``: ``{weight: (A [r, in], scale·B [out, r])}`` — adapters as program inputs ``<weight>_lora_a`` /
+    ``<weight>_lora_b`` (marked dynamic, so only they become inputs when the base is baked)."""
     d, h, H, KV, hd, S = cfg.dim, cfg.hidden_dim, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, seq
     qd, kvd = d, cfg.kv_dim
     rank5 = H != KV
@@ -137,10 +150,12 @@ def build_graph(kind: str, cfg: ModelConfig, seq: int, weights: dict[str, np.nda
     cos, sin = rope_tables(hd, np.arange(S), cfg.rope_theta)
     g = Graph(kind)
     w = {n: _w(g, n, a) for n, a in weights.items()}
+    lw = {n: (g.weight(f"{n}_lora_a", a, dynamic=True), g.weight(f"{n}_lora_b", b, dynamic=True))
+          for n, (a, b) in (lora or {}).items()}
     out32 = _FP32_OUT[kind]
 
     def lin(x, name, transpose=False):
-        return _linear(x, w[name], transpose, dynamic)
+        return _linear(x, w[name], transpose, dynamic, lw.get(name))
 
     def out(name, v):
         g.output(name, v, dtype="fp32" if name in out32 else None)
@@ -231,20 +246,32 @@ class LayerPrograms:
     """
 
     def __init__(self, cfg: ModelConfig, seq: int, params: dict, strategy: str = "dynamic", device: str = "sim",
-                 fixes: bool = True, profile=None, doctor_verdict=None):
+                 fixes: bool = True, profile=None, doctor_verdict=None, lora=None):
         from ..runtime import resolve_device
         if strategy not in STRATEGIES:
             raise TrainError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
+        if lora is not None and strategy != "dynamic":
+            raise TrainError(f"LoRA fine-tuning bakes the frozen base weights and passes the adapters as program "
+                             f"inputs; strategy {strategy!r} does not apply (use the default, dynamic)")
         self.cfg, self.seq, self.strategy, self.fixes, self.profile = cfg, seq, strategy, fixes, profile
         self.device = resolve_device(device)
         self.delta_method = _delta_allowed(self.device, doctor_verdict) if strategy == "delta" else None
         self.params = params
+        self.lora = lora
         self.version = 0
         self.stats = {"stage_s": 0.0, "update_s": 0.0, "eval_s": 0.0, "evals": 0, "stages": 0}
         self._progs: dict = {}
-        self._staged: dict[str, tuple[int, int]] = {}
+        self._staged: dict = {}
         self._graphs: dict = {}
-        if strategy == "dynamic":
+        if lora is not None:                    # frozen baked base, adapters as inputs: 4·L programs, once
+            self._check_budget(len(KINDS) * cfg.n_layers, "compile the per-layer LoRA programs")
+            for layer in range(cfg.n_layers):
+                for kind in KINDS:
+                    g = build_graph(kind, cfg, seq, layer_weights(kind, params, layer), fixes,
+                                    lora=self._lora_values(kind, layer))
+                    self._progs[(kind, layer)] = self._compile(g, dynamic=False)
+                    self._staged[(kind, layer)] = self.version
+        elif strategy == "dynamic":
             for kind in KINDS:
                 g = build_graph(kind, cfg, seq, layer_weights(kind, params, 0), fixes, dynamic=True)
                 self._progs[kind] = self._compile(g, dynamic=True)
@@ -269,6 +296,20 @@ class LayerPrograms:
     def compiles_per_update(self) -> int:
         return 0 if self.strategy == "dynamic" else len(KINDS) * self.cfg.n_layers
 
+    @property
+    def shared(self) -> bool:
+        """One program per kind shared by every layer (dynamic base weights)."""
+        return self.strategy == "dynamic" and self.lora is None
+
+    def _lora_values(self, kind: str, layer: int) -> dict:
+        """``{weight: (A, scale·B)}`` of the adapted linears of ``kind`` in ``layer`` (the staged values)."""
+        ad, out = self.lora, {}
+        for key in layer_weights(kind, self.params, layer):
+            name = f"layers.{layer}.{key}"
+            if name in ad.A:
+                out[key] = (ad.A[name], ad.B[name] * np.float32(ad.scale(name)))
+        return out
+
     def _check_budget(self, need: int, what: str) -> None:
         used, limit = compile_budget(self.device)
         if used + need > limit:
@@ -277,10 +318,13 @@ class LayerPrograms:
 
     # -- eval ----------------------------------------------------------------------------------
     def program(self, kind: str, layer: int):
-        return self._progs[kind] if self.strategy == "dynamic" else self._progs[(kind, layer)]
+        return self._progs[kind] if self.shared else self._progs[(kind, layer)]
 
     def run(self, kind: str, layer: int, **inputs) -> dict[str, np.ndarray]:
-        if self.strategy == "dynamic" and self._staged[kind] != (layer, self.version):
+        if self.lora is not None:
+            if self._staged[(kind, layer)] != self.version:
+                self._stage_lora(kind, layer)
+        elif self.strategy == "dynamic" and self._staged[kind] != (layer, self.version):
             self._stage(kind, layer)
         prog = self.program(kind, layer)
         t = time.perf_counter()
@@ -305,10 +349,23 @@ class LayerPrograms:
         self.stats["stage_s"] += time.perf_counter() - t
         self.stats["stages"] += 1
 
+    def _stage_lora(self, kind: str, layer: int) -> None:
+        """Writes the current adapters of ``layer`` into its ``kind`` program's A/B surfaces."""
+        t = time.perf_counter()
+        vals = {}
+        for key, (a, b) in self._lora_values(kind, layer).items():
+            vals[f"{key}_lora_a"], vals[f"{key}_lora_b"] = a, b
+        if vals:
+            self._progs[(kind, layer)].set_weights(**vals)
+        self._staged[(kind, layer)] = self.version
+        self.stats["stage_s"] += time.perf_counter() - t
+        self.stats["stages"] += 1
+
     # -- weight updates ------------------------------------------------------------------------
     def update(self, params: dict | None = None) -> None:
-        """New master weights are in ``params`` (updated in place by the optimizer, or a new dict)."""
-        if params is not None:
+        """New master weights are in ``params`` (updated in place by the optimizer, or a new dict). With
+        LoRA the adapter arrays were updated in place; the base weights are frozen."""
+        if params is not None and self.lora is None:
             self.params = params
         self.version += 1                     # every staged surface is now stale
         if self.strategy == "dynamic":

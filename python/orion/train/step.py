@@ -5,6 +5,11 @@ the classifier and cross-entropy, every RMSNorm backward, and every weight gradi
 ``dW[out, in] = dY · Xᵀ`` (training-on-ane.md §4.3: never the transpose). Gradients accumulate in
 ``grads`` (same names and shapes as the parameters) across microbatches; they are multiplied by the loss
 scale until the optimizer unscales them.
+
+LoRA (``lora=`` an :class:`orion.lora.Adapter`): the base is frozen, so no base weight, norm or embedding
+gradient is computed; for every adapted linear ``y = W x + s·B(A x)`` the CPU forms, from the same dY
+and X the full dW would use, ``dB = s · dY (A X)ᵀ`` ``[out, r]`` and ``dA = s · (Bᵀ dY) Xᵀ`` ``[r, in]``
+into ``grads["<linear>.lora_B"]`` / ``grads["<linear>.lora_A"]``.
 """
 
 from __future__ import annotations
@@ -67,9 +72,11 @@ class StepEngine:
     """Runs microbatches through a :class:`LayerPrograms` set; parameters are fp32 master copies."""
 
     def __init__(self, cfg: ModelConfig, progs: LayerPrograms, params: dict, fixes: bool = True,
-                 count_clamps: bool = True, overlap: bool = True):
+                 count_clamps: bool = True, overlap: bool = True, lora=None):
         self.cfg, self.progs, self.params, self.fixes = cfg, progs, params, fixes
         self.count_clamps = count_clamps
+        self.lora = lora
+        self._lora_scale = {n: np.float32(lora.scale(n)) for n in lora.names} if lora is not None else {}
         # weight gradients (CPU BLAS) run on one worker thread while the device evaluates the next
         # programs (both release the GIL); one FIFO worker keeps every buffer's accumulation order fixed
         self._pool = None
@@ -79,10 +86,32 @@ class StepEngine:
         self._pending: list = []
 
     def _mm(self, acc, name, a, b) -> None:
+        if self.lora is not None:
+            return self._lora_mm(acc, name, a, b)
         if self._pool is None:
             acc.mm(name, a, b)
         else:
             self._pending.append(self._pool.submit(acc.mm, name, a, b))
+
+    def _lora_mm(self, acc, name, a, b) -> None:
+        """Adapter gradients of linear ``name`` from ``a`` = dY [out, S] (scaled) and ``b`` = Xᵀ [S, in]."""
+        s = self._lora_scale.get(name)
+        if s is None:
+            return                              # a frozen base weight (or the classifier): no gradient
+        A, B = self.lora.A[name], self.lora.B[name]
+
+        def work():
+            acc.mm(name + ".lora_B", a, (b @ A.T) * s)       # [out, r] = dY · (A X)ᵀ
+            acc.mm(name + ".lora_A", (B.T @ a) * s, b)       # [r, in] = (Bᵀ dY) · Xᵀ
+
+        if self._pool is None:
+            work()
+        else:
+            self._pending.append(self._pool.submit(work))
+
+    def _add(self, acc, name, v) -> None:
+        if self.lora is None:
+            acc.add(name, v)
 
     def close(self) -> None:
         self._drain()
@@ -164,7 +193,7 @@ class StepEngine:
             self._mm(acc, cls_name, prob.T, xf.T)                                     # [V, d] = dlogits^T · xf^T
             dxf = (prob @ W).T                                                   # [d, S]
             dx[b], dn = rms_backward(x[b], P["rms_final"], r, dxf)
-            acc.add("rms_final", dn)
+            self._add(acc, "rms_final", dn)
         if not np.isfinite(total):
             stats.nonfinite_loss += 1
             return self._done(total, B * S, False, t0, ev0, stats)
@@ -188,7 +217,7 @@ class StepEngine:
                 _, r2 = rms_forward(h[b], P[p + "rms_ffn"], cfg.norm_eps)
                 dxr, dn = rms_backward(h[b], P[p + "rms_ffn"], r2, _flat(o["dxn"]))
                 dh[b] = dx[b] + dxr
-                acc.add(p + "rms_ffn", dn)
+                self._add(acc, p + "rms_ffn", dn)
             # ---- attention: h = x + Wo·attn(rope(Wq xn), rope(Wk xn), Wv xn), xn = rms(x)
             dx = np.empty_like(dh)              # a new buffer: the dW worker may still read the old dx
             bwd = []
@@ -208,11 +237,12 @@ class StepEngine:
                 _, r1 = rms_forward(x_in[b], P[p + "rms_att"], cfg.norm_eps)
                 dxr, dn = rms_backward(x_in[b], P[p + "rms_att"], r1, _flat(o["dxn"]))
                 dx[b] = dh[b] + dxr
-                acc.add(p + "rms_att", dn)
+                self._add(acc, p + "rms_att", dn)
         self._drain()                           # the (tied) classifier gradient shares tok_emb's buffer
-        ge = acc.target("tok_emb")
-        for b in range(B):
-            np.add.at(ge, tokens[b], dx[b].T)
+        if self.lora is None:
+            ge = acc.target("tok_emb")
+            for b in range(B):
+                np.add.at(ge, tokens[b], dx[b].T)
         return self._done(total, B * S, True, t0, ev0, stats)
 
     def _done(self, total, n, finite, t0, ev0, stats) -> MicroResult:

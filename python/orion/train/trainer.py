@@ -7,6 +7,10 @@ compiled, so a program can never run with pre-resume weights.
 Every step records its loss, learning rate, loss scale, gradient norm, whether it was skipped, and the
 split of its wall time (device evals, CPU work, weight update = surface staging / recompiles,
 optimizer), plus the runtime's compile and load counts (0 for the dynamic strategy).
+
+LoRA fine-tuning (``lora=`` an :class:`orion.lora.Adapter`): the base weights stay frozen (baked into
+programs compiled once), the optimizer, gradients and checkpoints hold only the adapter tensors
+(``<linear>.lora_A`` / ``.lora_B``), and the adapter config is part of the resume check.
 """
 
 from __future__ import annotations
@@ -119,9 +123,19 @@ def default_blas_threads(cfg: ModelConfig) -> int | None:
     return None
 
 
-def check_resume(state: dict, cfg: ModelConfig, tc: TrainConfig, data_state: dict | None) -> None:
-    """Raises ResumeMismatch naming every setting that differs from the checkpointed run."""
+def check_resume(state: dict, cfg: ModelConfig, tc: TrainConfig, data_state: dict | None,
+                 lora: dict | None = None) -> None:
+    """Raises ResumeMismatch naming every setting that differs from the checkpointed run (``lora``: the
+    adapter config of a LoRA run, None for full training)."""
     diffs = []
+    old_lora = state.get("lora")
+    if (old_lora is None) != (lora is None):
+        diffs.append("the checkpoint is a " + ("LoRA" if old_lora else "full-training") + " run, this one is " +
+                     ("LoRA" if lora else "full training"))
+    elif lora is not None:
+        for k in ("r", "alpha", "targets", "layers", "rslora"):
+            if old_lora.get(k) != lora.get(k):
+                diffs.append(f"lora.{k}: checkpoint {old_lora.get(k)!r}, now {lora.get(k)!r}")
     old_model = state.get("model", {})
     for k, v in cfg.to_dict().items():
         if k in old_model and old_model[k] != v:
@@ -140,7 +154,8 @@ def check_resume(state: dict, cfg: ModelConfig, tc: TrainConfig, data_state: dic
 
 class Trainer:
     def __init__(self, cfg: ModelConfig, tc: TrainConfig, params: dict, data: TokenDataset, *,
-                 tokenizer=None, resume=None, profile=None, doctor_verdict=None, extra_state: dict | None = None):
+                 tokenizer=None, resume=None, profile=None, doctor_verdict=None, extra_state: dict | None = None,
+                 lora=None):
         if tc.seq_len is None:
             tc = dataclasses.replace(tc, seq_len=cfg.seq_len)
         if tc.seq_len > cfg.seq_len:
@@ -153,17 +168,31 @@ class Trainer:
         self.extra_state = dict(extra_state or {})
         check_params(cfg, params, "initial weights")
         self.params = params
-        self.opt = AdamW(params, weight_decay=tc.weight_decay)
+        self.lora = lora
+        if lora is not None:
+            self.extra_state["lora"] = lora.config.to_dict()
+            self.extra_state["lora_base"] = lora.base
+        # what the optimizer trains: every parameter, or (LoRA) only the adapter tensors, updated in place
+        self.trainable = lora.params() if lora is not None else params
+        self.opt = AdamW(self.trainable, weight_decay=tc.weight_decay)
         self.scaler = LossScaler(scale=tc.loss_scale)
         self.sched = Schedule(tc.lr, tc.warmup, tc.steps, tc.min_lr_ratio)
         self.stability = StabilityStats()
         self.step = 0
         self.history: list = []
         if resume is not None:                                  # weights + state first ...
-            check_resume(resume.state, cfg, tc, data.state())
+            check_resume(resume.state, cfg, tc, data.state(), self.extra_state.get("lora"))
+            old_base = resume.state.get("lora_base")
+            if lora is not None and old_base and lora.base and old_base != lora.base:
+                raise ResumeMismatch(f"cannot resume: the checkpointed adapters were trained on other base weights "
+                                     f"(fingerprint {old_base[:12]}, now {lora.base[:12]})")
+            missing = [k for k in self.trainable if k not in resume.params]
+            if lora is not None and missing:
+                from .errors import CheckpointError
+                raise CheckpointError(f"checkpoint {resume.path}: adapter tensors missing: {missing[:4]}")
             for k, v in resume.params.items():
-                if k in params:
-                    params[k][...] = v
+                if k in self.trainable:
+                    self.trainable[k][...] = v
             self.opt.load_state(resume.optim, resume.state.get("optimizer", {}).get("t", 0))
             self.scaler.load(resume.state.get("scaler", {}))
             self.data.load_state(resume.state["data"])
@@ -174,9 +203,9 @@ class Trainer:
             self.history = list(resume.state.get("history", []))
         # ... then the device programs (compiled with the weights they will run)
         self.progs = LayerPrograms(cfg, tc.seq_len, params, tc.strategy, tc.device, fixes=tc.fixes, profile=profile,
-                                   doctor_verdict=doctor_verdict)
-        self.engine = StepEngine(cfg, self.progs, params, fixes=tc.fixes)
-        self.grads = GradAccumulator(zero_grads(params))
+                                   doctor_verdict=doctor_verdict, lora=lora)
+        self.engine = StepEngine(cfg, self.progs, params, fixes=tc.fixes, lora=lora)
+        self.grads = GradAccumulator(zero_grads(self.trainable))
 
     # -------------------------------------------------------------------------------- checkpoints
     def state(self) -> dict:
@@ -191,7 +220,7 @@ class Trainer:
         if not self.tc.ckpt_dir:
             return None
         tok = getattr(self.tokenizer, "model_bytes", None)
-        return ckpt_mod.save(self.tc.ckpt_dir, self.step, self.params, self.opt.state_tensors(), self.state(), tok,
+        return ckpt_mod.save(self.tc.ckpt_dir, self.step, self.trainable, self.opt.state_tensors(), self.state(), tok,
                              keep=self.tc.keep)
 
     # -------------------------------------------------------------------------------- evaluation
@@ -240,7 +269,7 @@ class Trainer:
         if finite:
             t2 = time.perf_counter()
             mul = (1.0 / scale) * (min(1.0, tc.clip / (gn + 1e-6)) if tc.clip > 0 else 1.0)
-            self.opt.step(self.params, self.grads, lr, grad_mul=mul)
+            self.opt.step(self.trainable, self.grads, lr, grad_mul=mul)
             t_opt = time.perf_counter() - t2
         else:
             self.stability.skipped_steps += 1
@@ -252,7 +281,7 @@ class Trainer:
         update_err = None
         if finite:
             try:
-                self.progs.update(self.params)
+                self.progs.update(None if self.lora is not None else self.params)
             except BudgetExhausted as e:
                 update_err = e
         c1 = runtime.counters()
