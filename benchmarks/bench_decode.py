@@ -2,7 +2,8 @@
 fp32 with a KV cache, side by side in one run (issue 5 target: decode >= 2x PyTorch).
 
 Random weights (the shapes are what matter). Ours: 13 stage programs per (S, T) set, KV cache as
-program inputs written in place, classifier on the CPU (numpy fp32 BLAS) unless --classifier device.
+program inputs written in place, classifier on the CPU (fp16 weights, orion's native GEMM, the same
+threads) unless --classifier device.
 PyTorch: the same weights in fp32, a straightforward GPT-2 forward with a per-layer KV cache, run under
 ``torch.inference_mode()``, with 1 thread and with torch's default thread count; the speed-up is taken
 against the fastest PyTorch row. Compile time is reported separately, never in the timings.
@@ -53,12 +54,17 @@ def bench_orion(cfg, w16, prompt, n_tokens, device, classifier, repeats):
                 compiles=eng.compiles, tokens=tokens)
 
 
+_TORCH_DEFAULT_THREADS = None
+
+
 def bench_torch(cfg, w32, prompt, n_tokens, repeats, threads=None):
     import torch
     import torch.nn.functional as F
 
-    if threads:
-        torch.set_num_threads(threads)
+    global _TORCH_DEFAULT_THREADS
+    if _TORCH_DEFAULT_THREADS is None:
+        _TORCH_DEFAULT_THREADS = torch.get_num_threads()
+    torch.set_num_threads(threads or _TORCH_DEFAULT_THREADS)   # None: back to the default after a 1-thread row
 
     W = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32)) for k, v in w32.items()}
     d, H = cfg.d_model, cfg.n_heads

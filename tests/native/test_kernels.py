@@ -241,6 +241,60 @@ def test_gemm_batched_and_broadcast(ta, tb):
     check_gemm(assert_same_everywhere(lambda: native._k_gemm(big_a, big_b, ta, tb)), big_a, big_b, ta, tb)
 
 
+def widened(b, tb, extra=40):
+    """b with `extra` more columns of op(b) (random): pushes the product off the narrow-output paths."""
+    rng = np.random.default_rng(1)
+    pad = rnd((b.shape[0], extra) if not tb else (extra, b.shape[1]), rng)
+    return np.concatenate([b, pad], axis=0 if tb else 1)
+
+
+# Narrow outputs (N <= 32, >= 16 rows) take the panel kernel, vectorised over rows; few rows (5..32) and
+# many columns take it on C^T, written transposed. Both must equal the blocked microkernel path bit for
+# bit (same in-order fma chain per element) - checked against a wider product that takes that path.
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("m,n,k", [(16, 16, 64), (17, 1, 30), (40, 15, 100), (33, 17, 257), (64, 32, 9),
+                                   (200, 2, 768), (48, 31, 1000)])
+def test_gemm_panel_route_equals_blocked_route(ta, tb, m, n, k):
+    rng = np.random.default_rng(m * 7 + n * 3 + k)
+    a, b = make_operands(rng, 0, m, n, k, ta, tb)
+    c = assert_same_everywhere(lambda: native._k_gemm(a, b, ta, tb))
+    check_gemm(c, a, b, ta, tb)
+    wide = native._k_gemm(a, widened(b, tb), ta, tb)[:, :n]
+    np.testing.assert_array_equal(bits(c), bits(wide))
+    c32 = assert_same_everywhere(lambda: native._k_gemm(a, b, ta, tb, f32_out=True))
+    np.testing.assert_array_equal(bits(c32), bits(native._k_gemm(a, widened(b, tb), ta, tb, f32_out=True)[:, :n]))
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("m,n,k", [(16, 128, 64), (5, 16, 33), (31, 100, 70), (32, 33, 129), (12, 300, 8)])
+def test_gemm_few_rows_route_equals_blocked_route(ta, tb, m, n, k):
+    rng = np.random.default_rng(m * 5 + n + k)
+    a, b = make_operands(rng, 0, m, n, k, ta, tb)
+    c = assert_same_everywhere(lambda: native._k_gemm(a, b, ta, tb))
+    check_gemm(c, a, b, ta, tb)
+    a_tall = np.concatenate([a, rnd((k, 40) if ta else (40, k), rng)], axis=1 if ta else 0)
+    np.testing.assert_array_equal(bits(c), bits(native._k_gemm(a_tall, b, ta, tb)[:m]))
+    c = native._k_gemm(a, b, ta, tb, ldc_pad=5)  # transposed writes respect ldc, padding untouched
+    assert (c[:, n:].view(np.uint16) == 0xFFFF).all()
+    check_gemm(c[:, :n], a, b, ta, tb)
+
+
+def test_gemm_panel_batches_shared_operand_and_specials():
+    rng = np.random.default_rng(11)
+    # the CPU classifier's layout: 16-row panels stored k-major, one hidden-state matrix for all batches
+    w = rnd((37 * 16, 96), rng)
+    panels = np.ascontiguousarray(w.reshape(37, 16, 96).transpose(0, 2, 1))
+    h = rnd((1, 96, 3), rng)
+    z = assert_same_everywhere(lambda: native._k_gemm(panels, h, trans_a=True, f32_out=True))
+    np.testing.assert_array_equal(bits(z.reshape(-1, 3)), bits(native._k_gemm(w, h[0], f32_out=True)))
+    a, b = rnd((40, 20), rng), rnd((20, 8), rng)
+    a[3, 4], a[7, 0], b[2, 5] = np.inf, np.nan, -np.inf
+    c = assert_same_everywhere(lambda: native._k_gemm(a, b))
+    np.testing.assert_array_equal(bits(c), bits(native._k_gemm(a, widened(b, False))[:, :8]))
+
+
 def test_gemm_leading_dimensions_and_output_padding():
     rng = np.random.default_rng(6)
     big_a, big_b = rnd((50, 90), rng), rnd((80, 70), rng)
@@ -305,7 +359,11 @@ def check_binary(op, y, a, b):
 
 BROADCASTS = [((37, 53), (37, 53)), ((37, 53), ()), ((), (37, 53)), ((37, 53), (1, 53)), ((37, 53), (37, 1)),
               ((37, 1), (1, 53)), ((2, 3, 1, 5, 4), (3, 7, 1, 4)), ((70_000,), (70_000,)), ((3, 70_000), (1,)),
-              ((300, 400), (400,))]
+              ((300, 400), (400,)),
+              # short rows (batched into blocks): a bias over decode columns, a [1, S] statistic, the
+              # ones-broadcast that widens outputs (pairs), more rows than one block, a rank-3 walk
+              ((768, 16), (768, 1)), ((768, 16), (1, 16)), ((6000, 1), (1, 2)), ((1, 2), (6000, 1)),
+              ((5000, 3), (5000, 1)), ((7, 300, 5), (7, 1, 5)), ((4, 9, 2), (9, 1))]
 
 
 @pytest.mark.parametrize("op", list(BIN))

@@ -12,9 +12,11 @@ Design (documented in the issue notes as "KV cache as program inputs"):
   decode uses ``S = 16`` (the ANE minimum, C04) with the new token in column 0. The causal structure is
   an additive ``mask [1,1,S,T]`` input (0 / -1e4), RoPE angles are ``cos``/``sin`` inputs, so one program
   serves every position. Context buckets ``T`` (powers of two up to ``n_ctx``) bound the attention work.
-* Programs are compiled once per ``(S, T)`` and kept; the classifier runs on the CPU (numpy, fp32 BLAS)
-  or as chunked programs (``classifier="device"``; rows split so no axis exceeds C22's 65,536 and no
-  program holds more than ``classifier_chunk`` rows, C26).
+* Programs are compiled once per ``(S, T)`` and kept; the classifier runs on the CPU (fp16 weights in
+  16-row panels through the native GEMM: fp32 accumulation, half the bytes of fp32 BLAS, no second
+  thread pool spinning between the stage programs) or as chunked programs (``classifier="device"``;
+  rows split so no axis exceeds C22's 65,536 and no program holds more than ``classifier_chunk`` rows,
+  C26).
 """
 
 from __future__ import annotations

@@ -38,13 +38,16 @@ class PlanImpl : public Plan {
   std::vector<int> param_ids, out_ids;
   std::vector<Step> steps;
   std::vector<int64_t> arena_off;  // per value; -1 = not in the arena
+  // reshape / identity results are views of their source (same bytes): (value, source) pairs in
+  // definition order, the source never itself a view. No copy, and the source lives as long as they do.
+  std::vector<std::pair<int, int>> views;
   int64_t arena_size = 0;
   CostEstimate cost_;
 
   const std::vector<IOInfo>& inputs() const override { return in_info; }
   const std::vector<IOInfo>& outputs() const override { return out_info; }
   CostEstimate cost() const override { return cost_; }
-  size_t num_ops() const override { return steps.size(); }
+  size_t num_ops() const override { return steps.size() + views.size(); }
 
   void execute(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
                std::vector<Warning>* warnings) const override {
@@ -67,6 +70,7 @@ class PlanImpl : public Plan {
       else
         ptr[id] = inputs[i];
     }
+    for (const auto& [id, src] : views) ptr[id] = ptr[src];
     ops::WarnSink sink;
     std::vector<const void*> in;
     for (const Step& s : steps) {
@@ -258,6 +262,16 @@ class Builder : public ops::Env {
       define(st.out, add(std::move(v)));
       return;
     }
+    if (st.op == "reshape" || st.op == "identity") {  // a view: same bytes, new shape
+      int src = ctx.vid("x");
+      for (const auto& [id, root] : plan_->views)
+        if (id == src) src = root;
+      v.src = Value::Src::Op;
+      int id = add(std::move(v));
+      define(st.out, id);
+      plan_->views.push_back({id, src});
+      return;
+    }
     Step s;
     s.run = def->lower(ctx);
     s.name = st.out;
@@ -295,6 +309,8 @@ class Builder : public ops::Env {
       for (int id : P.steps[i].ins) last[id] = std::max(last[id], i);
     }
     for (int id : P.out_ids) last[id] = ns;
+    for (auto it = P.views.rbegin(); it != P.views.rend(); ++it)  // a source outlives its views
+      last[it->second] = std::max(last[it->second], last[it->first]);
     P.arena_off.assign(n, -1);
     struct Block { int64_t off, size; int end; };
     std::vector<Block> live;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/kernels/kernels.h"
+#include "sim/kernels/gemm_panel.h"
 #include "sim/kernels/scratch.h"
 #include "sim/simd/isa.h"
 #include "sim/threadpool.h"
@@ -181,7 +182,30 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
   if (g.ldc <= 0) g.ldc = g.N;
   if (g.lda < (g.trans_a ? g.M : g.K) || g.ldb < (g.trans_b ? g.K : g.N) || g.ldc < g.N)
     throw std::invalid_argument("gemm: leading dimension smaller than the row length");
-  // Few columns (e.g. a conv1x1 on one token) would leave most of each NR-wide B panel as padding:
+  // Few columns and enough rows (a conv1x1 on the decode columns, attention's P.V): the panel kernel,
+  // vectorised over rows, pads nothing and streams A once.
+  if (g.N <= kPanelMaxCols && g.M >= simd::kPanelRows && g.K > 0) {
+    panel_gemm(g, batch, A, nullptr, B, C);
+    return;
+  }
+  // Few rows and many columns (attention scores of the decode queries over the cache): the same on
+  // C^T = op(B)^T op(A)^T, written straight into C; op(B) is then read in place, not packed. (Up to
+  // kDirectBRows rows the microkernels read B unpacked already.)
+  if (g.M <= kPanelMaxCols && g.M > simd::kDirectBRows && g.N >= simd::kPanelRows && g.K > 0) {
+    GemmShape s;
+    s.M = g.N;
+    s.N = g.M;
+    s.K = g.K;
+    s.trans_a = !g.trans_b;
+    s.trans_b = !g.trans_a;
+    s.lda = g.ldb;
+    s.ldb = g.lda;
+    s.ldc = g.ldc;
+    panel_gemm(s, batch, B, nullptr, A, C, true);
+    return;
+  }
+  // Few columns with few rows (under 16: the routes above need a full 16-row panel on one side) would
+  // leave most of each NR-wide B panel as padding:
   // compute C^T = op(B)^T op(A)^T instead when that pads less (microkernels take any row count, so
   // only the column side pads), then transpose the result. Every element is the same fma chain, so
   // results do not change.

@@ -5,6 +5,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "common/fp16.h"
@@ -28,6 +30,21 @@ struct GemmShape {
 void gemm_f16(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, f16* const* C);
 // Same contract with fp32 output (no rounding) — used where an op needs the unrounded accumulator.
 void gemm_f16_f32out(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, float* const* C);
+
+// A constant left operand (conv weights) packed once, at plan build, into fp16 panels of 16 rows of
+// op(A), k-major ([ceil(M/16)][K][16], rows past M zero): the panel kernel streams it as stored and
+// widens it in registers, so nothing about it is converted or copied per call. Same bytes as A.
+struct PackedA {
+  struct Free {
+    void operator()(f16* p) const { std::free(p); }
+  };
+  int64_t M = 0, K = 0;
+  std::unique_ptr<f16[], Free> data;
+  const f16* panel(int64_t p) const { return data.get() + p * K * 16; }
+};
+PackedA pack_a(const f16* A, int64_t M, int64_t K, int64_t lda = 0, bool trans_a = false);
+// gemm_f16 with op(A) = a (g.M, g.K, trans_a, lda are taken from a). Same results as gemm_f16.
+void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, f16* const* C);
 
 // ---- element-wise -------------------------------------------------------------------------------
 enum class Binary { add, sub, mul, div, pow, maximum, minimum };

@@ -4,6 +4,7 @@
 // through im2col + GEMM per batch element.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "sim/kernels/kernels.h"
 #include "sim/ops/op.h"
@@ -143,6 +144,25 @@ RunFn conv_lower(OpCtx& ctx) {
   gs.lda = Cg * kk;
   gs.ldb = S;
   gs.ldc = S;
+  if (g.one_by_one() && g.G == 1 && ctx.v("weight").is_const()) {
+    // A constant weight (every linear layer): packed once here into the panel kernel's fp16 layout,
+    // so each call streams it as stored, with no per-call widening or packing of W. Faster than the
+    // blocked GEMM at every width (decode's 16 columns most of all).
+    auto pw = std::make_shared<const kernels::PackedA>(
+        kernels::pack_a((const f16*)ctx.v("weight").cdata->bytes.data(), g.O, g.C));
+    return [=](const RunArgs& a) {
+      const f16* x = a.at<f16>(ix);
+      f16* y = a.o<f16>();
+      std::vector<const f16*> B(g.N);
+      std::vector<f16*> C(g.N);
+      for (int64_t n = 0; n < g.N; ++n) {
+        B[n] = x + n * g.C * HW;
+        C[n] = y + n * g.O * S;
+      }
+      kernels::gemm_packed_f16(*pw, gs, g.N, B.data(), C.data());
+      if (ib >= 0) add_bias(a.at<f16>(ib), y, g.N, g.O, S);
+    };
+  }
   if (g.one_by_one()) {
     // One GEMM batch of N x G: A = weight rows of group gi, B = x_n channels of group gi.
     return [=](const RunArgs& a) {

@@ -1,6 +1,8 @@
 // Element-wise ops: add/sub/mul/real_div/pow/maximum/minimum (numpy broadcasting), the unary
 // activations, clip and gelu. Every result is rounded once to fp16 by the kernels (C37).
 #include <cmath>
+#include <memory>
+#include <vector>
 
 #include "sim/kernels/kernels.h"
 #include "sim/ops/op.h"
@@ -30,13 +32,32 @@ void binary_infer(OpCtx& ctx) {
   ctx.out_shape = ctx.broadcast(x.shape, y.shape, "x", "y");
 }
 
+// A broadcast const operand of a small op (a bias [C,1] over [C,S], norm gamma/beta, the ones that
+// widen an output) is expanded to the output's shape once, here: the op becomes one contiguous pass
+// instead of a gather per short row. Same values, so same results; bounded to keep plans small.
+constexpr int64_t kExpandMaxElems = 1 << 17;
+
+using Expanded = std::shared_ptr<const std::vector<f16>>;
+
+static Expanded expand_const(const Value& v, const Shape& out, std::vector<int64_t>* strides) {
+  int64_t n = shape_numel(out);
+  if (!v.is_const() || v.numel() <= 1 || v.numel() >= n || n > kExpandMaxElems) return nullptr;
+  auto e = std::make_shared<std::vector<f16>>((size_t)n);
+  k::strided_copy(v.cdata->bytes.data(), e->data(), sizeof(f16), 0, *strides, out);
+  *strides = dense_strides(out);
+  return e;
+}
+
 RunFn binary_lower(OpCtx& ctx) {
   Shape out = at_least_1d(ctx.out_shape);
   std::vector<int64_t> as = broadcast_strides(ctx.v("x").shape, out), bs = broadcast_strides(ctx.v("y").shape, out);
   int ix = ctx.input("x"), iy = ctx.input("y");
   k::Binary op = binary_kind(ctx.st.op);
   ctx.flops = (double)shape_numel(out);
-  return [=](const RunArgs& a) { k::binary(op, a.at<f16>(ix), as, a.at<f16>(iy), bs, a.o<f16>(), out); };
+  Expanded ex = expand_const(ctx.v("x"), out, &as), ey = expand_const(ctx.v("y"), out, &bs);
+  return [=](const RunArgs& a) {
+    k::binary(op, ex ? ex->data() : a.at<f16>(ix), as, ey ? ey->data() : a.at<f16>(iy), bs, a.o<f16>(), out);
+  };
 }
 
 // ---- unary ----------------------------------------------------------------------------------------

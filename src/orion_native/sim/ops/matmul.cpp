@@ -26,12 +26,11 @@ std::vector<int64_t> batch_offsets(const Shape& part, const Shape& full, int64_t
 int64_t saturate_matmul(f16* y, size_t n) {
   const uint16_t lim = f32_to_f16(32752.0f);  // C36 threshold, exactly representable in fp16
   int64_t changed = 0;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i) {  // branch-free so the compiler vectorises it
     uint16_t a = y[i] & 0x7fffu;
-    if (a >= lim && a < 0x7c00u) {
-      y[i] = (f16)((y[i] & 0x8000u) | 0x7c00u);
-      ++changed;
-    }
+    uint16_t hit = a >= lim && a < 0x7c00u;
+    y[i] = hit ? (f16)((y[i] & 0x8000u) | 0x7c00u) : y[i];
+    changed += hit;
   }
   return changed;
 }

@@ -183,3 +183,61 @@ void cvt_transpose(const f16* src, int64_t ld, int64_t rows, int64_t rows_pad, i
 }
 
 }  // namespace orion::sim::simd::avx2
+
+namespace orion::sim::simd::avx2 {
+namespace {
+
+// NC (<= 6) columns of one 16-row panel in 2 x NC ymm accumulators (lane = row); the panel is
+// re-read per group of 6 columns. Results leave through a small buffer (scatter to rows).
+template <int NC>
+void panel_cols(const PanelTile& t, int j0) {
+  __m256 lo[NC], hi[NC];
+  for (int j = 0; j < NC; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
+  const f16* a = t.ap;
+  const float* b = t.bp + j0;
+  for (int64_t k = 0; k < t.K; ++k, a += t.lda, b += t.ldb) {
+    _mm_prefetch((const char*)(a + 64 * t.lda), _MM_HINT_T0);  // A rows ahead (weights stream from DRAM)
+    __m256 a0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)a));
+    __m256 a1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(a + 8)));
+#pragma GCC unroll 6
+    for (int j = 0; j < NC; ++j) {
+      __m256 bj = _mm256_broadcast_ss(b + j);
+      lo[j] = _mm256_fmadd_ps(a0, bj, lo[j]);
+      hi[j] = _mm256_fmadd_ps(a1, bj, hi[j]);
+    }
+  }
+  if (t.o16) {
+    alignas(16) f16 buf[NC][16];
+    for (int j = 0; j < NC; ++j) {
+      _mm_store_si128((__m128i*)buf[j], _mm256_cvtps_ph(lo[j], kRound));
+      _mm_store_si128((__m128i*)(buf[j] + 8), _mm256_cvtps_ph(hi[j], kRound));
+    }
+    for (int r = 0; r < t.rows; ++r)
+      for (int j = 0; j < NC; ++j) t.o16[t.trans_c ? (j0 + j) * t.ldo + r : r * t.ldo + j0 + j] = buf[j][r];
+  } else {
+    alignas(32) float buf[NC][16];
+    for (int j = 0; j < NC; ++j) {
+      _mm256_store_ps(buf[j], lo[j]);
+      _mm256_store_ps(buf[j] + 8, hi[j]);
+    }
+    for (int r = 0; r < t.rows; ++r)
+      for (int j = 0; j < NC; ++j) t.o32[t.trans_c ? (j0 + j) * t.ldo + r : r * t.ldo + j0 + j] = buf[j][r];
+  }
+}
+
+}  // namespace
+
+void gemm_panel(const PanelTile& t) {
+  for (int j0 = 0; j0 < t.cols; j0 += 6) {
+    switch (std::min(6, t.cols - j0)) {
+      case 1: panel_cols<1>(t, j0); break;
+      case 2: panel_cols<2>(t, j0); break;
+      case 3: panel_cols<3>(t, j0); break;
+      case 4: panel_cols<4>(t, j0); break;
+      case 5: panel_cols<5>(t, j0); break;
+      default: panel_cols<6>(t, j0); break;
+    }
+  }
+}
+
+}  // namespace orion::sim::simd::avx2

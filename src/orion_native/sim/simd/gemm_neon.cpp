@@ -117,3 +117,53 @@ void cvt_transpose(const f16* src, int64_t ld, int64_t rows, int64_t rows_pad, i
 }
 
 }  // namespace orion::sim::simd::neon
+
+namespace orion::sim::simd::neon {
+namespace {
+
+// NC (<= 4) columns of one 16-row panel: 4 q-registers of rows per column (16 accumulators),
+// vfmaq_n_f32 (fused, B as the scalar operand) as in micro(); results scatter through a buffer.
+template <int NC>
+void panel_cols(const PanelTile& t, int j0) {
+  float32x4_t acc[NC][4];
+  for (int j = 0; j < NC; ++j)
+    for (int q = 0; q < 4; ++q) acc[j][q] = vdupq_n_f32(0.0f);
+  const f16* a = t.ap;
+  const float* b = t.bp + j0;
+  for (int64_t k = 0; k < t.K; ++k, a += t.lda, b += t.ldb) {
+    float32x4_t av[4];
+    for (int q = 0; q < 4; ++q) av[q] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(a + 4 * q)));
+    for (int j = 0; j < NC; ++j)
+      for (int q = 0; q < 4; ++q) acc[j][q] = vfmaq_n_f32(acc[j][q], av[q], b[j]);
+  }
+  float buf[NC][16];
+  f16 hbuf[NC][16];
+  for (int j = 0; j < NC; ++j)
+    for (int q = 0; q < 4; ++q) {
+      vst1q_f32(buf[j] + 4 * q, acc[j][q]);
+      vst1_u16(hbuf[j] + 4 * q, vreinterpret_u16_f16(vcvt_f16_f32(acc[j][q])));
+    }
+  for (int r = 0; r < t.rows; ++r)
+    for (int j = 0; j < NC; ++j) {
+      int64_t at = t.trans_c ? (j0 + j) * t.ldo + r : r * t.ldo + j0 + j;
+      if (t.o16)
+        t.o16[at] = hbuf[j][r];
+      else
+        t.o32[at] = buf[j][r];
+    }
+}
+
+}  // namespace
+
+void gemm_panel(const PanelTile& t) {
+  for (int j0 = 0; j0 < t.cols; j0 += 4) {
+    switch (t.cols - j0 < 4 ? t.cols - j0 : 4) {
+      case 1: panel_cols<1>(t, j0); break;
+      case 2: panel_cols<2>(t, j0); break;
+      case 3: panel_cols<3>(t, j0); break;
+      default: panel_cols<4>(t, j0); break;
+    }
+  }
+}
+
+}  // namespace orion::sim::simd::neon

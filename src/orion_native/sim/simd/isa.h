@@ -47,6 +47,26 @@ struct GemmTile {
   int rows, cols;
 };
 
+// Panel GEMM tile (few columns of C, e.g. a conv1x1 on the 16 decode columns): one panel of 16 rows
+// of op(A), k-major fp16 (row r at k is ap[k * lda + r]; all 16 lanes readable, lanes past `rows`
+// zero), times fp32 B columns (column j at k is bp[k * ldb + j], j < cols <= 16). Vectorised over the
+// rows, so A streams as stored (a constant A is packed once, at plan build) and widens in registers.
+// Each C element is the same in-order fma chain over k as gemm_micro, from +0, then one rounding.
+constexpr int kPanelRows = 16;
+constexpr int kPanelCols = 16;
+struct PanelTile {
+  int64_t K;
+  const f16* ap;
+  int64_t lda;
+  const float* bp;
+  int64_t ldb;
+  int rows, cols;
+  float* o32;  // exactly one of o32 / o16 is set; C row r is o + r * ldo
+  f16* o16;
+  int64_t ldo;
+  bool trans_c;  // C stored transposed: tile column j goes to o + j * ldo (its rows contiguous)
+};
+
 struct IsaOps {
   const char* name;
 
@@ -82,6 +102,9 @@ struct IsaOps {
   void (*exp_sub_acc)(const f16* x, const float* m, float* e, float* s, int64_t n);
   // y[i] = round(e[i] / s[i]).
   void (*div_to_f16)(const float* e, const float* s, f16* y, int64_t n);
+
+  // Panel GEMM: C[rows, cols] of one PanelTile.
+  void (*gemm_panel)(const PanelTile& t);
 };
 
 const IsaOps& scalar_ops();

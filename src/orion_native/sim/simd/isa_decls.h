@@ -25,7 +25,8 @@ namespace orion::sim::simd {
   void reduce_step(Reduce op, const f16* x, float* acc, int64_t n);                                        \
   void softmax_row(const f16* x, f16* y, int64_t n, float* scratch);                                       \
   void exp_sub_acc(const f16* x, const float* m, float* e, float* s, int64_t n);                           \
-  void div_to_f16(const float* e, const float* s, f16* y, int64_t n);
+  void div_to_f16(const float* e, const float* s, f16* y, int64_t n);                                     \
+  void gemm_panel(const PanelTile& t);
 
 namespace avx2 { ORION_ISA_DECLS }
 namespace avx512 { ORION_ISA_DECLS }

@@ -195,11 +195,30 @@ void s_div_to_f16(const float* e, const float* s, f16* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f2h(e[i] / s[i]);
 }
 
+// Panel GEMM reference: acc[j][r] over k in order, fma(a, b, acc) as in s_gemm_micro.
+void s_gemm_panel(const PanelTile& t) {
+  float acc[kPanelCols][kPanelRows] = {};
+  for (int64_t k = 0; k < t.K; ++k) {
+    const f16* a = t.ap + k * t.lda;
+    const float* b = t.bp + k * t.ldb;
+    for (int j = 0; j < t.cols; ++j)
+      for (int r = 0; r < kPanelRows; ++r) acc[j][r] = std::fma(h2f(a[r]), b[j], acc[j][r]);
+  }
+  for (int r = 0; r < t.rows; ++r)
+    for (int j = 0; j < t.cols; ++j) {
+      int64_t at = t.trans_c ? j * t.ldo + r : r * t.ldo + j;
+      if (t.o16)
+        t.o16[at] = orion::f32_to_f16(acc[j][r]);
+      else
+        t.o32[at] = acc[j][r];
+    }
+}
+
 const IsaOps kScalar = {
     "scalar",      s_f16_to_f32,   s_f32_to_f16,  kMR,           kNR,
     s_gemm_micro,  s_gemm_pack_rows, s_cvt_transpose, s_binary_vv, s_binary_vs,   s_binary_sv,
     s_unary,       s_clip,         s_scale_bias,  s_reduce_row,  s_reduce_step,
-    s_softmax_row, s_exp_sub_acc,  s_div_to_f16,
+    s_softmax_row, s_exp_sub_acc,  s_div_to_f16,  s_gemm_panel,
 };
 
 }  // namespace

@@ -1,0 +1,166 @@
+// Panel GEMM for narrow outputs (decode: a conv1x1 on 16 columns). Vectorised over 16 rows of op(A)
+// instead of over columns, so no column padding is computed and A - the big operand, usually a
+// constant weight - is read once as fp16 and widened in registers. B (K x N, small) is widened per call
+// by each thread that uses it. Same per-element fma chain as the blocked GEMM (gemm.cpp), so results
+// are identical.
+#include "sim/kernels/gemm_panel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "sim/kernels/scratch.h"
+#include "sim/simd/isa.h"
+#include "sim/threadpool.h"
+
+namespace orion::sim::kernels {
+namespace {
+
+constexpr int64_t kR = simd::kPanelRows, kC = simd::kPanelCols;
+static_assert(kR == 16, "PackedA::panel assumes 16-row panels");
+constexpr double kSerialFlops = 2e6;  // below this a GEMM stays on one thread (as in gemm.cpp)
+constexpr int64_t kBBlockBytes = 384 << 10;  // packed-B column block: fits L2 beside an A panel
+
+// Rows [16p, 16p + 16) of op(A) as a panel [K][16]; rows past M are zero.
+void pack_panel(const f16* A, int64_t M, int64_t K, int64_t lda, bool trans_a, int64_t p, f16* dst) {
+  int64_t i0 = p * kR, rows = std::min(kR, M - i0);
+  if (trans_a) {  // A stored [K][lda]: row k holds column k of op(A)
+    if (rows < kR) std::memset(dst, 0, (size_t)(K * kR) * sizeof(f16));
+    for (int64_t k = 0; k < K; ++k) std::memcpy(dst + k * kR, A + k * lda + i0, (size_t)rows * sizeof(f16));
+    return;
+  }
+  // A stored [M][lda]: a transpose. The ISA's widening transpose and a narrowing pass (exact for
+  // fp16 values) beat a scalar fp16 transpose several times over.
+  const simd::IsaOps& o = simd::ops();
+  constexpr int64_t kB = 256;  // k block: fp32 staging stays in L1
+  float* tmp = scratch_as<float>(ScratchSlot::tmp2, (size_t)(kB * kR));
+  for (int64_t k0 = 0; k0 < K; k0 += kB) {
+    int64_t kb = std::min(kB, K - k0);
+    o.cvt_transpose(A + i0 * lda + k0, lda, rows, kR, kb, tmp, kR);
+    o.f32_to_f16(tmp, dst + k0 * kR, (size_t)(kb * kR));
+  }
+}
+
+// Columns [j0, j0 + cols) of op(B) widened to fp32 [K][cols].
+void pack_b(const simd::IsaOps& o, const GemmShape& g, const f16* B, int64_t j0, int cols, float* dst) {
+  if (g.trans_b) {  // B stored [N][ldb]
+    o.cvt_transpose(B + j0 * g.ldb, g.ldb, cols, cols, g.K, dst, cols);
+  } else if (cols == g.ldb) {  // the whole of a dense B: one conversion
+    o.f16_to_f32(B, dst, (size_t)(g.K * cols));
+  } else {
+    for (int64_t k = 0; k < g.K; ++k) o.f16_to_f32(B + k * g.ldb + j0, dst + k * cols, (size_t)cols);
+  }
+}
+
+// Which packed-B block a thread's buffer holds. Each thread widens the blocks it uses itself: with one
+// shared packed B, every call's repack had to pull the lines back from the other core's cache (~60 us
+// for K = 3072, more than the conversion).
+struct BBlockKey {
+  uint64_t call = 0;
+  int64_t b = -1, q = -1;
+};
+thread_local BBlockKey t_bkey;
+std::atomic<uint64_t> g_calls{0};
+
+template <typename T>
+void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* pa, const f16* const* B,
+         T* const* C, bool trans_c = false) {
+  const simd::IsaOps& o = simd::ops();
+  const int64_t npan = (g.M + kR - 1) / kR;
+  // Column blocks: with a packed A, B of one block (K x cb, fp32) stays in L2 while the panels stream
+  // past it; a per-call packed A is packed once per panel, so it keeps all columns in one block.
+  int64_t cb = g.N;
+  if (pa || (g.trans_a && g.M % kR == 0))
+    cb = std::clamp<int64_t>(kBBlockBytes / (int64_t)(sizeof(float) * std::max<int64_t>(g.K, 1)) / kC * kC, kC, g.N);
+  const int64_t nq = (g.N + cb - 1) / cb;
+  // A B shared by all batches (a broadcast operand: the classifier's hidden state) is widened once.
+  const bool shared_b = std::all_of(B, B + batch, [&](const f16* p) { return p == B[0]; });
+  const uint64_t call = g_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Items are small (a 16-row panel x one column block): the pool's chunking balances the threads;
+  // a GEMM below kSerialFlops stays on the calling thread.
+  const int64_t items = batch * nq * npan;
+  double flops = 2.0 * (double)(g.M * g.N) * (double)(g.K * batch);
+  parallel_for(items, flops < kSerialFlops ? items : 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t it = lo; it < hi; ++it) {
+      int64_t p = it % npan, q = (it / npan) % nq, b = it / (npan * nq), i0 = p * kR;
+      int64_t bb = shared_b ? 0 : b, j1 = std::min(g.N, (q + 1) * cb);
+      // This block of B as fp32 [K][cols] per 16-column chunk (chunk at j0 starts at (j0 - q cb) K).
+      float* bp = scratch_as<float>(ScratchSlot::gemm_b, (size_t)(g.K * cb));
+      if (t_bkey.call != call || t_bkey.b != bb || t_bkey.q != q) {
+        for (int64_t j0 = q * cb; j0 < j1; j0 += kC)
+          pack_b(o, g, B[bb], j0, (int)std::min(kC, g.N - j0), bp + (j0 - q * cb) * g.K);
+        t_bkey = {call, bb, q};
+      }
+      simd::PanelTile t{};
+      t.K = g.K;
+      t.rows = (int)std::min(kR, g.M - i0);
+      if (pa) {
+        t.ap = pa->panel(p);
+        t.lda = kR;
+      } else if (g.trans_a && t.rows == kR) {  // already k-major: read in place
+        t.ap = A[b] + i0;
+        t.lda = g.lda;
+      } else {
+        f16* buf = scratch_as<f16>(ScratchSlot::gemm_a, (size_t)(g.K * kR));
+        pack_panel(A[b], g.M, g.K, g.lda, g.trans_a, p, buf);
+        t.ap = buf;
+        t.lda = kR;
+      }
+      for (int64_t j0 = q * cb; j0 < j1; j0 += kC) {
+        t.cols = (int)std::min(kC, g.N - j0);
+        t.bp = bp + (j0 - q * cb) * g.K;
+        t.ldb = t.cols;
+        T* dst = trans_c ? C[b] + j0 * g.ldc + i0 : C[b] + i0 * g.ldc + j0;
+        if constexpr (sizeof(T) == 2) {
+          t.o16 = dst;
+        } else {
+          t.o32 = dst;
+        }
+        t.ldo = g.ldc;
+        t.trans_c = trans_c;
+        o.gemm_panel(t);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+PackedA pack_a(const f16* A, int64_t M, int64_t K, int64_t lda, bool trans_a) {
+  PackedA pa;
+  pa.M = M;
+  pa.K = K;
+  int64_t npan = (M + kR - 1) / kR;
+  size_t bytes = ((size_t)(npan * K * kR) * sizeof(f16) + 63) / 64 * 64;
+  pa.data.reset(static_cast<f16*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))));
+  if (!pa.data) throw std::bad_alloc();
+  if (lda <= 0) lda = trans_a ? M : K;
+  parallel_for(npan, 8, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) pack_panel(A, M, K, lda, trans_a, p, pa.data.get() + p * K * kR);
+  });
+  return pa;
+}
+
+void panel_gemm(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* pa, const f16* const* B,
+                f16* const* C, bool trans_c) {
+  run(g, batch, A, pa, B, C, trans_c);
+}
+
+void panel_gemm(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* pa, const f16* const* B,
+                float* const* C, bool trans_c) {
+  run(g, batch, A, pa, B, C, trans_c);
+}
+
+void gemm_packed_f16(const PackedA& a, const GemmShape& g0, int64_t batch, const f16* const* B, f16* const* C) {
+  GemmShape g = g0;
+  g.M = a.M;
+  g.K = a.K;
+  if (g.ldb <= 0) g.ldb = g.trans_b ? g.K : g.N;
+  if (g.ldc <= 0) g.ldc = g.N;
+  if (batch <= 0 || g.M == 0 || g.N == 0) return;
+  run(g, batch, nullptr, &a, B, C);
+}
+
+}  // namespace orion::sim::kernels
