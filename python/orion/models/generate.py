@@ -366,7 +366,7 @@ class Engine:
         if self._wcls is None:
             self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
         hh = np.ascontiguousarray(h[0, :, 0, cols], dtype=np.float16)[None]           # [1, d, n]
-        z = _native._k_gemm(self._wcls, hh, trans_a=True, f32_out=True)               # [V/16, 16, n]
+        z = _native.gemm_f16(self._wcls, hh, trans_a=True, f32_out=True)               # [V/16, 16, n]
         return z.reshape(-1, hh.shape[2])[:self.cfg.vocab_size].T
 
     def _grow(self, n: int) -> None:

@@ -18,25 +18,19 @@ FP16_ROUNDS_TO_MAX = 65519.99  # larger magnitudes round to inf in fp16
 
 
 def _convert_fp16(arr: np.ndarray) -> np.ndarray:
-    """fp32/fp64 → contiguous fp16 (round to nearest even); the native F16C/NEON converter when built."""
+    """fp32/fp64 → contiguous fp16 (round to nearest even) with the native vectorised converter."""
     if arr.dtype == np.float16:
         return np.ascontiguousarray(arr)
-    try:
-        from .. import _native
-        conv = getattr(_native, "_k_convert", None)
-    except ImportError:
-        conv = None
-    if conv is not None and arr.size >= 4096:
-        try:
-            if not arr.flags.c_contiguous and arr.flags.f_contiguous:
-                # A transposed weight (W.T for the backward programs): convert the contiguous base,
-                # then transpose half the bytes — several times faster than transposing fp32 first.
-                return np.ascontiguousarray(conv(np.ascontiguousarray(arr.T, dtype=np.float32)).T)
-            return conv(np.ascontiguousarray(arr, dtype=np.float32))
-        except Exception:  # noqa: BLE001 - fall back to numpy
-            pass
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.ascontiguousarray(arr.astype(np.float16))
+    if arr.size < 4096:  # a native call costs more than numpy's cast for tiny constants
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.ascontiguousarray(arr.astype(np.float16))
+    from .. import _native
+
+    if not arr.flags.c_contiguous and arr.flags.f_contiguous:
+        # A transposed weight (W.T for the backward programs): convert the contiguous base, then
+        # transpose half the bytes — several times faster than transposing fp32 first.
+        return np.ascontiguousarray(_native.convert_fp(np.ascontiguousarray(arr.T, dtype=np.float32)).T)
+    return _native.convert_fp(np.ascontiguousarray(arr, dtype=np.float32))
 
 
 def to_fp16(node) -> np.ndarray:

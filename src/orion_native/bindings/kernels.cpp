@@ -347,6 +347,13 @@ nb::object convert(const AnyArr& x) {
 }  // namespace
 
 void bind_kernels(nb::module_& m) {
+  // Product entry points (the Python layer's CPU-side fp16 math); the _k_* names below are test hooks.
+  m.def("gemm_f16", &gemm, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("trans_a") = false,
+        nb::arg("trans_b") = false, nb::arg("f32_out") = false, nb::arg("ldc_pad") = 0,
+        "C = op(a) @ op(b) on fp16 arrays (2-D or 3-D; batch 1 broadcasts) with the simulator's GEMM: fp32 "
+        "accumulation, one rounding (or fp32 output with f32_out).");
+  m.def("convert_fp", &convert, nb::arg("x").noconvert(),
+        "float16 -> float32 or float32 -> float16 (round to nearest even), vectorised.");
   m.def("_k_gemm", &gemm, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("trans_a") = false,
         nb::arg("trans_b") = false, nb::arg("f32_out") = false, nb::arg("ldc_pad") = 0,
         "C = op(a) @ op(b) (2-D or 3-D fp16; batch 1 broadcasts). ldc_pad > 0 returns [.., M, N+pad] "
