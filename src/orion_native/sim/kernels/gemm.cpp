@@ -30,6 +30,20 @@ constexpr double kSerialFlops = 2e6;       // below this a GEMM (or batch chunk)
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+// C^T = op(B)^T op(A)^T as a GEMM of its own (operands swapped, flags flipped), with C^T's row stride.
+GemmShape transposed_problem(const GemmShape& g, int64_t ldc) {
+  GemmShape s;
+  s.M = g.N;
+  s.N = g.M;
+  s.K = g.K;
+  s.trans_a = !g.trans_b;
+  s.trans_b = !g.trans_a;
+  s.lda = g.ldb;
+  s.ldb = g.lda;
+  s.ldc = ldc;
+  return s;
+}
+
 struct Plan {
   const GemmShape& g;
   const simd::IsaOps& o;
@@ -192,16 +206,7 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
   // C^T = op(B)^T op(A)^T, written straight into C; op(B) is then read in place, not packed. (Up to
   // kDirectBRows rows the microkernels read B unpacked already.)
   if (g.M <= kPanelMaxCols && g.M > simd::kDirectBRows && g.N >= simd::kPanelRows && g.K > 0) {
-    GemmShape s;
-    s.M = g.N;
-    s.N = g.M;
-    s.K = g.K;
-    s.trans_a = !g.trans_b;
-    s.trans_b = !g.trans_a;
-    s.lda = g.ldb;
-    s.ldb = g.lda;
-    s.ldc = g.ldc;
-    panel_gemm(s, batch, B, nullptr, A, C, true);
+    panel_gemm(transposed_problem(g, g.ldc), batch, B, nullptr, A, C, true);
     return;
   }
   // Few columns with few rows (under 16: the routes above need a full 16-row panel on one side) would
@@ -212,15 +217,7 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
   int64_t nr = simd::ops().gemm_nr;
   double fill_n = (double)g.N / (double)round_up(g.N, nr), fill_m = (double)g.M / (double)round_up(g.M, nr);
   if (fill_m > 1.25 * fill_n) {
-    GemmShape s;
-    s.M = g.N;
-    s.N = g.M;
-    s.K = g.K;
-    s.trans_a = !g.trans_b;
-    s.trans_b = !g.trans_a;
-    s.lda = g.ldb;
-    s.ldb = g.lda;
-    s.ldc = g.M;
+    GemmShape s = transposed_problem(g, g.M);
     std::vector<T> tmp((size_t)(batch * g.M * g.N));
     std::vector<T*> pt((size_t)batch);
     for (int64_t b = 0; b < batch; ++b) pt[(size_t)b] = tmp.data() + b * g.M * g.N;
