@@ -8,6 +8,7 @@ gradients are never rewritten: the step is skipped, the loss scale halved, and b
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -77,6 +78,8 @@ class AdamW:
         self.m = {k: np.zeros_like(v, dtype=np.float32) for k, v in params.items()}
         self.v = {k: np.zeros_like(v, dtype=np.float32) for k, v in params.items()}
         self._tmp: dict = {}
+        self._pool = None
+        self.threads = max(1, min(2, os.cpu_count() or 1))   # the update is elementwise: threads split chunks
 
     def decays(self, name: str, p: np.ndarray) -> bool:
         return p.ndim >= 2                      # matrices (incl. embeddings); never norm vectors
@@ -94,29 +97,60 @@ class AdamW:
         eps = self.eps * math.sqrt(c2)
         ga, gb = (1.0 - b1) * grad_mul, (1.0 - b2) * grad_mul * grad_mul
         n = self.CHUNK
-        tmp = self._tmp.get("t")
-        if tmp is None:
-            tmp = self._tmp["t"] = np.empty(n, np.float32)
+        # (slices of) every tensor as chunk jobs, split into contiguous halves by size; each thread runs
+        # the same elementwise update on its own chunks (bit-identical to one thread: no reductions).
+        jobs = []
         for name, p in params.items():
             decay = 1.0 - lr * self.wd if self.wd and self.decays(name, p) else 1.0
             P, G, M, V = p.reshape(-1), grads[name].reshape(-1), self.m[name].reshape(-1), self.v[name].reshape(-1)
             for i in range(0, P.size, n):
-                pc, gc, mc, vc = P[i:i + n], G[i:i + n], M[i:i + n], V[i:i + n]
-                t = tmp[:pc.size]
-                mc *= b1                                 # m = b1 m + (1 - b1) g
-                np.multiply(gc, ga, out=t)
-                mc += t
-                vc *= b2                                 # v = b2 v + (1 - b2) g^2
-                np.multiply(gc, gc, out=t)
-                t *= gb
-                vc += t
-                if decay != 1.0:                         # decoupled weight decay
-                    pc *= decay
-                np.sqrt(vc, out=t)
-                t += eps
-                np.divide(mc, t, out=t)
-                t *= k
-                pc -= t
+                jobs.append((P[i:i + n], G[i:i + n], M[i:i + n], V[i:i + n], decay))
+        coef = (b1, b2, ga, gb, k, eps)
+        total = sum(j[0].size for j in jobs)
+        nt = min(self.threads, len(jobs)) if total >= 1 << 20 else 1   # small models: no thread hand-off
+        if nt <= 1:
+            self._run(jobs, self._buf(0), coef)
+            return
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="adamw")
+        parts, start, acc = [], 0, 0
+        for idx, j in enumerate(jobs):
+            acc += j[0].size
+            if acc * nt >= total * (len(parts) + 1) and len(parts) < nt - 1:
+                parts.append(jobs[start:idx + 1])
+                start = idx + 1
+        parts.append(jobs[start:])
+        futs = [self._pool.submit(self._run, part, self._buf(w), coef) for w, part in enumerate(parts[1:], 1)]
+        self._run(parts[0], self._buf(0), coef)
+        for f in futs:
+            f.result()
+
+    def _buf(self, w: int) -> np.ndarray:
+        tmp = self._tmp.get(w)
+        if tmp is None:
+            tmp = self._tmp[w] = np.empty(self.CHUNK, np.float32)
+        return tmp
+
+    @staticmethod
+    def _run(jobs, tmp, coef) -> None:
+        b1, b2, ga, gb, k, eps = coef
+        for pc, gc, mc, vc, decay in jobs:
+            t = tmp[:pc.size]
+            mc *= b1                                 # m = b1 m + (1 - b1) g
+            np.multiply(gc, ga, out=t)
+            mc += t
+            vc *= b2                                 # v = b2 v + (1 - b2) g^2
+            np.multiply(gc, gc, out=t)
+            t *= gb
+            vc += t
+            if decay != 1.0:                         # decoupled weight decay
+                pc *= decay
+            np.sqrt(vc, out=t)
+            t += eps
+            np.divide(mc, t, out=t)
+            t *= k
+            pc -= t
 
     def state_tensors(self) -> dict[str, np.ndarray]:
         out = {}

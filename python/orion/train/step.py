@@ -14,6 +14,7 @@ into ``grads["<linear>.lora_B"]`` / ``grads["<linear>.lora_A"]``.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -52,7 +53,8 @@ def rms_backward(x: np.ndarray, w: np.ndarray, r: np.ndarray, dy: np.ndarray) ->
 def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """logits [S, V] fp32 -> (per-token loss [S] float64, softmax probabilities [S, V] fp32)."""
     m = logits.max(axis=1, keepdims=True)
-    e = np.exp(logits - m)
+    e = np.subtract(logits, m)
+    np.exp(e, out=e)
     z = e.sum(axis=1, keepdims=True)
     lse = (np.log(z.astype(np.float64)) + m).ravel()
     loss = lse - logits[np.arange(len(targets)), targets]
@@ -84,6 +86,21 @@ class StepEngine:
             from concurrent.futures import ThreadPoolExecutor
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="orion-dw")
         self._pending: list = []
+
+    def _logits(self, xf: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """xf [d, S], W [V, d] -> logits [S, V] = xfᵀ·Wᵀ. With the dW worker idle (the first microbatch's
+        classifier), the vocabulary is split in two row halves of W, one on the worker: the same K loop per
+        output element as the single product, so the logits are bit-identical, on both cores. Small machines
+        only: elsewhere BLAS already threads the product (trainer.default_blas_threads)."""
+        V = W.shape[0]
+        if self._pool is None or self._pending or V < 8192 or (os.cpu_count() or 1) > 4:   # > 4: BLAS threads
+            return xf.T @ W.T
+        out = np.empty((xf.shape[1], V), np.float32)
+        h = V // 2
+        f = self._pool.submit(np.matmul, xf.T, W[h:].T, out=out[:, h:])
+        np.matmul(xf.T, W[:h].T, out=out[:, :h])
+        f.result()
+        return out
 
     def _mm(self, acc, name, a, b) -> None:
         if self.lora is not None:
@@ -186,7 +203,7 @@ class StepEngine:
         dx = np.empty_like(x)
         for b in range(B):
             xf, r = rms_forward(x[b], P["rms_final"], cfg.norm_eps)
-            loss, prob = cross_entropy(xf.T @ W.T, targets[b])
+            loss, prob = cross_entropy(self._logits(xf, W), targets[b])
             total += float(loss.sum())
             prob[np.arange(S), targets[b]] -= 1.0
             prob *= grad_scale                                                   # dlogits [S, V] (scaled)
