@@ -8,6 +8,7 @@ folder so the rename itself is durable.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 
@@ -49,3 +50,15 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb"):
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     with atomic_write(path) as f:
         f.write(data)
+
+
+def read_json(path: str, error: type[Exception], missing: str = "no such file", invalid: str = "not valid JSON"):
+    """Parsed JSON from ``path``; failures raise ``error`` (an orion error class) as "<path>: <missing>" or
+    "<path>: <invalid> (<reason>)"."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise error(f"{path}: {missing}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise error(f"{path}: {invalid} ({e})") from None

@@ -44,6 +44,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from .errors import InputError, ModelFormatError, OrionError
+from .fileio import read_json
 
 log = logging.getLogger("orion")
 
@@ -589,14 +590,8 @@ def load(path: str | os.PathLike, model, weights: Mapping[str, np.ndarray] | Non
     else:
         raise AdapterFormatError(f"{p}: no such adapter folder or file")
     cpath = os.path.join(folder, ADAPTER_CONFIG)
-    try:
-        with open(cpath, encoding="utf-8") as f:
-            raw_cfg = json.load(f)
-    except FileNotFoundError:
-        raise AdapterFormatError(f"{cpath}: missing (a PEFT adapter needs adapter_config.json next to the "
-                                 f"tensors)") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise AdapterFormatError(f"{cpath}: not valid JSON ({e})") from None
+    raw_cfg = read_json(cpath, AdapterFormatError,
+                        "missing (a PEFT adapter needs adapter_config.json next to the tensors)")
     lcfg = LoraConfig.from_peft(raw_cfg, cpath)
     try:
         st = SafetensorsFile(tfile)

@@ -7,12 +7,12 @@ naming the file, the key and the expectation.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import ModelFormatError
+from ..fileio import read_json
 
 __all__ = ["GPT2Config", "LlamaConfig", "ModelConfig", "config_from_hf", "config_from_dict", "read_hf_config"]
 
@@ -127,14 +127,8 @@ def config_from_dict(d: dict) -> ModelConfig:
 
 
 def read_hf_config(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-    except FileNotFoundError:
-        raise ModelFormatError(f"{path}: no such file (a Hugging Face checkpoint needs config.json next to "
-                               f"model.safetensors)") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModelFormatError(f"{path}: not valid JSON ({e})") from None
+    d = read_json(path, ModelFormatError,
+                  "no such file (a Hugging Face checkpoint needs config.json next to model.safetensors)")
     if not isinstance(d, dict):
         raise ModelFormatError(f"{path}: expected a JSON object, got {type(d).__name__}")
     return d

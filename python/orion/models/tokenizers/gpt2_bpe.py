@@ -14,11 +14,11 @@ merge rank (every occurrence, left to right), then look the symbols up in ``voca
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from functools import lru_cache
 
 from ...errors import ModelFormatError
+from ...fileio import read_json
 
 __all__ = ["GPT2Tokenizer", "bytes_to_unicode", "pretokenize"]
 
@@ -106,13 +106,7 @@ class GPT2Tokenizer:
 
     def __init__(self, vocab_path: str, merges_path: str):
         self.path = vocab_path
-        try:
-            with open(vocab_path, encoding="utf-8") as f:
-                enc = json.load(f)
-        except FileNotFoundError:
-            raise ModelFormatError(f"{vocab_path}: no such file") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ModelFormatError(f"{vocab_path}: not a GPT-2 vocab.json ({e})") from None
+        enc = read_json(vocab_path, ModelFormatError, invalid="not a GPT-2 vocab.json")
         if not isinstance(enc, dict) or not all(isinstance(v, int) for v in enc.values()):
             raise ModelFormatError(f"{vocab_path}: expected a JSON object mapping token strings to integer ids")
         try:
