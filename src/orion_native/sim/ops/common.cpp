@@ -226,6 +226,19 @@ void OpCtx::expect_same_dtype(const std::string& a, const std::string& b) {
     fail("parameters '" + a + "' (" + dtype_name(x.dtype) + ") and '" + b + "' (" + dtype_name(y.dtype) + ") must have the same dtype");
 }
 
+std::vector<int> OpCtx::axes_param(int rank, std::vector<int>* given) {
+  std::vector<int> axes;
+  if (!has("axes")) {
+    for (int i = 0; i < rank; ++i) axes.push_back(i);
+  } else {
+    for (int64_t a : ivec("axes")) axes.push_back(norm_axis(a, rank, "axis"));
+  }
+  if (given) *given = axes;
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) fail("axes contain duplicates");
+  return axes;
+}
+
 int OpCtx::norm_axis(int64_t axis, int rank, const std::string& what) const {
   int64_t a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= rank) fail(what + " " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));

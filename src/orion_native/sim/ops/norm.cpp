@@ -12,16 +12,8 @@ namespace orion::sim::ops {
 namespace {
 
 std::vector<int> norm_axes(OpCtx& ctx, const Shape& s) {
-  int r = (int)s.size();
   std::vector<int> axes;
-  if (!ctx.has("axes")) {
-    for (int i = 0; i < r; ++i) axes.push_back(i);
-  } else {
-    for (int64_t a : ctx.ivec("axes")) axes.push_back(ctx.norm_axis(a, r, "axis"));
-  }
-  std::vector<int> sorted = axes;
-  std::sort(sorted.begin(), sorted.end());
-  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) ctx.fail("axes contain duplicates");
+  std::vector<int> sorted = ctx.axes_param((int)s.size(), &axes);
   if (sorted != axes && (ctx.has("gamma") || ctx.has("beta"))) ctx.fail("axes must be increasing when gamma or beta is given");
   if (axes.empty()) ctx.fail("axes must not be empty");
   return sorted;

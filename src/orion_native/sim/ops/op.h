@@ -121,6 +121,9 @@ class OpCtx {
   const Value& expect_rank_ge(const std::string& p, int r);
   void expect_same_dtype(const std::string& a, const std::string& b);
   int norm_axis(int64_t axis, int rank, const std::string& what) const;  // negative -> +rank
+  // The "axes" parameter normalised (every axis when absent), sorted; duplicates are an error.
+  // `given` (optional) receives them in the order written.
+  std::vector<int> axes_param(int rank, std::vector<int>* given = nullptr);
   Shape broadcast(const Shape& a, const Shape& b, const std::string& an, const std::string& bn) const;
 
   // registers a value as an input of the executable step; returns its index in RunArgs::in

@@ -18,16 +18,7 @@ struct ReducePlan {
 };
 
 std::vector<int> reduce_axes(OpCtx& ctx, const Shape& s) {
-  int r = (int)s.size();
-  std::vector<int> axes;
-  if (!ctx.has("axes")) {
-    for (int i = 0; i < r; ++i) axes.push_back(i);
-  } else {
-    for (int64_t a : ctx.ivec("axes")) axes.push_back(ctx.norm_axis(a, r, "axis"));
-  }
-  std::sort(axes.begin(), axes.end());
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) ctx.fail("axes contain duplicates");
-  return axes;
+  return ctx.axes_param((int)s.size());
 }
 
 ReducePlan plan_reduce(const Shape& s, const std::vector<int>& axes) {
