@@ -274,7 +274,7 @@ def family_tokenizer(name: str, bases) -> tuple[PreTrainedTokenizerFast, dict]:
         front = [_sp("<unk>"), _sp("<s>"), _sp("</s>"), _sp("[INST]"), _sp("[/INST]")]
         tok = build_tokenizer("sp", bases["sp"], front, [], "mistral")
         kw = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>", chat_template=MISTRAL_TEMPLATE)
-    elif name == "gemma3":
+    elif name in ("gemma3", "gemma3_legacy_keys"):
         front = [_sp("<pad>"), _sp("<eos>"), _sp("<bos>"), _sp("<unk>"), _sp("<start_of_turn>"),
                  _sp("<end_of_turn>")]
         tok = build_tokenizer("sp", bases["sp"], front, [], "gemma3")
@@ -331,6 +331,14 @@ def make_config(name: str, ntok: int, ids: dict):
             layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
             rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                              "full_attention": {"rope_type": "default", "rope_theta": 200000.0}})
+    if name == "gemma3_legacy_keys":  # as real Gemma 3 4B+ checkpoints: linear scaling on global layers only
+        c.update(num_hidden_layers=4, num_key_value_heads=1, rms_norm_eps=1e-6)
+        return Gemma3TextConfig(
+            **c, head_dim=16, query_pre_attn_scalar=24, sliding_window=8, final_logit_softcapping=None,
+            attn_logit_softcapping=None, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+            rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                             "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}})
     if name == "phi3":
         return Phi3Config(**c, tie_word_embeddings=False, hidden_act="silu", original_max_position_embeddings=256,
                           rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=1.0))
@@ -343,7 +351,7 @@ def randomize_extras(model, name: str, gen: torch.Generator) -> None:
         for pname, p in sorted(model.named_parameters()):
             if "norm" in pname:
                 noise = 0.2 * torch.randn(p.shape, generator=gen)
-                p.copy_(noise if name == "gemma3" else 1.0 + noise)
+                p.copy_(noise if name.startswith("gemma3") else 1.0 + noise)
             elif pname.endswith(".bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
         # rows of the output head with log-normal norms: a few tokens dominate, so argmax margins are wide
@@ -351,10 +359,22 @@ def randomize_extras(model, name: str, gen: torch.Generator) -> None:
         head.mul_(torch.exp(0.7 * torch.randn(head.shape[0], 1, generator=gen)))
 
 
-def to_legacy_config(path: Path) -> None:
-    """Rewrite config.json in the pre-transformers-5 form: rope_theta and rope_scaling at top level."""
+def to_legacy_config(path: Path, eos_extra: int | None = None) -> None:
+    """Rewrite config.json in the pre-transformers-5 form: rope_theta and rope_scaling at top level.
+
+    Gemma 3 (as its hub checkpoints): rope_theta/rope_scaling for global layers, rope_local_base_freq for
+    sliding ones, sliding_window_pattern instead of layer_types, torch_dtype, eos_token_id as a list."""
     cfg = json.loads(path.read_text())
     rope = dict(cfg.pop("rope_parameters"))
+    if "full_attention" in rope:
+        local, rope = rope["sliding_attention"], dict(rope["full_attention"])
+        assert local["rope_type"] == "default", local
+        cfg["rope_local_base_freq"] = local["rope_theta"]
+        types = cfg.pop("layer_types")
+        cfg.pop("_sliding_window_pattern", None)
+        cfg["sliding_window_pattern"] = types.index("full_attention") + 1
+        cfg["torch_dtype"] = cfg.pop("dtype")
+        cfg["eos_token_id"] = [cfg["eos_token_id"], eos_extra]
     cfg["rope_theta"] = rope.pop("rope_theta")
     cfg["rope_scaling"] = rope
     path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
@@ -428,6 +448,10 @@ ABLATIONS = {
                "query_pre_attn_scalar = head_dim": lambda c: setattr(c, "query_pre_attn_scalar", c.head_dim),
                "local rope base = global": lambda c: c.rope_parameters["sliding_attention"].update(
                    rope_theta=c.rope_parameters["full_attention"]["rope_theta"])},
+    "gemma3_legacy_keys": {
+        "no linear scaling on global layers": lambda c: c.rope_parameters.update(full_attention=_rope(1000000.0)),
+        "local rope base = global": lambda c: c.rope_parameters["sliding_attention"].update(rope_theta=1000000.0),
+        "all layers global": lambda c: setattr(c, "layer_types", ["full_attention"] * 4)},
     "phi3": {"theta 100000": lambda c: c.rope_parameters.update(rope_theta=100000.0)},
 }
 
@@ -467,7 +491,8 @@ def _dump(path: Path, obj) -> None:
     path.write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-NAMES = ["llama3", "smollm2", "llama_linear", "llama_legacy_keys", "qwen2", "qwen3", "mistral", "gemma3", "phi3"]
+NAMES = ["llama3", "smollm2", "llama_linear", "llama_legacy_keys", "qwen2", "qwen3", "mistral", "gemma3", "phi3",
+         "gemma3_legacy_keys"]  # order fixes each fixture's seed: append new ones
 
 
 def make(name: str, bases, seed: int) -> dict:
@@ -481,14 +506,15 @@ def make(name: str, bases, seed: int) -> dict:
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
     randomize_extras(model, name, torch.Generator().manual_seed(seed + 1))
-    if name == "gemma3":  # stored in bf16 like real Gemma checkpoints; references upcast these values
+    if name.startswith("gemma3"):  # stored in bf16 like real Gemma checkpoints; references upcast these values
         model = model.to(torch.bfloat16)
     model.save_pretrained(folder, safe_serialization=True)
-    if name == "llama_legacy_keys":
+    if name.endswith("_legacy_keys"):
         before = load(folder, torch.float32)
-        to_legacy_config(folder / "config.json")
+        to_legacy_config(folder / "config.json", tok.convert_tokens_to_ids("<end_of_turn>"))
         after = load(folder, torch.float32)
         assert after.config.rope_parameters == before.config.rope_parameters, after.config.rope_parameters
+        assert getattr(after.config, "layer_types", None) == getattr(before.config, "layer_types", None)
     stats = write_reference(folder, AutoTokenizer.from_pretrained(folder), name)
     write_cases(folder)
     stats["kb"] = sum(p.stat().st_size for p in folder.iterdir()) // 1024

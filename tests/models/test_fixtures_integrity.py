@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "models"
-NAMES = ["llama3", "smollm2", "llama_linear", "llama_legacy_keys", "qwen2", "qwen3", "mistral", "gemma3", "phi3"]
+NAMES = ["llama3", "smollm2", "llama_linear", "llama_legacy_keys", "qwen2", "qwen3", "mistral", "gemma3", "phi3",
+         "gemma3_legacy_keys"]
 FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "reference.npz",
          "tokenizer_cases.json", "chat_cases.json"]
 
@@ -38,7 +39,7 @@ def test_fixture_files_and_shapes(name):
     vocab = config["vocab_size"]
     header = _safetensors_header(folder / "model.safetensors")
     assert header["model.embed_tokens.weight"]["shape"] == [vocab, config["hidden_size"]]
-    want_dtype = "BF16" if name == "gemma3" else "F32"
+    want_dtype = "BF16" if name.startswith("gemma3") else "F32"
     assert {v["dtype"] for k, v in header.items() if k != "__metadata__"} == {want_dtype}
     assert ("lm_head.weight" in header) == (not config["tie_word_embeddings"])
 
