@@ -291,7 +291,8 @@ def test_framework_budget_exhaustion_is_an_error_not_silence(fake, ane_stats):
     fake.set_budget(fake.report()["compiles"] + fake.report()["hidden_compiles"])
     before = temp_ids()
     try:
-        with pytest.raises(orion.CompileError, match=r"compileWithQoS:options:error:\] returned NO: no NSError"):
+        with pytest.raises(orion.CompileError, match=r"-\[_ANEInMemoryModel compileWithQoS:21 options:@\{\} error:&error\] \(model [0-9A-F]{16}\.\.\.\) "
+                                                    r"returned NO: no NSError"):
             orion.compile_mil(linear_program(), {KEY: weight_blob(rand((128, 64, 1, 1), 21))}, device="ane")
     finally:
         fake.set_budget(10**9)
@@ -309,7 +310,7 @@ def test_framework_compile_failure_is_typed_with_the_nserror(fake, monkeypatch, 
     with pytest.raises(orion.CompileError) as e:
         orion.compile_mil(linear_program(fp32_io=True), {KEY: weight_blob(rand((128, 64, 1, 1), 22))}, device="ane")
     msg = str(e.value)
-    assert "ANECCompile() FAILED" in msg and "-[_ANEInMemoryModel compileWithQoS:options:error:]" in msg
+    assert "ANECCompile() FAILED" in msg and "-[_ANEInMemoryModel compileWithQoS:21 options:@{} error:&error]" in msg
     assert "NSError domain=com.apple.appleneuralengine.compiler code=1" in msg and "C28" in msg
     assert "build FAKE0" in msg and "ANE h16g" in msg
     assert temp_ids() == before and info()["live_models"] == live and d()["framework_compiles"] == 0

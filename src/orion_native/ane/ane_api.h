@@ -3,8 +3,11 @@
 // orion_ane_control (ctypes on the _native module: python/orion/doctor.py), so no binding is needed.
 //
 // Commands (the answer is JSON; {"error": "..."} on failure):
-//   "info"                    availability, reason, device record, route, stats, live models/folders
-//   "route=inmemory|client"   route for later compiles (the direct route only where it is usable)
+//   "info"                    availability, reason, device record, warnings of the optional probes,
+//                             route status ("client": "unverified (known to fail on M4 Max)" when its
+//                             selectors exist), stats, live models/folders
+//   "route=inmemory|client"   route for later compiles (client: experimental, only where its
+//                             selectors exist)
 //   "entry=two|one"           weight-dictionary entry shape (reference §4)
 //   "patch-next"              the next compile on this thread is the W4 delta-patch probe (when a
 //                             live model has the same MIL text); "patch-clear" withdraws it

@@ -7,15 +7,15 @@
 namespace orion::ane {
 
 // Two ways to drive the framework (issue 4): the in-memory model every upstream project uses, and the
-// _ANEClient/_ANEModel route the in-memory model wraps. Default: ORION_ANE_ROUTE ("inmemory"/"client").
+// _ANEClient/_ANEModel route the in-memory model wraps (experimental and unverified: it failed on an
+// M4 Max, reference §11; opt-in only). Default: ORION_ANE_ROUTE ("inmemory"/"client").
 enum class Route { in_memory, client };
 Route route();
 void set_route(Route r);  // throws when the client route is unusable on this machine
 const char* route_name(Route r);
 
-// Weight-dictionary entry shape (reference §4 ordering hazard): "two" = {data, offset} as upstream
-// (falls back to "one" when the framework would see offset first), "one" = {data} only.
-// Default: ORION_ANE_WEIGHT_ENTRY.
+// Weight-dictionary entry shape (reference §4, §11): "two" (default) = @{@"offset": @0, @"data": blob}
+// as working code builds it; "one" = @{@"data": blob}, an opt-in experiment (ORION_ANE_WEIGHT_ENTRY).
 bool single_key_entries();
 void set_single_key_entries(bool one);
 
@@ -34,6 +34,7 @@ struct Stats {
   std::atomic<int64_t> loads{0}, load_retries{0}, unloads{0}, evals{0}, requests_built{0};
   std::atomic<int64_t> reload_probes{0}, patch_probes{0};
   std::atomic<int64_t> cleanup_errors{0};      // unload failures during release (reported on stderr)
+  std::atomic<int64_t> unload_failures{0};     // every unload NO/exception (logged, never fatal)
 };
 Stats& stats();
 int live_models();

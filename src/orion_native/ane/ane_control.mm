@@ -39,17 +39,25 @@ std::string info() {
   std::string missing = "[";
   for (size_t i = 0; i < f.missing_optional.size(); ++i) missing += (i ? ", " : "") + q(f.missing_optional[i]);
   missing += "]";
+  std::string warnings = "[";
+  for (size_t i = 0; i < f.warnings.size(); ++i) warnings += (i ? ", " : "") + q(f.warnings[i]);
+  warnings += "]";
+  // Route status: the in-memory route is what working code uses; the client route's selectors
+  // existing does not make it usable (reference §11).
+  std::string inmemory = f.available ? "usable" : "unavailable";
+  std::string client = !f.available ? "unavailable" : f.client_route ? kClientRouteStatus : "unavailable (" + f.client_reason + ")";
   return "{\"built\": true, \"fake\": " + b(f.fake) + ", \"available\": " + b(f.available) +
          ", \"reason\": " + q(f.reason) + ", \"framework\": " + q(f.path) +
-         ", \"device\": {\"has_ane\": " + b(d.has_ane) + ", \"virtual_machine\": " + b(d.virtual_machine) +
+         ", \"device\": {\"has_ane\": " + (d.has_ane_known ? b(d.has_ane) : "null") + ", \"virtual_machine\": " + b(d.virtual_machine) +
          ", \"num_anes\": " + n(d.num_anes) + ", \"num_cores\": " + n(d.num_cores) +
          ", \"architecture\": " + q(d.architecture) + ", \"subtype\": " + q(d.subtype) + ", \"variant\": " + q(d.variant) +
          ", \"product_variant\": " + q(d.product_variant) + ", \"subtype_and_variant\": " + q(d.subtype_and_variant) +
          ", \"board_type\": " + n(d.board_type) + ", \"product_name\": " + q(d.product_name) +
          ", \"framework_build\": " + q(d.framework_build) + ", \"os_build\": " + q(d.os_build) +
          ", \"chip\": " + q(d.chip) + ", \"chip_profile\": " + q(d.chip_profile) + ", \"dialect\": " + q(d.dialect) + "}" +
-         ", \"routes\": {\"inmemory\": " + b(f.available) + ", \"client\": " + b(f.available && f.client_route) +
-         ", \"client_reason\": " + q(f.client_reason) + "}" + ", \"route\": " + q(route_name(route())) +
+         ", \"routes\": {\"inmemory\": " + q(inmemory) + ", \"client\": " + q(client) +
+         ", \"client_selectors\": " + b(f.available && f.client_route) + ", \"client_reason\": " + q(f.client_reason) + "}" +
+         ", \"route\": " + q(route_name(route())) + ", \"warnings\": " + warnings +
          ", \"weight_entry\": " + q(single_key_entries() ? "one" : "two") +
          ", \"compiled_model_exists\": " + b(f.has_compiled_model_exists) + ", \"missing_optional\": " + missing +
          ", \"stats\": {\"framework_compiles\": " + n(s.framework_compiles) + ", \"hidden_compiles\": " + n(s.hidden_compiles) +
@@ -57,7 +65,7 @@ std::string info() {
          ", \"loads\": " + n(s.loads) + ", \"load_retries\": " + n(s.load_retries) + ", \"unloads\": " + n(s.unloads) +
          ", \"evals\": " + n(s.evals) + ", \"requests_built\": " + n(s.requests_built) +
          ", \"reload_probes\": " + n(s.reload_probes) + ", \"patch_probes\": " + n(s.patch_probes) +
-         ", \"cleanup_errors\": " + n(s.cleanup_errors) + "}" + ", \"live_models\": " + n(live_models()) +
+         ", \"cleanup_errors\": " + n(s.cleanup_errors) + ", \"unload_failures\": " + n(s.unload_failures) + "}" + ", \"live_models\": " + n(live_models()) +
          ", \"live_folders\": " + n(live_model_folders()) + ", \"temp_dir\": " + q(temp_directory()) + "}";
 }
 
@@ -68,7 +76,7 @@ std::string error(const std::string& m) { return "{\"error\": " + q(m) + "}"; }
 std::string control(const std::string& c) {
   if (c == "info") return info();
   const Framework& f = framework();
-  if (c == "route=inmemory" || c == "route=client") {
+  if (c == "route=inmemory" || c == "route=client") {  // client: experimental, kClientRouteStatus
     bool client = c == "route=client";
     if (!f.available) return error("the ANE backend is unavailable: " + f.reason);
     if (client && !f.client_route) return error("the _ANEClient route is unavailable: " + f.client_reason + context());

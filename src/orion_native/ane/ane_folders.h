@@ -13,18 +13,23 @@
 namespace orion::ane {
 
 std::string temp_directory();  // NSTemporaryDirectory() without the trailing slash
-bool is_identifier(const std::string& name);  // <64 hex>_<64 hex>_<64 hex>
-std::string model_folder(const std::string& hex_id);  // NSTemporaryDirectory()/<hex_id>
-// (Re)creates the folder with model.mil + weight files and this process's owner marker.
+constexpr size_t kMaxIdentifier = 255;  // NAME_MAX: one folder name
+bool is_upstream_identifier(const std::string& name);  // <64 hex>_<64 hex>_<64 hex> (decompiled shape)
+// Non-empty, at most kMaxIdentifier bytes, no '/', no '..', not '.': a single folder name that cannot
+// escape NSTemporaryDirectory(). The only check on the identifier (reference §11: any shape is used).
+bool is_safe_component(const std::string& name);
+// NSTemporaryDirectory()/<hex_id>; throws for an unsafe name, logs (once) a shape other than upstream's.
+std::string model_folder(const std::string& hex_id);
+// (Re)creates the folder with weights/ (always), model.mil, the weight files and this process's owner
+// marker.
 void populate_model_folder(const std::string& hex_id, const std::string& mil,
                            const std::vector<runtime::WeightEntry>& weights);
 // Overwrites weight files in place (the W1/W2 delta recipe; creates the folder if unload deleted it).
 void rewrite_model_weights(const std::string& hex_id, const std::vector<runtime::WeightEntry>& weights);
-// What the framework's save step writes itself (§3 step 5): net.plist = MIL text, and each weight
-// entry's first value under its first key ("data"). Used by the direct route, which has no in-memory
-// model to do it.
-void write_framework_files(const std::string& hex_id, const std::string& mil,
-                           const std::vector<runtime::WeightEntry>& weights);
+// What the framework's save step writes itself (§3 step 5): net.plist = MIL text, and the file "data"
+// (each entry's first value under its first key, so with several entries one blob ends up there: the
+// caller picks it, ane_model.mm). Used by the direct route and the W4 patch probe.
+void write_framework_files(const std::string& hex_id, const std::string& mil, const runtime::WeightEntry* data_blob);
 bool copy_file(const std::string& from, const std::string& to);
 void remove_model_folder(const std::string& hex_id);  // folder + owner marker
 void clean_stale_model_folders();                     // once per process

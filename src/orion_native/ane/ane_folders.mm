@@ -7,6 +7,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -59,7 +60,7 @@ bool alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == E
 
 std::string temp_directory() { return temp_root(); }
 
-bool is_identifier(const std::string& s) {
+bool is_upstream_identifier(const std::string& s) {
   if (s.size() != 64 * 3 + 2) return false;
   for (size_t i = 0; i < s.size(); ++i) {
     if (i == 64 || i == 129) {
@@ -71,10 +72,26 @@ bool is_identifier(const std::string& s) {
   return true;
 }
 
+bool is_safe_component(const std::string& s) {
+  return !s.empty() && s.size() <= kMaxIdentifier && s != "." && s.find('/') == std::string::npos &&
+         s.find("..") == std::string::npos && s.find('\0') == std::string::npos;
+}
+
 std::string model_folder(const std::string& hex_id) {
-  if (!is_identifier(hex_id))
-    throw_error(ErrorKind::Orion, "-[_ANEInMemoryModel hexStringIdentifier] returned '" + hex_id +
-                                      "', not <64 hex>_<64 hex>_<64 hex>; refusing to use it as a folder name" + context());
+  if (!is_safe_component(hex_id))
+    throw_error(ErrorKind::Orion, "-[_ANEInMemoryModel hexStringIdentifier] returned '" + hex_id.substr(0, 300) + "' (" +
+                                      std::to_string(hex_id.size()) + " bytes), which is not a single safe folder name "
+                                      "(non-empty, at most " + std::to_string(kMaxIdentifier) + " bytes, no '/', no '..'); "
+                                      "refusing to create or delete NSTemporaryDirectory()/<it>" + context());
+  // Working code uses whatever the framework returns; the 64_64_64 hex shape is from decompiled code
+  // only (reference §11), so another shape is logged once and used.
+  static std::once_flag logged;
+  if (!is_upstream_identifier(hex_id))
+    std::call_once(logged, [&] {
+      std::fprintf(stderr, "orion: note: -[_ANEInMemoryModel hexStringIdentifier] returned '%s' (%zu bytes), not the "
+                           "<64 hex>_<64 hex>_<64 hex> shape of the decompiled framework; using it as the temp folder "
+                           "name, as working code does%s\n", hex_id.c_str(), hex_id.size(), context().c_str());
+    });
   return (fs::path(temp_root()) / hex_id).string();
 }
 
@@ -90,6 +107,9 @@ void populate_model_folder(const std::string& hex_id, const std::string& mil,
   }
   fs::create_directories(owners_dir(), ec);
   write_file(marker(hex_id), "", 0);
+  // <dir>/weights exists even for weight-free programs: working code always creates it (reference §11).
+  fs::create_directories(dir / "weights", ec);
+  if (ec) throw_error(ErrorKind::Orion, "cannot create " + (dir / "weights").string() + ": " + ec.message() + context());
   write_file(dir / "model.mil", mil.data(), mil.size());
   for (const auto& w : weights) write_file(dir / runtime::weight_relative_path(w.key), w.bytes.data(), w.bytes.size());
 }
@@ -99,11 +119,10 @@ void rewrite_model_weights(const std::string& hex_id, const std::vector<runtime:
   for (const auto& w : weights) write_file(dir / runtime::weight_relative_path(w.key), w.bytes.data(), w.bytes.size());
 }
 
-void write_framework_files(const std::string& hex_id, const std::string& mil,
-                           const std::vector<runtime::WeightEntry>& weights) {
+void write_framework_files(const std::string& hex_id, const std::string& mil, const runtime::WeightEntry* data_blob) {
   fs::path dir = model_folder(hex_id);
   write_file(dir / "net.plist", mil.data(), mil.size());
-  for (const auto& w : weights) write_file(dir / "data", w.bytes.data(), w.bytes.size());
+  if (data_blob) write_file(dir / "data", data_blob->bytes.data(), data_blob->bytes.size());
 }
 
 bool copy_file(const std::string& from, const std::string& to) {
@@ -114,7 +133,7 @@ bool copy_file(const std::string& from, const std::string& to) {
 
 void remove_model_folder(const std::string& hex_id) {
   std::error_code ec;
-  if (is_identifier(hex_id)) fs::remove_all(fs::path(temp_root()) / hex_id, ec);
+  if (is_safe_component(hex_id)) fs::remove_all(fs::path(temp_root()) / hex_id, ec);
   fs::remove(marker(hex_id), ec);
   fs::remove(owners_dir(), ec);  // only when empty
   std::lock_guard<std::mutex> lk(g_mu);
@@ -130,7 +149,7 @@ void clean_stale_model_folders() {
     for (auto& e : fs::directory_iterator(owners, ec)) {
       std::string n = e.path().filename().string();
       size_t dot = n.rfind('.');
-      if (dot == std::string::npos || !is_identifier(n.substr(0, dot))) continue;
+      if (dot == std::string::npos || !is_safe_component(n.substr(0, dot))) continue;
       char* end = nullptr;
       long pid = std::strtol(n.c_str() + dot + 1, &end, 10);
       if (!end || *end) continue;

@@ -1,6 +1,9 @@
-// Lazy loading of AppleNeuralEngine.framework (ane-private-api.md §1, §2.5, §10 "Init once"): dlopen,
-// class lookup, selector checks, the _ANEDeviceInfo capability record, and the error helpers that put
-// class, selector, NSError domain/code/description, OS build and chip into every message.
+// Lazy loading of AppleNeuralEngine.framework (ane-private-api.md §1, §2.5, §10, §11): dlopen, then
+// the REQUIRED check (the four classes and the in-memory route's selectors: what working code needs),
+// then best-effort extras (the _ANEDeviceInfo capability record, compiledModelExists, the _ANEClient
+// route), each under its own exception guard so that none of them can disable the backend; and the
+// error helpers that put class, selector, NSError domain/code/description, OS build and chip into
+// every message.
 #pragma once
 #import <Foundation/Foundation.h>
 
@@ -14,7 +17,8 @@
 namespace orion::ane {
 
 struct DeviceInfo {
-  bool has_ane = false;
+  bool has_ane = false;      // +hasANE's answer, when it gave one (has_ane_known)
+  bool has_ane_known = false;
   bool virtual_machine = false;
   unsigned num_anes = 0, num_cores = 0;
   long long board_type = 0;
@@ -34,11 +38,19 @@ struct Framework {
   id descriptor_class = nil, model_class = nil, request_class = nil, surface_object_class = nil;
   id device_info_class = nil, client_class = nil, ane_model_class = nil;
   bool has_compiled_model_exists = false;  // optional -[_ANEInMemoryModel compiledModelExists]
-  bool client_route = false;               // _ANEClient/_ANEModel route usable
-  std::string client_reason;               // why not
+  // The _ANEClient/_ANEModel route's selectors are present. That does not make it usable: on an M4 Max
+  // it failed (reference §11), so it is reported as kClientRouteStatus and stays opt-in.
+  bool client_route = false;
+  std::string client_reason;               // why its selectors are not all there
   std::vector<std::string> missing_optional;
+  // Optional probes that failed (a getter that raised or answered an unexpected type, no +hasANE):
+  // reported by `orion info`, never a reason to refuse (reference §11, issue 18).
+  std::vector<std::string> warnings;
   DeviceInfo info;
 };
+
+// What `orion info` / orion.devices() say about the direct route when its selectors exist.
+constexpr const char* kClientRouteStatus = "unverified (known to fail on M4 Max)";
 
 // Probes once (thread-safe) and never throws; the result lives for the whole process.
 const Framework& framework();
@@ -65,10 +77,11 @@ template <class F>
 NSException* guarded(F& f) {
   return orion_ane_guard([](void* p) { (*static_cast<F*>(p))(); }, &f);
 }
-[[noreturn]] void throw_exception(NSException* e, const char* cls, const char* sel);  // releases e
+// Releases e. `what` is the exact call with its arguments' shapes (empty: "-[cls sel]").
+[[noreturn]] void throw_exception(NSException* e, const char* cls, const char* sel, const std::string& what = "");
 template <class F>
-void call(const char* cls, const char* sel, F&& f) {
-  if (NSException* e = guarded(f)) throw_exception(e, cls, sel);
+void call(const char* cls, const char* sel, F&& f, const std::string& what = "") {
+  if (NSException* e = guarded(f)) throw_exception(e, cls, sel, what);
 }
 
 }  // namespace orion::ane

@@ -10,6 +10,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace orion::ane {
@@ -50,30 +51,93 @@ std::string chip_profile_for(const std::string& subtype) {
 
 id lookup(const char* name) { return (id)NSClassFromString([NSString stringWithUTF8String:name]); }
 
-// Reads every _ANEDeviceInfo value it answers; called under the exception guard.
-void read_device_info(Framework* fw) {
-  id<OrionANEDeviceInfoClass> d = (id<OrionANEDeviceInfoClass>)fw->device_info_class;
-  DeviceInfo& i = fw->info;
-  auto opt = [&](SEL s) {
-    bool ok = [(id)d respondsToSelector:s];
-    if (!ok) fw->missing_optional.push_back(std::string("+[_ANEDeviceInfo ") + str(NSStringFromSelector(s)) + "]");
-    return ok;
-  };
-  i.has_ane = [d hasANE];
-  if (opt(@selector(isVirtualMachine))) i.virtual_machine = [d isVirtualMachine];
-  if (opt(@selector(numANEs))) i.num_anes = [d numANEs];
-  if (opt(@selector(numANECores))) i.num_cores = [d numANECores];
-  if (opt(@selector(aneArchitectureType))) i.architecture = str([d aneArchitectureType]);
-  if (opt(@selector(aneSubType))) i.subtype = str([d aneSubType]);
-  if (opt(@selector(aneSubTypeVariant))) i.variant = str([d aneSubTypeVariant]);
-  if (opt(@selector(aneSubTypeProductVariant))) i.product_variant = str([d aneSubTypeProductVariant]);
-  if (opt(@selector(aneSubTypeAndVariant))) i.subtype_and_variant = str([d aneSubTypeAndVariant]);
-  if (opt(@selector(aneBoardType))) i.board_type = [d aneBoardType];
-  if (opt(@selector(productName))) i.product_name = str([d productName]);
-  if (opt(@selector(buildVersion))) i.framework_build = str([d buildVersion]);
+// Return type of a class method as the runtime declares it, qualifiers (r, n, o, V, ...) stripped.
+std::string return_type(id cls, SEL s) {
+  NSMethodSignature* sig = [cls methodSignatureForSelector:s];
+  const char* t = sig ? [sig methodReturnType] : nullptr;
+  if (!t) return "";
+  while (*t && std::strchr("rnNoORV", *t)) ++t;
+  return t;
 }
 
-struct Probe {
+// One optional +[_ANEDeviceInfo ...] getter, under its own exception guard, sent only when the class
+// answers it with the return type we declare (an integer/BOOL, or an object). `send` does the typed
+// message send, stores the value and returns "" or what was wrong with it. Any problem becomes a
+// warning (or a missing_optional entry) and the value stays empty; returns whether a value was stored.
+template <class Send>
+bool getter(Framework* fw, SEL sel, bool object, Send send) {
+  std::string name = "+[_ANEDeviceInfo " + str(NSStringFromSelector(sel)) + "]", problem;
+  auto body = [&] {
+    id cls = fw->device_info_class;
+    if (![cls respondsToSelector:sel]) {
+      problem = "missing";
+      return;
+    }
+    std::string t = return_type(cls, sel);
+    bool ok = object ? t == "@" : (t.size() == 1 && std::strchr("cCsSiIlLqQB", t[0]));
+    if (!ok) {
+      problem = "declares return type '" + t + "', not " + (object ? "an object" : "an integer or BOOL") + "; not sent";
+      return;
+    }
+    problem = send((id<OrionANEDeviceInfoClass>)cls);
+  };
+  if (NSException* e = guarded(body)) {
+    problem = "raised " + str([e name]) + ": " + str([e reason]);
+    [e release];
+  }
+  if (problem == "missing") fw->missing_optional.push_back(name);
+  else if (!problem.empty()) fw->warnings.push_back(name + " " + problem + "; ignored");
+  return problem.empty();
+}
+
+// An NSString getter's answer (nil -> ""); another class is a problem.
+std::string text_of(id v, std::string* out) {
+  if (v && ![v isKindOfClass:[NSString class]])
+    return std::string("returned a ") + str(NSStringFromClass([v class])) + ", not an NSString";
+  *out = str((NSString*)v);
+  return "";
+}
+
+// Best effort: reads every _ANEDeviceInfo value it can; nothing here disables the backend (the
+// caller refuses only on an explicit +hasANE = NO).
+void read_device_info(Framework* fw) {
+  using D = id<OrionANEDeviceInfoClass>;
+  DeviceInfo& i = fw->info;
+  BOOL has = NO, vm = NO;
+  if (getter(fw, @selector(hasANE), false, [&](D d) { has = [d hasANE]; return std::string(); })) {
+    i.has_ane_known = true;
+    i.has_ane = has;
+  }
+  if (getter(fw, @selector(isVirtualMachine), false, [&](D d) { vm = [d isVirtualMachine]; return std::string(); }))
+    i.virtual_machine = vm;
+  getter(fw, @selector(numANEs), false, [&](D d) { i.num_anes = [d numANEs]; return std::string(); });
+  getter(fw, @selector(numANECores), false, [&](D d) { i.num_cores = [d numANECores]; return std::string(); });
+  getter(fw, @selector(aneBoardType), false, [&](D d) { i.board_type = [d aneBoardType]; return std::string(); });
+  getter(fw, @selector(aneArchitectureType), true, [&](D d) { return text_of([d aneArchitectureType], &i.architecture); });
+  getter(fw, @selector(aneSubType), true, [&](D d) { return text_of([d aneSubType], &i.subtype); });
+  getter(fw, @selector(aneSubTypeVariant), true, [&](D d) { return text_of([d aneSubTypeVariant], &i.variant); });
+  getter(fw, @selector(aneSubTypeProductVariant), true,
+         [&](D d) { return text_of([d aneSubTypeProductVariant], &i.product_variant); });
+  getter(fw, @selector(aneSubTypeAndVariant), true,
+         [&](D d) { return text_of([d aneSubTypeAndVariant], &i.subtype_and_variant); });
+  getter(fw, @selector(productName), true, [&](D d) { return text_of([d productName], &i.product_name); });
+  getter(fw, @selector(buildVersion), true, [&](D d) { return text_of([d buildVersion], &i.framework_build); });
+}
+
+std::string selector_name(bool instance, const char* cls, SEL sel) {
+  return std::string(instance ? "-[" : "+[") + cls + " " + str(NSStringFromSelector(sel)) + "]";
+}
+
+struct Sel {
+  id cls;
+  const char* cname;
+  SEL sel;
+  bool instance;
+  bool present() const { return instance ? [cls instancesRespondToSelector:sel] : [cls respondsToSelector:sel]; }
+};
+
+// REQUIRED: the four classes and the in-memory route's selectors (what working code uses).
+struct Required {
   Framework* fw;
   void operator()() {
     Framework& f = *fw;
@@ -91,12 +155,7 @@ struct Probe {
         return;
       }
     }
-    struct Sel {
-      id cls;
-      const char* cname;
-      SEL sel;
-      bool instance;
-    } sels[] = {
+    Sel sels[] = {
         {f.descriptor_class, "_ANEInMemoryModelDescriptor", @selector(modelWithMILText:weights:optionsPlist:), false},
         {f.model_class, "_ANEInMemoryModel", @selector(inMemoryModelWithDescriptor:), false},
         {f.model_class, "_ANEInMemoryModel", @selector(hexStringIdentifier), true},
@@ -109,52 +168,73 @@ struct Probe {
         {f.surface_object_class, "_ANEIOSurfaceObject", @selector(objectWithIOSurface:), false},
     };
     std::string missing;
-    for (auto& s : sels) {
-      bool ok = s.instance ? [s.cls instancesRespondToSelector:s.sel] : [s.cls respondsToSelector:s.sel];
-      if (!ok) missing += std::string(missing.empty() ? "" : ", ") + (s.instance ? "-[" : "+[") + s.cname + " " + str(NSStringFromSelector(s.sel)) + "]";
-    }
-    if (!missing.empty()) {
-      f.reason = "the private API changed: missing selector(s) " + missing;
-      return;
-    }
+    for (auto& s : sels)
+      if (!s.present()) missing += (missing.empty() ? "" : ", ") + selector_name(s.instance, s.cname, s.sel);
+    if (!missing.empty()) f.reason = "the private API changed: missing selector(s) " + missing;
+  }
+};
+
+// Optional: -compiledModelExists (hidden-compile observation) and the experimental direct route.
+struct Optional {
+  Framework* fw;
+  void operator()() {
+    Framework& f = *fw;
     f.has_compiled_model_exists = [f.model_class instancesRespondToSelector:@selector(compiledModelExists)];
     if (!f.has_compiled_model_exists) f.missing_optional.push_back("-[_ANEInMemoryModel compiledModelExists]");
-
-    // The direct route (optional).
     f.client_class = lookup("_ANEClient");
     f.ane_model_class = lookup("_ANEModel");
     if (!f.client_class || !f.ane_model_class) {
       f.client_reason = std::string("class ") + (f.client_class ? "_ANEModel" : "_ANEClient") + " is missing";
-    } else {
-      Sel csels[] = {{f.client_class, "_ANEClient", @selector(sharedConnection), false},
-                     {f.ane_model_class, "_ANEModel", @selector(modelAtURL:key:), false},
-                     {f.client_class, "_ANEClient", @selector(compileModel:options:qos:error:), true},
-                     {f.client_class, "_ANEClient", @selector(loadModel:options:qos:error:), true},
-                     {f.client_class, "_ANEClient", @selector(evaluateWithModel:options:request:qos:error:), true},
-                     {f.client_class, "_ANEClient", @selector(unloadModel:options:qos:error:), true}};
-      for (auto& s : csels) {
-        bool ok = s.instance ? [s.cls instancesRespondToSelector:s.sel] : [s.cls respondsToSelector:s.sel];
-        if (!ok) f.client_reason += std::string(f.client_reason.empty() ? "missing selector(s) " : ", ") +
-                                    (s.instance ? "-[" : "+[") + s.cname + " " + str(NSStringFromSelector(s.sel)) + "]";
-      }
-      f.client_route = f.client_reason.empty();
-    }
-
-    // Device check: dlopen succeeding is not enough (§1 "Failure mode off-Mac").
-    f.device_info_class = lookup("_ANEDeviceInfo");
-    if (!f.device_info_class || ![f.device_info_class respondsToSelector:@selector(hasANE)]) {
-      f.reason = "cannot confirm a Neural Engine: +[_ANEDeviceInfo hasANE] is missing from " + f.path;
       return;
     }
-    read_device_info(&f);
-    if (!f.info.has_ane) {
-      f.reason = std::string("no Neural Engine on this machine (+[_ANEDeviceInfo hasANE] = NO") +
-                 (f.info.virtual_machine ? "; running in a virtual machine without a virtual ANE" : "") + ")";
-      return;
-    }
-    f.available = true;
+    Sel csels[] = {{f.client_class, "_ANEClient", @selector(sharedConnection), false},
+                   {f.ane_model_class, "_ANEModel", @selector(modelAtURL:key:), false},
+                   {f.client_class, "_ANEClient", @selector(compileModel:options:qos:error:), true},
+                   {f.client_class, "_ANEClient", @selector(loadModel:options:qos:error:), true},
+                   {f.client_class, "_ANEClient", @selector(evaluateWithModel:options:request:qos:error:), true},
+                   {f.client_class, "_ANEClient", @selector(unloadModel:options:qos:error:), true}};
+    for (auto& s : csels)
+      if (!s.present())
+        f.client_reason += (f.client_reason.empty() ? "missing selector(s) " : ", ") + selector_name(s.instance, s.cname, s.sel);
+    f.client_route = f.client_reason.empty();
   }
 };
+
+void probe_framework(Framework* fw) {
+  Framework& f = *fw;
+  Required req{fw};
+  if (NSException* e = guarded(req)) {
+    f.reason = "probing the private framework's required classes and selectors raised " + str([e name]) + ": " +
+               str([e reason]);
+    [e release];
+  }
+  if (!f.reason.empty()) return;
+  Optional opt{fw};
+  if (NSException* e = guarded(opt)) {
+    f.warnings.push_back("probing the optional selectors raised " + str([e name]) + ": " + str([e reason]));
+    f.client_route = false;
+    if (f.client_reason.empty()) f.client_reason = "probing its selectors raised " + str([e name]);
+    [e release];
+  }
+  // Device check (best effort): working code asks nothing (§11), so a missing class or +hasANE, or
+  // one that raises, only warns. An explicit NO is the one refusal: in a VM without a virtual ANE
+  // every compile/load/eval fails ("Host too old", §1), and device="auto" must then pick the simulator.
+  auto find_info = [&] { f.device_info_class = lookup("_ANEDeviceInfo"); };
+  if (NSException* e = guarded(find_info)) [e release];
+  if (!f.device_info_class) {
+    f.warnings.push_back("class _ANEDeviceInfo is missing: cannot confirm a Neural Engine (working code does not ask)");
+  } else {
+    read_device_info(fw);
+    if (!f.info.has_ane_known)
+      f.warnings.push_back("+[_ANEDeviceInfo hasANE] gave no answer: cannot confirm a Neural Engine (working code does not ask)");
+  }
+  if (f.info.has_ane_known && !f.info.has_ane) {
+    f.reason = std::string("no Neural Engine on this machine (+[_ANEDeviceInfo hasANE] = NO") +
+               (f.info.virtual_machine ? "; running in a virtual machine without a virtual ANE" : "") + ")";
+    return;
+  }
+  f.available = true;
+}
 
 std::string context_of(const Framework& f) {
   std::string c = " (";
@@ -190,12 +270,7 @@ Framework* probe() {
 #endif
     return fw;
   }
-  Probe pr{fw};
-  if (NSException* e = guarded(pr)) {
-    fw->available = false;
-    fw->reason = "probing the private framework raised " + str([e name]) + ": " + str([e reason]);
-    [e release];
-  }
+  probe_framework(fw);
   if (fw->info.os_build.empty()) fw->info.os_build = fw->info.framework_build;
   fw->info.chip_profile = chip_profile_for(fw->info.subtype);
   fw->info.dialect = (fw->info.chip_profile == "m1" || fw->info.chip_profile == "m2") ? "ios16" : "ios18";
@@ -244,8 +319,9 @@ int eval_status(NSError* err) {
   }
 }
 
-void throw_exception(NSException* e, const char* cls, const char* sel) {
-  std::string msg = std::string("-[") + cls + " " + sel + "] raised " + str([e name]) + ": " + str([e reason]);
+void throw_exception(NSException* e, const char* cls, const char* sel, const std::string& what) {
+  std::string msg = (what.empty() ? std::string("-[") + cls + " " + sel + "]" : what) + " raised " + str([e name]) + ": " +
+                    str([e reason]);
   [e release];
   throw_error(ErrorKind::Orion, msg + context());
 }

@@ -3,8 +3,10 @@
 //   create()  descriptor (NSData MIL + weight dictionary, never nil) -> model -> identifier
 //   prepare() temp folder NSTemporaryDirectory()/<id>/ with model.mil + weight files (C44)
 //   compile() / load()  QoS 21, options @{} (never nil); load retried once after 100 ms
-//   eval()    _ANEIOSurfaceObject wrappers + _ANERequest built once per surface set and reused
+//   eval()    _ANEIOSurfaceObject wrappers + _ANERequest built once per surface set and reused until
+//             the next unload (a reload builds new ones, as working probe code does)
 //   shutdown() unload, drop requests, release model/descriptor, remove the folder (idempotent)
+// Every error message names the exact call with its arguments' shapes and the NSError.
 #pragma once
 #import <Foundation/Foundation.h>
 
@@ -33,7 +35,8 @@ class Model {
   void compile();
   // hidden: the load is expected to compile inside aned (no explicit compile); counted when observed.
   void load(bool expect_hidden_compile);
-  // W1/W2 probe: unload, rewrite the weight files in the folder, load the same model object again.
+  // W1/W2 probe: unload (a NO is logged, not fatal), rewrite the weight files in the folder, load the
+  // same model object again; cached requests are dropped.
   void reload(const std::vector<runtime::WeightEntry>& weights);
   void eval(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out);
   void shutdown() noexcept;
@@ -46,8 +49,13 @@ class Model {
 
  private:
   id request_for(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out);
-  void unload_locked(bool report);
+  // Unloads when loaded; a NO or an exception is logged and counted, never thrown (reference §11).
+  void unload_locked(bool reloading);
+  void drop_requests();
   const char* cls() const;
+  std::string text(const std::string& sel_with_args) const;  // the exact call, for error messages
+  std::string model_arg() const;                             // the _ANEModel argument (client route)
+  const runtime::WeightEntry* data_blob() const;             // what the folder's "data" file holds
 
   Route route_;
   std::string mil_;
@@ -57,6 +65,7 @@ class Model {
   id model_ = nil;       // _ANEInMemoryModel, or _ANEModel on the client route (retained)
   id client_ = nil;      // _ANEClient (retained), client route only
   bool loaded_ = false, released_ = false, folder_ = false;
+  long data_blob_ = -1;  // index into weights_ (see create()), -1 when weight-free
   uint64_t generation_ = 0;
   struct CachedRequest {
     std::vector<uint64_t> key;  // surface ids, inputs then outputs

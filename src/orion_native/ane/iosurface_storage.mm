@@ -4,8 +4,12 @@
 #import <Foundation/Foundation.h>
 #include <IOSurface/IOSurface.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "ane/ane_framework.h"
 #include "common/error.h"
@@ -14,10 +18,32 @@ namespace orion::ane {
 
 namespace {
 
+// Per live surface: how many evaluations currently have it (0 = the CPU holds the lock).
+std::mutex g_mu;
+std::unordered_map<IOSurfaceRef, int>& device_users() {
+  static auto* m = new std::unordered_map<IOSurfaceRef, int>();
+  return *m;
+}
+
+void log_lock_failure(const char* fn, IOSurfaceRef s, int kr) {
+  std::fprintf(stderr, "orion: warning: %s(<IOSurface %zu B>, 0, NULL) returned %d%s\n", fn, IOSurfaceGetAllocSize(s), kr,
+               context().c_str());
+}
+
 class IOSurfaceStorage : public runtime::SurfaceStorage {
  public:
-  explicit IOSurfaceStorage(IOSurfaceRef s) : surface_(s) {}
-  ~IOSurfaceStorage() override { CFRelease(surface_); }  // request wrappers hold their own retain
+  explicit IOSurfaceStorage(IOSurfaceRef s) : surface_(s) {
+    std::lock_guard<std::mutex> lk(g_mu);
+    device_users()[s] = 0;
+  }
+  ~IOSurfaceStorage() override {
+    {
+      std::lock_guard<std::mutex> lk(g_mu);
+      device_users().erase(surface_);
+    }
+    IOSurfaceUnlock(surface_, 0, nullptr);  // the CPU's lock (see iosurface_storage.h)
+    CFRelease(surface_);                    // request wrappers hold their own retain
+  }
   uint8_t* data() override { return static_cast<uint8_t*>(IOSurfaceGetBaseAddress(surface_)); }
   void* native_handle() override { return (void*)surface_; }
 
@@ -44,23 +70,34 @@ runtime::SurfacePtr make_iosurface(size_t bytes) {
     throw_error(ErrorKind::Orion, "IOSurfaceCreate returned " + std::to_string(got) + " bytes, asked for " +
                                       std::to_string(bytes) + context());
   }
-  // Zero-filled like the simulator's surfaces.
-  IOSurfaceLock(s, 0, nullptr);
+  // Locked for the CPU from here on; zero-filled like the simulator's surfaces.
+  if (int kr = IOSurfaceLock(s, 0, nullptr)) log_lock_failure("IOSurfaceLock", s, kr);
   std::memset(IOSurfaceGetBaseAddress(s), 0, bytes);
-  IOSurfaceUnlock(s, 0, nullptr);
   return std::make_shared<runtime::Surface>(bytes, std::make_unique<IOSurfaceStorage>(s));
 }
 
-void surface_cpu_wrote(void* iosurface) {
-  IOSurfaceRef s = (IOSurfaceRef)iosurface;
-  IOSurfaceLock(s, 0, nullptr);
-  IOSurfaceUnlock(s, 0, nullptr);
+DeviceAccess::DeviceAccess(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out) {
+  for (const auto* list : {&in, &out})
+    for (auto* s : *list)
+      if (void* h = s ? s->native_handle() : nullptr; h && std::find(surfaces_.begin(), surfaces_.end(), h) == surfaces_.end())
+        surfaces_.push_back(h);
+  std::lock_guard<std::mutex> lk(g_mu);
+  for (void* h : surfaces_) {
+    IOSurfaceRef s = (IOSurfaceRef)h;
+    auto it = device_users().find(s);
+    if (it == device_users().end() || it->second++ > 0) continue;
+    if (int kr = IOSurfaceUnlock(s, 0, nullptr)) log_lock_failure("IOSurfaceUnlock", s, kr);
+  }
 }
 
-void surface_cpu_will_read(void* iosurface) {
-  IOSurfaceRef s = (IOSurfaceRef)iosurface;
-  IOSurfaceLock(s, kIOSurfaceLockReadOnly, nullptr);
-  IOSurfaceUnlock(s, kIOSurfaceLockReadOnly, nullptr);
+DeviceAccess::~DeviceAccess() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  for (void* h : surfaces_) {
+    IOSurfaceRef s = (IOSurfaceRef)h;
+    auto it = device_users().find(s);
+    if (it == device_users().end() || --it->second > 0) continue;
+    if (int kr = IOSurfaceLock(s, 0, nullptr)) log_lock_failure("IOSurfaceLock", s, kr);
+  }
 }
 
 }  // namespace orion::ane
