@@ -1,8 +1,11 @@
 """``orion generate``: text generation with a GPT-2 / Llama checkpoint on ANE programs.
 
-    orion generate --model PATH --prompt "Once upon a time" [--max-tokens 64] [--temperature 0.8]
+    orion generate --model PATH|ORG/NAME --prompt "Once upon a time" [--max-tokens 64] [--temperature 0.8]
                    [--top-k 40] [--top-p 0.95] [--repetition-penalty 1.1] [--seed 0] [--device sim]
-                   [--adapter PEFT_FOLDER]
+                   [--adapter PEFT_FOLDER] [--chat]
+
+``--chat`` sends the prompt as a user message through the tokenizer's chat template; the answer stops
+at the template's end-of-turn token (the model's eos ids).
 
 Text is printed as it is generated; prefill and decode speeds (and compile time) go to stderr at the
 end. The lead wires it into ``cli.py`` with ``add_generate_parser(sub)``.
@@ -21,12 +24,16 @@ def add_generate_parser(subparsers):
     g = subparsers.add_parser("generate", help="generate text with a GPT-2 or Llama checkpoint",
                               description="Generate text with a Hugging Face GPT-2/Llama folder (config.json + "
                               "model.safetensors) or a llama2.c .bin, on the ANE or its simulator.")
-    g.add_argument("--model", required=True, help="checkpoint folder or file, or a model name found in "
-                   "$ORION_MODEL_PATH / ~/.cache/orion/models")
+    g.add_argument("--model", required=True, help="checkpoint folder or file, a model name found in "
+                   "$ORION_MODEL_PATH / ~/.cache/orion/models, or a Hugging Face Hub id such as Qwen/Qwen3-0.6B "
+                   "(its cache first; downloaded unless HF_HUB_OFFLINE=1)")
     g.add_argument("--prompt", default="", help="prompt text (default: start from BOS / <|endoftext|>)")
     g.add_argument("--prompt-ids", default=None, help="prompt as token ids, e.g. '1 403 407' (models without a "
                    "tokenizer)")
-    g.add_argument("--tokenizer", default=None, help="tokenizer file (tokenizer.model, tokenizer.bin, vocab.json)")
+    g.add_argument("--tokenizer", default=None, help="tokenizer file (tokenizer.json, tokenizer.model, tokenizer.bin, "
+                   "vocab.json)")
+    g.add_argument("--chat", action="store_true", help="send the prompt as a user message through the chat template "
+                   "of tokenizer_config.json (instruct models); stops at the end of the answer's turn")
     g.add_argument("--max-tokens", type=int, default=64)
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     g.add_argument("--top-k", type=int, default=0)
@@ -53,6 +60,9 @@ def cmd_generate(args, out=None, err=None) -> int:
 
     out = out or sys.stdout
     err = err or sys.stderr
+    chat = getattr(args, "chat", False)
+    if chat and args.prompt_ids is not None:
+        raise InputError("--chat takes the message as --prompt text, not --prompt-ids")
     profile = None
     if getattr(args, "chip", None):
         base = get_profile()
@@ -74,10 +84,13 @@ def cmd_generate(args, out=None, err=None) -> int:
         prompt = [bos if bos is not None else 0]
     else:
         prompt = args.prompt
-    stream = model.stream(prompt, max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
-                          top_p=args.top_p, repetition_penalty=args.repetition_penalty, seed=args.seed,
-                          stop_tokens=args.stop_token)
-    if isinstance(prompt, str):
+    kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+              repetition_penalty=args.repetition_penalty, seed=args.seed, stop_tokens=args.stop_token)
+    if chat:
+        stream = model.chat([{"role": "user", "content": args.prompt}], stream=True, **kw)
+    else:
+        stream = model.stream(prompt, **kw)
+    if isinstance(prompt, str) and not chat:
         out.write(prompt)
     for tok in stream:
         out.write(tok.text if model.tokenizer is not None else f"{tok.id} ")

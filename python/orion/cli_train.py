@@ -114,6 +114,7 @@ def _model_config(args, base):
 
 def _prepare(args):
     """(cfg, params, tc, dataset, tokenizer, resume checkpoint or None, state extras)."""
+    from .models.tokenizers import find_tokenizer, load_tokenizer
     from .train import checkpoint as ck
     from .train import data as D
     from .train.defaults import DEFAULT_CKPT_DIR, DEFAULTS, default_corpus
@@ -201,11 +202,16 @@ def _prepare(args):
     if resume is not None and resume.tokenizer is not None:
         tok = D.SentencePieceTokenizer(resume.tokenizer)
     elif args.tokenizer:
-        tok = D.load_tokenizer(args.tokenizer)
-    elif init_path and os.path.isdir(init_path):
-        init_tok = _checkpoint_tokenizer(init_path)       # an orion train checkpoint carries its tokenizer
-        if init_tok is not None:
+        # a SentencePiece .model stays the trainer's class (its bytes go into checkpoints); tokenizer.json,
+        # tokenizer.bin, vocab.json: read as orion generate reads them
+        tok = D.load_tokenizer(args.tokenizer) if args.tokenizer.endswith(".model") else \
+            load_tokenizer(args.tokenizer, cfg.vocab_size)
+    elif init_path:
+        init_tok = _checkpoint_tokenizer(init_path) if os.path.isdir(init_path) else None
+        if init_tok is not None:                            # an orion train checkpoint carries its tokenizer
             tok = D.SentencePieceTokenizer(init_tok)
+        else:                                               # found as orion generate finds it (tokenizer.json first)
+            tok = find_tokenizer(init_path, cfg)
     if data_path.endswith(".bin"):
         tokens = D.read_token_bin(data_path)
     else:

@@ -659,16 +659,21 @@ class Model:
 
     # -- text ------------------------------------------------------------------------------------
     def encode(self, prompt) -> list[int]:
-        """Prompt (str or token ids) -> ids, with BOS for Llama-family models."""
+        """Prompt (str or token ids) -> ids. Special tokens: a tokenizer.json decides through its
+        post-processor, as transformers does (Llama 3 adds BOS, Qwen nothing); other tokenizers
+        (SentencePiece, llama2.c) get the config's BOS when ``add_bos`` (Llama-family models)."""
         if isinstance(prompt, str):
             if self.tokenizer is None:
                 raise InputError(f"model {self.name!r} has no tokenizer; pass token ids, or load it with "
                                  f"tokenizer=PATH")
-            ids = list(self.tokenizer.encode(prompt))
             bos = self.config.bos_id
-            if self.add_bos and bos is not None:
-                ids = [bos] + ids
-            elif not ids and bos is not None:
+            if hasattr(self.tokenizer, "adds_special_tokens"):
+                ids = list(self.tokenizer.encode(prompt, add_special_tokens=True))
+            else:
+                ids = list(self.tokenizer.encode(prompt))
+                if self.add_bos and bos is not None:
+                    ids = [bos] + ids
+            if not ids and bos is not None:
                 ids = [bos]
         else:
             ids = [int(t) for t in prompt]
@@ -705,6 +710,25 @@ class Model:
             pass
         return s.result
 
+    def chat(self, messages, *, add_generation_prompt: bool = True, stream: bool = False,
+             template_kwargs: dict | None = None, **generate_kw):
+        """Answers ``messages`` (``[{"role": "user", "content": "Hi"}, ...]``) through the tokenizer's chat
+        template (rendered as transformers renders it, tokenized without added special tokens) and
+        stops at end-of-turn: the model's stop tokens plus the tokenizer's eos, unless ``stop_tokens``
+        is given. Options as :meth:`stream`; returns a :class:`Generation` (``stream=True``: the
+        :class:`TokenStream`). ``template_kwargs``: extra template variables (e.g. enable_thinking)."""
+        from .tokenizers import chat_prompt_ids
+        ids = chat_prompt_ids(self.tokenizer, messages, add_generation_prompt, **(template_kwargs or {}))
+        if generate_kw.get("stop_tokens") is None:
+            eos = getattr(self.tokenizer, "eos_id", None)
+            generate_kw["stop_tokens"] = list(dict.fromkeys(self.stop_tokens + ([eos] if eos is not None else [])))
+        s = self.stream(ids, **generate_kw)
+        if not stream:
+            for _ in s:
+                pass
+            return s.result
+        return s
+
     def logits(self, ids: Sequence[int]) -> np.ndarray:
         """Logits ``[n, V]`` of every position of ``ids`` (one prefill through the programs)."""
         ids = self.encode(list(ids))
@@ -722,6 +746,8 @@ def _search_dirs() -> list[str]:
 
 
 def resolve_model_path(path_or_name: str) -> str:
+    """A path as given; a bare name in $ORION_MODEL_PATH, ~/.cache/orion/models, the current folder; a
+    Hub repo id (``Qwen/Qwen3-0.6B``) that is not a local path through :mod:`orion.models.hub`."""
     p = os.path.expanduser(os.fspath(path_or_name))
     if os.path.exists(p):
         return p
@@ -731,18 +757,23 @@ def resolve_model_path(path_or_name: str) -> str:
                 full = os.path.join(d, cand)
                 if os.path.exists(full):
                     return full
+    from .hub import is_repo_id, resolve_repo
+    if is_repo_id(p):
+        return resolve_repo(p)
     raise ModelFormatError(f"{path_or_name}: no such model file or folder (searched the path as given and "
-                           f"$ORION_MODEL_PATH, ~/.cache/orion/models, the current folder; nothing is downloaded)")
+                           f"$ORION_MODEL_PATH, ~/.cache/orion/models, the current folder; Hugging Face Hub names "
+                           f"look like org/name)")
 
 
 def load(path_or_name, *, tokenizer=None, device: str = "auto", profile=None, cache: str | None = None,
          use_cache: bool = True, **options) -> Model:
     """Loads a model: a Hugging Face folder (config.json + model.safetensors, GPT-2 or Llama) or a llama2.c
-    ``.bin``; by path or by name (searched in $ORION_MODEL_PATH, ~/.cache/orion/models and the current
-    folder). Weights are converted to fp16 once and cached (``cache``: folder, default ~/.cache/orion).
+    ``.bin``; by path, by name (searched in $ORION_MODEL_PATH, ~/.cache/orion/models and the current
+    folder) or by Hub repo id (``Qwen/Qwen3-0.6B``: the Hugging Face cache, else downloaded unless
+    HF_HUB_OFFLINE). Weights are converted to fp16 once and cached (``cache``: folder, default ~/.cache/orion).
     ``tokenizer``: a tokenizer object or file path (default: found next to the checkpoint)."""
     from .loaders import load_weights
-    from .tokenizers import find_tokenizer, load_tokenizer
+    from .tokenizers import find_tokenizer, load_tokenizer, stop_token_ids
     path = resolve_model_path(path_or_name)
     ck = load_weights(path, cache=cache, use_cache=use_cache)
     if isinstance(tokenizer, (str, os.PathLike)):
@@ -751,11 +782,14 @@ def load(path_or_name, *, tokenizer=None, device: str = "auto", profile=None, ca
         tok = find_tokenizer(path, ck.config)
     else:
         tok = tokenizer
-    if tok is not None and tok.vocab_size != ck.config.vocab_size:
+    # fewer tokens than embedding rows is normal (Qwen pads 151,665 to 151,936); more is a mismatch
+    if tok is not None and tok.vocab_size > ck.config.vocab_size:
         raise ModelFormatError(f"tokenizer {getattr(tok, 'path', tok)!r} has {tok.vocab_size} tokens, the model "
-                               f"{path} expects {ck.config.vocab_size}")
+                               f"{path} has only {ck.config.vocab_size}")
     name = os.path.basename(os.path.normpath(path))
     stop = options.pop("stop_tokens", None)
     if stop is None and ck.kind.startswith("llama2c"):
         stop = [1, 2]          # run.c stops at BOS (1), the separator its Stories data use; EOS (2) too
+    elif stop is None:         # end-of-text and end-of-turn (<|eot_id|>, <|im_end|>, <end_of_turn>, <|end|>)
+        stop = stop_token_ids(path, tok) or None
     return Model(ck.config, ck.weights, tok, device=device, profile=profile, name=name, stop_tokens=stop, **options)

@@ -127,10 +127,15 @@ def read_texts(path: str) -> list[str]:
 
 
 def encode_documents(docs: list[str], tok) -> np.ndarray:
-    """BOS + ids of every document, concatenated (llama2.c tinystories.py convention)."""
+    """BOS + ids of every document, concatenated (llama2.c tinystories.py convention); tokenizers without
+    a BOS (Qwen) separate documents with their end-of-text token instead."""
+    sep = tok.bos_id if tok.bos_id is not None else tok.eos_id
+    if sep is None:
+        raise VocabMismatch("the tokenizer has neither a BOS nor an EOS token to separate documents; "
+                            "pass pretokenized .bin data")
     out = []
     for d in docs:
-        out.append(tok.bos_id)
+        out.append(sep)
         out.extend(tok.encode(d))
     dtype = np.uint16 if tok.vocab_size <= 65536 else np.int32
     return np.asarray(out, dtype=dtype)
