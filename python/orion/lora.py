@@ -748,7 +748,7 @@ class AdapterSlots:
 
 
 def _engine_programs(engine) -> list:
-    return [st.cp for stages in engine.sets.values() for st in stages]
+    return [cp for stages in engine.sets.values() for st in stages for cp in st.programs]
 
 
 def set_adapter(model, adapter, *, rank: int | None = None, targets=None, check_base: bool = True) -> None:

@@ -209,7 +209,7 @@ def test_config_errors_and_unsupported_architectures(tmp_path):
                            "n_positions": 64}, "missing config key 'n_embd'"),
                          ({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
                            "num_attention_heads": 4, "vocab_size": 384, "max_position_embeddings": 64,
-                           "rope_scaling": {"type": "linear", "factor": 2.0}}, "rope_scaling"),
+                           "rope_scaling": {"type": "yarn", "factor": 2.0}}, "yarn"),
                          ({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
                            "num_attention_heads": 4, "num_key_value_heads": 3, "vocab_size": 384,
                            "max_position_embeddings": 64}, "n_kv_heads")]:

@@ -160,12 +160,13 @@ def causal_mask(s_q: int, s_kv: int | None = None, value: float = MASK_VALUE) ->
 
 
 def causal_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int | None = None,
-                     mask="causal", name: str | None = None) -> Value:
+                     mask="causal", name: str | None = None, scale: float | None = None) -> Value:
     """Multi-head attention on [1, D, 1, S] tensors with an explicit additive mask (never SDPA, C06).
 
     ``mask``: "causal" (a baked [1, 1, Sq, Skv] const, queries aligned to the end of the keys),
     None, or an additive mask (array or Value broadcastable to [1, H, Sq, Skv]).
-    ``n_kv_heads`` < ``n_heads`` gives grouped-query attention (rank-5 broadcasting)."""
+    ``n_kv_heads`` < ``n_heads`` gives grouped-query attention (rank-5 broadcasting); ``scale``: the query
+    scaling (default ``head_dim ** -0.5``; Gemma: ``query_pre_attn_scalar ** -0.5``)."""
     for t, nm in ((q, "q"), (k, "k"), (v, "v")):
         if t.rank != 4 or t.shape[0] != 1 or t.shape[2] != 1:
             raise GraphError(f"causal_attention: {nm}{list(t.shape)} must be [1, D, 1, S]")
@@ -190,7 +191,7 @@ def causal_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int
         kh = ops.reshape(k, (1, hkv, 1, hd, s_kv))
         vh = ops.reshape(v, (1, hkv, 1, hd, s_kv))
         mshape = (1, 1, 1, s_q, s_kv)
-    qh = ops.mul(qh, 1.0 / math.sqrt(hd))                     # scale Q first (C36)
+    qh = ops.mul(qh, 1.0 / math.sqrt(hd) if scale is None else float(scale))   # scale Q first (C36)
     scores = ops.matmul(qh, kh, transpose_x=True)             # [.., Sq, Skv]
     if isinstance(mask, str):
         if mask != "causal":

@@ -1,5 +1,6 @@
-"""Model configurations for the two supported families (GPT-2, Llama), from Hugging Face ``config.json``
-files and from llama2.c checkpoint headers (reference/model-formats.md §1.1, §3).
+"""Model configurations of the two graph families (GPT-2, and Llama with its descendants), from Hugging
+Face ``config.json`` files (through :mod:`orion.models.families`) and from llama2.c checkpoint headers
+(reference/model-formats.md §1.1, §3).
 
 Every constructor validates what the graph builders rely on and raises :class:`orion.ModelFormatError`
 naming the file, the key and the expectation.
@@ -9,8 +10,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
 from ..errors import ModelFormatError
 from ..fileio import read_json
 
@@ -71,7 +70,13 @@ class GPT2Config:
 
 @dataclass
 class LlamaConfig:
-    """Llama / llama2.c: RMSNorm, RoPE (llama2.c adjacent-pair layout inside orion), SwiGLU, no biases."""
+    """The Llama architecture and its descendants (Llama 2/3, SmolLM, Qwen 2.5/3, Mistral, Gemma 3, Phi-3,
+    llama2.c): pre-norm decoder blocks with RMSNorm, RoPE (llama2.c adjacent-pair layout inside orion),
+    grouped-query attention and a gated MLP. ``model_type`` names the checkpoint's variant (tensor names,
+    export); the other fields are the math, each read from the file or refused (families/).
+
+    Norm weights are stored as the factor they multiply by: Gemma's ``(1 + w)`` is folded in on load
+    (``norm_offset`` = 1 says to subtract it again on export)."""
     vocab_size: int = 32000
     n_ctx: int = 2048
     d_model: int = 4096
@@ -84,30 +89,89 @@ class LlamaConfig:
     tie_embeddings: bool = False
     bos_id: int | None = 1
     eos_id: int | None = 2
+    model_type: str = "llama"
+    head_dim: int | None = None               # None: d_model // n_heads
+    rope_scaling: dict | None = None          # Rope fields besides theta (type, factor, ...); None: default
+    local_rope_theta: float | None = None     # sliding-window layers' RoPE base (Gemma 3), default type
+    sliding_window: int | None = None         # keys j with i - j < window are visible to query i
+    layer_types: list | None = None           # per layer "full" | "sliding"; None: all full
+    qkv_bias: bool = False                    # Qwen 2.5
+    qk_norm: bool = False                     # per-head RMSNorm on q and k before RoPE (Qwen 3, Gemma 3)
+    sandwich_norms: bool = False              # norms on the attention and MLP outputs too (Gemma 3)
+    mlp_act: str = "silu"                     # gate activation: "silu" (SwiGLU) | "gelu_tanh" (GeGLU)
+    embed_scale: float = 1.0                  # token embeddings are multiplied by it (Gemma: sqrt(d))
+    attn_scale: float | None = None           # query scaling; None: head_dim ** -0.5
+    final_softcap: float | None = None        # logits = cap * tanh(logits / cap)
+    norm_offset: float = 0.0                  # the checkpoint stores norm weights as (factor - offset)
+    eos_ids: list | None = None               # every end-of-sequence id (the first is eos_id)
     family: str = field(default="llama", init=False)
 
     def __post_init__(self):
+        if self.head_dim is None:
+            if isinstance(self.n_heads, int) and self.n_heads > 0 and isinstance(self.d_model, int) and \
+                    self.d_model % self.n_heads:
+                raise _err(None, f"d_model {self.d_model} is not divisible by n_heads {self.n_heads} (and no "
+                                 f"head_dim is given)")
+            self.head_dim = self.d_model // self.n_heads if isinstance(self.n_heads, int) and self.n_heads > 0 else 0
+        if self.eos_ids is None:
+            self.eos_ids = [self.eos_id] if self.eos_id is not None else []
         self.validate()
 
     @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+    def q_dim(self) -> int:
+        return self.head_dim * self.n_heads
 
     @property
     def kv_dim(self) -> int:
         return self.head_dim * self.n_kv_heads
 
+    @property
+    def rope(self):
+        """The global layers' :class:`orion.models.rope.Rope`."""
+        from .rope import Rope
+        return Rope(theta=self.rope_theta, **(self.rope_scaling or {}))
+
+    def layer_sliding(self, layer: int) -> bool:
+        return bool(self.layer_types) and self.layer_types[layer] == "sliding"
+
+    def layer_rope(self, layer: int):
+        """The RoPE of ``layer`` (Gemma 3's sliding layers have their own base, unscaled)."""
+        if self.local_rope_theta is not None and self.layer_sliding(layer):
+            from .rope import Rope
+            return Rope(theta=self.local_rope_theta)
+        return self.rope
+
+    @property
+    def query_scale(self) -> float:
+        return self.attn_scale if self.attn_scale is not None else self.head_dim ** -0.5
+
     def validate(self, source: str | None = None) -> None:
-        for k in ("vocab_size", "n_ctx", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff"):
+        for k in ("vocab_size", "n_ctx", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "head_dim"):
             _pos_int(source, k, getattr(self, k))
-        if self.d_model % self.n_heads:
-            raise _err(source, f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
         if self.n_heads % self.n_kv_heads:
             raise _err(source, f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
         if self.head_dim % 2:
             raise _err(source, f"head_dim {self.head_dim} must be even for RoPE")
         if not self.rope_theta > 0:
             raise _err(source, f"rope_theta must be positive, got {self.rope_theta}")
+        try:
+            self.rope
+        except (TypeError, ValueError) as e:
+            raise _err(source, f"rope_scaling {self.rope_scaling!r}: {e}") from None
+        if self.mlp_act not in ("silu", "gelu_tanh"):
+            raise _err(source, f"mlp_act must be 'silu' or 'gelu_tanh', got {self.mlp_act!r}")
+        if self.layer_types is not None:
+            if len(self.layer_types) != self.n_layers or any(t not in ("full", "sliding") for t in self.layer_types):
+                raise _err(source, f"layer_types must list 'full' or 'sliding' for each of the {self.n_layers} "
+                                   f"layers, got {self.layer_types!r}")
+            if "sliding" in self.layer_types and self.sliding_window is None:
+                raise _err(source, "sliding layers need a sliding_window")
+        if self.sliding_window is not None:
+            _pos_int(source, "sliding_window", self.sliding_window)
+        for k in ("embed_scale", "attn_scale", "final_softcap", "local_rope_theta"):
+            v = getattr(self, k)
+            if v is not None and not (isinstance(v, (int, float)) and v > 0):
+                raise _err(source, f"{k} must be a positive number, got {v!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -134,81 +198,12 @@ def read_hf_config(path: str) -> dict:
     return d
 
 
-def _get(d: dict, source: str, *keys: str, default: Any = KeyError) -> Any:
-    for k in keys:
-        if k in d and d[k] is not None:
-            return d[k]
-    if default is KeyError:
-        raise _err(source, f"missing config key {keys[0]!r}" + (f" (or {', '.join(map(repr, keys[1:]))})"
-                                                                 if len(keys) > 1 else ""))
-    return default
-
-
-def _first_id(v):
-    if isinstance(v, list):
-        return v[0] if v else None
-    return v
-
-
 def config_from_hf(d: dict, source: str = "config.json") -> ModelConfig:
-    """A :class:`GPT2Config` or :class:`LlamaConfig` from a Hugging Face ``config.json`` dict."""
-    mt = d.get("model_type")
-    archs = d.get("architectures") or []
-    if mt is None and archs:
-        mt = {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama"}.get(archs[0])
-    if mt == "gpt2":
-        act = d.get("activation_function", "gelu_new")
-        if act not in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
-            raise _err(source, f"unsupported GPT-2 activation_function {act!r} (expected 'gelu_new', the tanh GELU)")
-        for k in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"):
-            if d.get(k):
-                raise _err(source, f"unsupported GPT-2 option {k}=true")
-        if d.get("scale_attn_weights") is False:
-            raise _err(source, "unsupported GPT-2 option scale_attn_weights=false")
-        n_embd = _pos_int(source, "n_embd", _get(d, source, "n_embd", "hidden_size"))
-        cfg = _build(GPT2Config, source,
-            vocab_size=_pos_int(source, "vocab_size", _get(d, source, "vocab_size")),
-            n_ctx=_pos_int(source, "n_positions", _get(d, source, "n_positions", "n_ctx")),
-            d_model=n_embd,
-            n_layers=_pos_int(source, "n_layer", _get(d, source, "n_layer", "num_hidden_layers")),
-            n_heads=_pos_int(source, "n_head", _get(d, source, "n_head", "num_attention_heads")),
-            d_ff=_pos_int(source, "n_inner", _get(d, source, "n_inner", default=4 * n_embd)),
-            norm_eps=float(_get(d, source, "layer_norm_epsilon", default=1e-5)),
-            tie_embeddings=bool(d.get("tie_word_embeddings", True)),
-            bos_id=_first_id(d.get("bos_token_id", 50256)),
-            eos_id=_first_id(d.get("eos_token_id", 50256)),
-        )
-        return cfg
-    if mt == "llama":
-        act = d.get("hidden_act", "silu")
-        if act != "silu":
-            raise _err(source, f"unsupported Llama hidden_act {act!r} (expected 'silu')")
-        if d.get("rope_scaling"):
-            raise _err(source, f"unsupported Llama rope_scaling {d['rope_scaling']!r} (plain RoPE only)")
-        for k in ("attention_bias", "mlp_bias"):
-            if d.get(k):
-                raise _err(source, f"unsupported Llama option {k}=true (orion's Llama has no biases)")
-        hidden = _pos_int(source, "hidden_size", _get(d, source, "hidden_size"))
-        heads = _pos_int(source, "num_attention_heads", _get(d, source, "num_attention_heads"))
-        hd = d.get("head_dim")
-        if hd is not None and hd * heads != hidden:
-            raise _err(source, f"head_dim {hd} * num_attention_heads {heads} != hidden_size {hidden} (unsupported)")
-        cfg = _build(LlamaConfig, source,
-            vocab_size=_pos_int(source, "vocab_size", _get(d, source, "vocab_size")),
-            n_ctx=_pos_int(source, "max_position_embeddings", _get(d, source, "max_position_embeddings")),
-            d_model=hidden, n_layers=_pos_int(source, "num_hidden_layers", _get(d, source, "num_hidden_layers")),
-            n_heads=heads,
-            n_kv_heads=_pos_int(source, "num_key_value_heads", _get(d, source, "num_key_value_heads", default=heads)),
-            d_ff=_pos_int(source, "intermediate_size", _get(d, source, "intermediate_size")),
-            norm_eps=float(_get(d, source, "rms_norm_eps", default=1e-6)),
-            rope_theta=float(_get(d, source, "rope_theta", default=10000.0)),
-            tie_embeddings=bool(d.get("tie_word_embeddings", False)),
-            bos_id=_first_id(d.get("bos_token_id", 1)),
-            eos_id=_first_id(d.get("eos_token_id", 2)),
-        )
-        return cfg
-    raise _err(source, f"unsupported architecture: model_type {mt!r} architectures {archs!r} "
-                       f"(supported: 'gpt2' / GPT2LMHeadModel, 'llama' / LlamaForCausalLM)")
+    """A :class:`GPT2Config` or :class:`LlamaConfig` from a Hugging Face ``config.json`` dict: the family
+    modules (:mod:`orion.models.families`) read it, refusing keys that change the math and that orion
+    does not implement."""
+    from .families import config_from_hf as _from_hf
+    return _from_hf(d, source)
 
 
 def _build(cls, source, **kw):

@@ -32,7 +32,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from .. import _native
-from ..errors import InputError, ModelFormatError
+from ..errors import CompileError, InputError, ModelFormatError
 from ..ir import Graph, ops
 from ..ir.composites import MASK_VALUE
 
@@ -47,6 +47,7 @@ PREFILL_BUCKETS = (16, 32, 64, 128, 256)
 
 
 def _family(cfg):
+    """The graph builder module of a config (every Llama-style model_type shares models/llama.py)."""
     if cfg.family == "gpt2":
         from . import gpt2
         return gpt2
@@ -139,11 +140,43 @@ class _Stage:
             out[name] = arr.reshape(ob.shape)
         return out
 
+    @property
+    def programs(self) -> list:
+        return [self.cp]
+
     def release(self):
         self.views.clear()
         self.in_views.clear()
         self.out_views.clear()
         self.cp.release()
+
+
+class _SplitStage:
+    """A stage run as several programs in turn (the parts of the family's ``stage_graph``) when one
+    program cannot hold all of its weights (C18); same interface as :class:`_Stage`. Each part takes
+    the previous part's residual output as ``x``; the KV cache lives in the attention part."""
+
+    def __init__(self, parts: list[_Stage]):
+        self.parts = parts
+        self.cache = next((p.cache for p in parts if p.cache), {})
+
+    @property
+    def programs(self) -> list:
+        return [p.cp for p in self.parts]
+
+    def run(self, feed: dict) -> dict:
+        out: dict = {}
+        x = feed["x"]
+        for p in self.parts:
+            o = p.run({"x": x, **{n: a for n, a in feed.items() if n in p.inputs and n != "x"}})
+            x = o.get("x_mid", o.get("x_out", x))
+            out.update(o)
+        out.pop("x_mid", None)
+        return out
+
+    def release(self):
+        for p in self.parts:
+            p.release()
 
 
 def _classifier_panels(W) -> np.ndarray:
@@ -164,13 +197,18 @@ class Engine:
     """Runs one model on a device: ``reset()``, ``prefill(ids)``, ``step(token)`` → logits.
 
     ``ctx_buckets``: cache lengths T to compile for (default powers of two from 64 to n_ctx, plus n_ctx);
-    ``prefill_buckets``: prefill chunk sizes S; ``classifier``: "cpu" or "device"."""
+    ``prefill_buckets``: prefill chunk sizes S; ``classifier``: "cpu" or "device";
+    ``residual_scale``: factor carried by the residual stream inside the programs so that it stays within
+    fp16 (exact up to rounding; see :mod:`orion.models.fp16_safety`): a number, or "auto" (measured on a
+    probe through the float reference at construction)."""
 
     def __init__(self, cfg, weights: dict, *, device: str = "auto", profile=None, classifier: str = "cpu",
                  ctx_buckets: Sequence[int] | None = None, prefill_buckets: Sequence[int] = PREFILL_BUCKETS,
-                 classifier_chunk: int = 16384, compile_options: dict | None = None):
+                 classifier_chunk: int = 16384, compile_options: dict | None = None, residual_scale="auto"):
         if classifier not in ("cpu", "device"):
             raise InputError(f"classifier must be 'cpu' or 'device', got {classifier!r}")
+        from .fp16_safety import resolve_residual_scale
+        self.residual_scale = resolve_residual_scale(cfg, weights, residual_scale)
         self.cfg, self.w = cfg, weights
         self.fam = _family(cfg)
         self.device, self.profile = device, profile
@@ -199,6 +237,8 @@ class Engine:
         self.compiles = 0
         self.compile_seconds = 0.0
         self.graph_options: dict = {}                    # extra stage_graph arguments (orion.lora: adapter slots)
+        if self.residual_scale != 1.0:
+            self.graph_options["residual_scale"] = self.residual_scale
 
     # -- programs --------------------------------------------------------------------------------
     def _compile(self, g: Graph):
@@ -215,8 +255,7 @@ class Engine:
             stages = []
             try:
                 for i in range(self.fam.n_stages(self.cfg)):
-                    stages.append(_Stage(self._compile(self.fam.stage_graph(self.cfg, self.w, i, S, T,
-                                                                            **self.graph_options))))
+                    stages.append(self._stage(i, S, T))
             except BaseException:
                 for s in stages:
                     s.release()
@@ -225,6 +264,27 @@ class Engine:
             self._synced[key] = 0
             log.info("orion: compiled %d stage programs for S=%d T=%d", len(stages), S, T)
         return self.sets[key]
+
+    def _stage(self, i: int, S: int, T: int):
+        """Stage ``i`` as one program or, when its weights exceed one program's budget (C18/C19) and the
+        family can cut it, as one program per part."""
+        build, n = self.fam.stage_graph, self.fam.n_stages(self.cfg)
+        try:
+            return _Stage(self._compile(build(self.cfg, self.w, i, S, T, **self.graph_options)))
+        except CompileError as e:
+            if e.constraint not in ("C18", "C19") or not getattr(self.fam, "PARTS", None):
+                raise
+            log.info("orion: stage %d exceeds the weight budget (%s): one program per part", i, e.constraint)
+        parts = [p for p in self.fam.PARTS if not (i == 0 and p != "qkv") and not (i == n - 1 and p == "qkv")]
+        done: list[_Stage] = []
+        try:
+            for p in parts:
+                done.append(_Stage(self._compile(build(self.cfg, self.w, i, S, T, part=p, **self.graph_options))))
+        except BaseException:
+            for st in done:
+                st.release()
+            raise
+        return _SplitStage(done)
 
     def _classifier_set(self, S: int):
         if S not in self.cls_sets:
@@ -310,10 +370,36 @@ class Engine:
             c["v_cache"][:, have:self.pos] = self.v_host[l - 1, :, have:self.pos]
         self._synced[key] = self.pos
 
-    def _mask(self, S: int, T: int, p0: int, n: int) -> np.ndarray:
+    def _mask(self, S: int, T: int, p0: int, n: int, window: int | None = None) -> np.ndarray:
+        """Additive mask: query column i (position p0 + i; padding columns repeat the last) sees keys
+        j <= its position, and with a sliding ``window`` only j > position - window (as transformers)."""
         rows = p0 + np.minimum(np.arange(S), n - 1)
-        m = np.where(np.arange(T)[None, :] <= rows[:, None], 0.0, MASK_VALUE)
-        return m.astype(np.float16).reshape(1, 1, S, T)
+        j = np.arange(T)[None, :]
+        seen = j <= rows[:, None]
+        if window is not None:
+            seen &= j > rows[:, None] - window
+        return np.where(seen, 0.0, MASK_VALUE).astype(np.float16).reshape(1, 1, S, T)
+
+    def _layer_inputs(self, S: int, T: int, p0: int, n: int) -> list[dict]:
+        """Per stage: the mask of the layer whose attention it runs (stage l: layer l-1) and the RoPE
+        tables of the layer whose q/k it projects (stage l: layer l)."""
+        cfg, L = self.cfg, self.fam.n_stages(self.cfg) - 1
+        sliding = [getattr(cfg, "layer_sliding", lambda i: False)(i) for i in range(L)]
+        masks = {w: self._mask(S, T, p0, n, w) for w in {cfg.sliding_window if s else None for s in sliding}}
+        tables: dict = {}
+        feeds = []
+        for l in range(L + 1):
+            f = {}
+            if l >= 1:
+                f["mask"] = masks[cfg.sliding_window if sliding[l - 1] else None]
+            if l < L and self.fam.USES_ROPE:
+                rope = cfg.layer_rope(l)
+                if rope not in tables:
+                    cos, sin = self.fam.rope_tables(cfg, np.arange(p0, p0 + S), l)
+                    tables[rope] = {"cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
+                f.update(tables[rope])
+            feeds.append(f)
+        return feeds
 
     def _split(self, out: dict):
         if "qkv" in out:
@@ -331,13 +417,10 @@ class Engine:
         stages = self.program_set(S, T)
         self._sync(key, stages)
         x = np.zeros((1, cfg.d_model, 1, S), np.float16)
-        x[0, :, 0, :n] = self.fam.embed(cfg, self.w, ids, p0)
-        mask = self._mask(S, T, p0, n)
-        extra = {}
-        if self.fam.USES_ROPE:
-            cos, sin = self.fam.rope_tables(cfg, np.arange(p0, p0 + S))
-            extra = {"cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
-        out = stages[0].run({"x": x, **extra})
+        e = self.fam.embed(cfg, self.w, ids, p0)
+        x[0, :, 0, :n] = e * np.float32(self.residual_scale) if self.residual_scale != 1.0 else e
+        feeds = self._layer_inputs(S, T, p0, n)
+        out = stages[0].run({"x": x, **feeds[0]})
         resid = x
         L = len(stages) - 1
         for l in range(1, L + 1):
@@ -347,10 +430,7 @@ class Engine:
             c = stages[l].cache
             c["k_cache"][:, p0:p0 + n] = k[:, :n]
             c["v_cache"][:, p0:p0 + n] = v[:, :n]
-            feed = {"x": resid, "q_attn": q, "mask": mask}
-            if l < L:
-                feed.update(extra)
-            out = stages[l].run(feed)
+            out = stages[l].run({"x": resid, "q_attn": q, **feeds[l]})
             if l < L:
                 resid = out["x_out"]
         self.pos = p0 + n
@@ -362,12 +442,19 @@ class Engine:
         if self.classifier == "device":
             S = h.shape[3]
             parts = [st.run({"h": h})["logits"][0, :, 0, cols] for _, _, st in self._classifier_set(S)]
-            return np.concatenate(parts, axis=0).T.astype(np.float32)
+            return self._softcap(np.concatenate(parts, axis=0).T.astype(np.float32))
         if self._wcls is None:
             self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
         hh = np.ascontiguousarray(h[0, :, 0, cols], dtype=np.float16)[None]           # [1, d, n]
         z = _native.gemm_f16(self._wcls, hh, trans_a=True, f32_out=True)               # [V/16, 16, n]
-        return z.reshape(-1, hh.shape[2])[:self.cfg.vocab_size].T
+        return self._softcap(z.reshape(-1, hh.shape[2])[:self.cfg.vocab_size].T)
+
+    def _softcap(self, z: np.ndarray) -> np.ndarray:
+        """Final logit soft-capping (Gemma): ``cap * tanh(z / cap)``, on the host in float32."""
+        cap = getattr(self.cfg, "final_softcap", None)
+        if not cap:
+            return z
+        return (np.tanh(z / np.float32(cap)) * np.float32(cap)).astype(np.float32)
 
     def _grow(self, n: int) -> None:
         if n > self.T:
@@ -619,7 +706,7 @@ class Model:
             raise ModelFormatError(f"tokenizer has {tokenizer.vocab_size} tokens but the model's vocabulary is "
                                    f"{config.vocab_size}")
         if stop_tokens is None:
-            stop_tokens = [config.eos_id] if config.eos_id is not None else []
+            stop_tokens = getattr(config, "eos_ids", None) or ([config.eos_id] if config.eos_id is not None else [])
         self.stop_tokens = [int(t) for t in stop_tokens]
         self.add_bos = (config.family == "llama") if add_bos is None else add_bos
         self._engine_options = engine_options

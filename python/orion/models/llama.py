@@ -1,4 +1,5 @@
-"""Llama (and llama2.c "Stories" models) as ANE programs (reference/model-formats.md §3).
+"""Llama and its descendants (llama2.c "Stories", Llama 3, SmolLM, Qwen 2.5/3, Mistral, Gemma 3, Phi-3) as
+ANE programs (reference/model-formats.md §3); the variants' switches are fields of ``LlamaConfig``.
 
 Same staging as :mod:`orion.models.gpt2`: stage 0 = RMSNorm → Wq/Wk/Wv + RoPE of layer 0; stage ``l`` =
 attention of layer ``l-1`` over the KV cache (a program input; grouped-query heads broadcast) + Wo +
@@ -7,9 +8,10 @@ RMSNorm. RoPE uses llama2.c's adjacent-pair layout (HF rotate-half checkpoints a
 loader) with cos/sin tables passed as inputs so the same program serves every position.
 
 Stage I/O (S query columns, T cache length, d = dim, kv = n_kv_heads * head_dim, hd = head_dim):
-  inputs  ``x [1,d,1,S]``; stages < L: ``cos``/``sin [1,hd/2,1,S]``; stages >= 1: ``q_attn [1,d,1,S]``,
-          ``k_cache``/``v_cache [1,kv,1,T]``, ``mask [1,1,S,T]``
-  outputs stages < L: ``q [1,d,1,S]``, ``k``/``v [1,kv,1,S]`` (q, k rotated); stages >= 1 also ``x_out``;
+  inputs  ``x [1,d,1,S]``; stages < L: ``cos``/``sin [1,hd/2,1,S]`` (this stage's layer's RoPE);
+          stages >= 1: ``q_attn [1,q,1,S]`` (q = n_heads * hd),
+          ``k_cache``/``v_cache [1,kv,1,T]``, ``mask [1,1,S,T]`` (full or sliding, by the layer's type)
+  outputs stages < L: ``q [1,q,1,S]``, ``k``/``v [1,kv,1,S]`` (q, k rotated); stages >= 1 also ``x_out``;
           stage L: ``h [1,d,1,S]``
 """
 
@@ -31,74 +33,128 @@ def n_stages(cfg) -> int:
 
 
 def embed(cfg, w: dict, ids, pos0: int) -> np.ndarray:
+    """Token embeddings ``[d, n]`` float32, times the family's embedding scale (Gemma: sqrt(d), in fp32)."""
     ids = np.asarray(ids, dtype=np.int64)
-    return np.asarray(w["tok_emb"][ids], np.float32).T
+    x = np.asarray(w["tok_emb"][ids], np.float32)
+    if cfg.embed_scale != 1.0:
+        x = x * np.float32(cfg.embed_scale)
+    return x.T
 
 
 def classifier_weight(cfg, w: dict) -> np.ndarray:
     return w["tok_emb"] if cfg.tie_embeddings else w["wcls"]
 
 
-def rope_tables(cfg, positions) -> tuple[np.ndarray, np.ndarray]:
-    """cos/sin ``[1, hd/2, 1, S]`` (float32, as llama2.c computes them) for absolute ``positions``."""
+def rope_tables(cfg, positions, layer: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """cos/sin ``[1, hd/2, 1, S]`` (float32) of ``layer``'s RoPE for absolute ``positions``."""
+    ang = cfg.layer_rope(layer).angles(cfg.head_dim, positions)
     hd = cfg.head_dim
-    freq = 1.0 / np.power(cfg.rope_theta, np.arange(0, hd, 2, dtype=np.float64) / hd)
-    ang = freq[:, None] * np.asarray(positions, np.float64)[None, :]
     return (np.cos(ang).astype(np.float32).reshape(1, hd // 2, 1, -1),
             np.sin(ang).astype(np.float32).reshape(1, hd // 2, 1, -1))
 
 
-def _lin(g: Graph, x, w: dict, key: str, layer: int, lora):
-    """``W x`` for ``layers.{layer}.{key}`` (plus its LoRA branch when ``lora`` has slots for it)."""
-    return graph_linear(g, x, f"{key}_{layer}", w[f"layers.{layer}.{key}"], slots=lora,
+def _lin(g: Graph, x, w: dict, key: str, layer: int, lora, bias: str | None = None):
+    """``W x (+ b)`` for ``layers.{layer}.{key}`` (plus its LoRA branch when ``lora`` has slots for it)."""
+    b = w.get(f"layers.{layer}.{bias}") if bias else None
+    return graph_linear(g, x, f"{key}_{layer}", w[f"layers.{layer}.{key}"], b, slots=lora,
                         canonical=f"layers.{layer}.{key}")
 
 
-def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora=None):
+def _norm(cfg, x, weight, scale: float = 1.0):
+    """RMSNorm of the (scaled) residual stream: ``x`` holds ``scale`` times the true stream, so eps is
+    scaled by ``scale**2`` (the result is the same); ``scale`` < 1 keeps activations inside fp16."""
+    return ops.rms_norm(x, weight, eps=cfg.norm_eps * scale * scale)
+
+
+def _head_norm(x, weight, n_heads: int, eps: float):
+    """Per-head RMSNorm over head_dim (Qwen 3 / Gemma 3 q/k norms) on ``[1, heads * hd, 1, S]``."""
+    d, s = x.shape[1], x.shape[3]
+    h = ops.rms_norm(ops.reshape(x, (1, n_heads, d // n_heads, s)), weight, eps=eps, axis=2)
+    return ops.reshape(h, (1, d, 1, s))
+
+
+def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora=None, scale: float = 1.0):
     p = f"layers.{layer}."
-    h = ops.rms_norm(x, w[p + "rms_att"], eps=cfg.norm_eps)
-    q = _lin(g, h, w, "wq", layer, lora)
-    k = _lin(g, h, w, "wk", layer, lora)
-    v = _lin(g, h, w, "wv", layer, lora)
+    h = _norm(cfg, x, w[p + "rms_att"], scale)
+    bias = cfg.qkv_bias
+    q = _lin(g, h, w, "wq", layer, lora, "bq" if bias else None)
+    k = _lin(g, h, w, "wk", layer, lora, "bk" if bias else None)
+    v = _lin(g, h, w, "wv", layer, lora, "bv" if bias else None)
+    if cfg.qk_norm:
+        q = _head_norm(q, w[p + "q_norm"], cfg.n_heads, cfg.norm_eps)
+        k = _head_norm(k, w[p + "k_norm"], cfg.n_kv_heads, cfg.norm_eps)
     q = ops.rope(q, cfg.n_heads, cos=cos, sin=sin, layout="adjacent")
     k = ops.rope(k, cfg.n_kv_heads, cos=cos, sin=sin, layout="adjacent")
     return q, k, v
 
 
-def _attn_ffn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora=None):
+def _residual(cfg, w: dict, x, y, post: str, scale: float):
+    """``x + scale * (post-norm of) y``: Gemma's sandwich norm takes the scale into its weight."""
+    if cfg.sandwich_norms:
+        return ops.add(x, ops.rms_norm(y, np.asarray(w[post], np.float32) * np.float32(scale), eps=cfg.norm_eps))
+    return ops.add(x, y if scale == 1.0 else ops.mul(y, float(scale)))
+
+
+def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora=None, scale: float = 1.0):
     p = f"layers.{layer}."
-    a = ops.causal_attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask)
-    x = ops.add(x, _lin(g, a, w, "wo", layer, lora))
-    h = ops.rms_norm(x, w[p + "rms_ffn"], eps=cfg.norm_eps)
-    if lora is None:
+    a = ops.causal_attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask, scale=cfg.query_scale)
+    return _residual(cfg, w, x, _lin(g, a, w, "wo", layer, lora), p + "rms_att_post", scale)
+
+
+def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora=None, scale: float = 1.0):
+    p = f"layers.{layer}."
+    h = _norm(cfg, x, w[p + "rms_ffn"], scale)
+    if lora is None and cfg.mlp_act == "silu":
         f = ops.swiglu_ffn(h, g.weight(f"w1_{layer}", w[p + "w1"]), g.weight(f"w2_{layer}", w[p + "w2"]),
                            g.weight(f"w3_{layer}", w[p + "w3"]))
-    else:                                      # the same SwiGLU, each linear possibly with an adapter
-        gate = ops.mul(ops.silu(_lin(g, h, w, "w1", layer, lora)), _lin(g, h, w, "w3", layer, lora))
+    else:                                      # the same gated MLP, each linear possibly with an adapter
+        act = ops.silu if cfg.mlp_act == "silu" else ops.gelu
+        gate = ops.mul(act(_lin(g, h, w, "w1", layer, lora)), _lin(g, h, w, "w3", layer, lora))
         f = _lin(g, gate, w, "w2", layer, lora)
-    return ops.add(x, f)
+    return _residual(cfg, w, x, f, p + "rms_ffn_post", scale)
 
 
-def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None) -> Graph:
+PARTS = ("attn", "ffn", "qkv")
+
+
+def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, residual_scale: float = 1.0,
+                part: str | None = None) -> Graph:
     """Stage ``stage``'s graph; ``lora``: an :class:`orion.lora.AdapterSlots` giving the linears that get
-    adapter inputs (``<weight>_lora_a`` / ``_lora_b``, see :func:`orion.lora.graph_linear`)."""
+    adapter inputs (``<weight>_lora_a`` / ``_lora_b``, see :func:`orion.lora.graph_linear`);
+    ``residual_scale``: the factor the residual stream ``x`` carries (see :func:`_norm`).
+
+    ``part`` cuts a stage that holds too many weights for one program (C18: Gemma's norms, Qwen's biases)
+    into the programs of :data:`PARTS` run in turn, each taking the previous one's residual as ``x``:
+    "attn" (attention of layer ``stage - 1`` up to its residual add, output ``x_mid``), "ffn" (its MLP,
+    output ``x_out``, or ``h`` after the final norm at the last stage) and "qkv" (layer ``stage``'s
+    projections); None is the whole stage."""
+    if part is not None and (part not in PARTS or (stage == 0 and part != "qkv") or
+                             (stage == cfg.n_layers and part == "qkv")):
+        raise ValueError(f"stage {stage} has no part {part!r} (parts: {PARTS})")
+    whole = part is None
     d, L, kv, hd = cfg.d_model, cfg.n_layers, cfg.kv_dim, cfg.head_dim
-    g = Graph(f"llama_s{stage}_S{S}_T{T}")
+    g = Graph(f"llama_s{stage}_S{S}_T{T}" + (f"_{part}" if part else ""))
     x = g.input("x", (1, d, 1, S))
-    if stage < L:
-        cos = g.input("cos", (1, hd // 2, 1, S))
-        sin = g.input("sin", (1, hd // 2, 1, S))
-    if stage > 0:
-        q = g.input("q_attn", (1, d, 1, S))
+    if stage > 0 and part in (None, "attn"):
+        q = g.input("q_attn", (1, cfg.q_dim, 1, S))
         kc = g.input("k_cache", (1, kv, 1, T))
         vc = g.input("v_cache", (1, kv, 1, T))
         mask = g.input("mask", (1, 1, S, T))
-        x = _attn_ffn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora)
+        x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, residual_scale)
+        if part == "attn":
+            g.output("x_mid", x)
+            return g
+    if stage > 0 and part in (None, "ffn"):
+        x = _ffn(g, cfg, w, stage - 1, x, lora, residual_scale)
         if stage == L:
-            g.output("h", ops.rms_norm(x, w["rms_final"], eps=cfg.norm_eps))
+            g.output("h", _norm(cfg, x, w["rms_final"], residual_scale))
             return g
         g.output("x_out", x)
-    q, k, v = _qkv(g, cfg, w, stage, x, cos, sin, lora)
+        if not whole:
+            return g
+    cos = g.input("cos", (1, hd // 2, 1, S))
+    sin = g.input("sin", (1, hd // 2, 1, S))
+    q, k, v = _qkv(g, cfg, w, stage, x, cos, sin, lora, residual_scale)
     g.output("q", q)
     g.output("k", k)
     g.output("v", v)

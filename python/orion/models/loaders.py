@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import ModelFormatError
 from .config import LlamaConfig, ModelConfig, config_from_dict, config_from_hf, read_hf_config
+from .families import family_module
 from ..fileio import write_bytes_atomic
 from ..safetensors import SafetensorsFile, write_safetensors
 
@@ -39,7 +40,7 @@ log = logging.getLogger("orion")
 __all__ = ["Checkpoint", "read_checkpoint", "load_weights", "expected_shapes", "cache_dir",
            "hf_to_canonical", "canonical_to_hf", "read_llama2c", "LLAMA2C_MAGIC", "CONVERTER_VERSION"]
 
-CONVERTER_VERSION = "orion-weights-1"
+CONVERTER_VERSION = "orion-weights-2"   # 2: Llama-family variants (norm offsets folded)
 LLAMA2C_MAGIC = 0x616B3432
 
 
@@ -68,12 +69,18 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple]:
         out["ln_f.g"] = (d,)
         out["ln_f.b"] = (d,)
     else:
-        kv = cfg.kv_dim
+        kv, qd, hd = cfg.kv_dim, cfg.q_dim, cfg.head_dim
         out["tok_emb"] = (cfg.vocab_size, d)
         for i in range(L):
             p = f"layers.{i}."
-            out.update({p + "rms_att": (d,), p + "wq": (d, d), p + "wk": (kv, d), p + "wv": (kv, d),
-                        p + "wo": (d, d), p + "rms_ffn": (d,), p + "w1": (f, d), p + "w2": (d, f), p + "w3": (f, d)})
+            out.update({p + "rms_att": (d,), p + "wq": (qd, d), p + "wk": (kv, d), p + "wv": (kv, d),
+                        p + "wo": (d, qd), p + "rms_ffn": (d,), p + "w1": (f, d), p + "w2": (d, f), p + "w3": (f, d)})
+            if cfg.qkv_bias:
+                out.update({p + "bq": (qd,), p + "bk": (kv,), p + "bv": (kv,)})
+            if cfg.qk_norm:
+                out.update({p + "q_norm": (hd,), p + "k_norm": (hd,)})
+            if cfg.sandwich_norms:
+                out.update({p + "rms_att_post": (d,), p + "rms_ffn_post": (d,)})
         out["rms_final"] = (d,)
         if not cfg.tie_embeddings:
             out["wcls"] = (cfg.vocab_size, d)
@@ -102,18 +109,15 @@ _GPT2_LAYER = {
 }
 _GPT2_CONV1D = {"wqkv", "wo", "wfc", "wproj"}        # stored [in, out]
 _GPT2_IGNORE = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
-_LLAMA_LAYER = {
-    "input_layernorm.weight": "rms_att", "self_attn.q_proj.weight": "wq", "self_attn.k_proj.weight": "wk",
-    "self_attn.v_proj.weight": "wv", "self_attn.o_proj.weight": "wo", "post_attention_layernorm.weight": "rms_ffn",
-    "mlp.gate_proj.weight": "w1", "mlp.down_proj.weight": "w2", "mlp.up_proj.weight": "w3",
-}
 _LLAMA_IGNORE = re.compile(r"^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$")
 
 
 def _hf_name_map(cfg: ModelConfig, names: list[str], source: str) -> dict[str, str]:
-    """HF tensor name -> canonical name; raises on unknown names."""
-    m: dict[str, str] = {}
+    """HF tensor name -> canonical name (or, for a fused tensor, a tuple of (name, rows)); raises on
+    unknown names."""
+    m: dict = {}
     unknown = []
+    layer_map = family_module(cfg.model_type).layer_tensors(cfg) if cfg.family == "llama" else {}
     for n in names:
         if cfg.family == "gpt2":
             base = n[len("transformer."):] if n.startswith("transformer.") else n
@@ -142,8 +146,11 @@ def _hf_name_map(cfg: ModelConfig, names: list[str], source: str) -> dict[str, s
                 m[n] = ""
             else:
                 mm = re.match(r"^model\.layers\.(\d+)\.(.+)$", n)
-                if mm and mm.group(2) in _LLAMA_LAYER and int(mm.group(1)) < cfg.n_layers:
-                    m[n] = f"layers.{int(mm.group(1))}.{_LLAMA_LAYER[mm.group(2)]}"
+                spec = layer_map.get(mm.group(2)) if mm else None
+                if spec is not None and int(mm.group(1)) < cfg.n_layers:
+                    i = int(mm.group(1))
+                    m[n] = tuple((f"layers.{i}.{k}", rows) for k, rows in spec) if isinstance(spec, tuple) \
+                        else f"layers.{i}.{spec}"
                 else:
                     unknown.append(n)
     if unknown:
@@ -166,6 +173,39 @@ def permute_adjacent_to_rotate_half(w: np.ndarray, n_heads: int) -> np.ndarray:
     return np.ascontiguousarray(w.reshape(n_heads, hd // 2, 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols))
 
 
+_NORMS = ("rms_att", "rms_ffn", "rms_att_post", "rms_ffn_post", "q_norm", "k_norm", "rms_final")
+
+
+def _rope_heads(cfg, key: str) -> int:
+    """How many RoPE heads the rows of a canonical Llama tensor hold (0: not rotated)."""
+    return {"wq": cfg.n_heads, "bq": cfg.n_heads, "wk": cfg.n_kv_heads, "bk": cfg.n_kv_heads,
+            "q_norm": 1, "k_norm": 1}.get(key, 0)
+
+
+def _to_canonical(cfg, name: str, arr: np.ndarray) -> np.ndarray:
+    """An HF Llama-family tensor in orion's form: q/k rows (and their biases and per-head norm weights)
+    from rotate-half to llama2.c's adjacent pairs; norm weights as the factor they multiply by
+    (Gemma's ``1 + w``, computed in float32 as transformers does)."""
+    key = name.rsplit(".", 1)[-1]
+    heads = _rope_heads(cfg, key)
+    if heads:
+        arr = permute_rotate_half_to_adjacent(arr.reshape(arr.shape[0], -1), heads).reshape(arr.shape)
+    if key in _NORMS and cfg.norm_offset:
+        arr = (arr + np.float32(cfg.norm_offset)).astype(np.float32)
+    return arr
+
+
+def _to_hf(cfg, name: str, arr: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`_to_canonical`."""
+    key = name.rsplit(".", 1)[-1]
+    if key in _NORMS and cfg.norm_offset:
+        arr = (np.asarray(arr, np.float32) - np.float32(cfg.norm_offset)).astype(np.float32)
+    heads = _rope_heads(cfg, key)
+    if heads:
+        arr = permute_adjacent_to_rotate_half(arr.reshape(arr.shape[0], -1), heads).reshape(arr.shape)
+    return arr
+
+
 def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict | None = None) -> dict:
     """Maps HF-named tensors (arrays, or zero-arg callables returning arrays) to canonical float32 arrays,
     validating names and shapes against ``cfg``."""
@@ -181,6 +221,18 @@ def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict |
         t = tensors[hf]
         arr = t() if callable(t) else t
         shape = tuple(arr.shape)
+        if isinstance(canon, tuple):                 # a fused projection: rows of each part in order
+            rows = sum(r for _, r in canon)
+            want = (rows,) + tuple(exp[canon[0][0]][1:])
+            if shape != want:
+                raise ModelFormatError(f"{source}: fused tensor {hf!r} has shape {list(shape)}, expected {list(want)} "
+                                       f"({' | '.join(f'{k.rsplit(chr(46), 1)[-1]} {r}' for k, r in canon)} rows) "
+                                       f"for the configuration")
+            arr, r0 = np.asarray(arr, np.float32), 0
+            for k, r in canon:
+                out[k] = _to_canonical(cfg, k, arr[r0:r0 + r])
+                r0 += r
+            continue
         if canon == "lm_head":
             if shape != (cfg.vocab_size, d):
                 raise ModelFormatError(f"{source}: tensor {hf!r} has shape {list(shape)}, expected "
@@ -204,10 +256,8 @@ def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict |
                 raise ModelFormatError(f"{source}: tensor {hf!r} has shape {list(shape)}, expected {list(want)} "
                                        f"for the configuration")
             arr = np.asarray(arr, np.float32)
-            if cfg.family == "llama" and key == "wq":
-                arr = permute_rotate_half_to_adjacent(arr, cfg.n_heads)
-            elif cfg.family == "llama" and key == "wk":
-                arr = permute_rotate_half_to_adjacent(arr, cfg.n_kv_heads)
+            if cfg.family == "llama":
+                arr = _to_canonical(cfg, canon, arr)
         out[canon] = arr
     if cfg.family == "gpt2" and lm_head is not None and "wte" in out:
         if not np.array_equal(np.asarray(lm_head[1], np.float32), out["wte"]):
@@ -239,21 +289,24 @@ def canonical_to_hf(cfg: ModelConfig, w: dict, prefix: bool = False, lm_head: bo
         if lm_head:
             out["lm_head.weight"] = w["wte"]
     else:
-        inv = {v: k for k, v in _LLAMA_LAYER.items()}
+        layer = family_module(cfg.model_type).layer_tensors(cfg)
+        inv = {v: k for k, v in layer.items() if isinstance(v, str)}
+        fused = {v: k for k, v in layer.items() if isinstance(v, tuple)}
         for k, a in w.items():
             if k == "tok_emb":
                 out["model.embed_tokens.weight"] = a
             elif k == "rms_final":
-                out["model.norm.weight"] = a
+                out["model.norm.weight"] = _to_hf(cfg, k, a)
             elif k == "wcls":
                 out["lm_head.weight"] = a
             else:
                 _, i, key = k.split(".", 2)
-                if key == "wq":
-                    a = permute_adjacent_to_rotate_half(a, cfg.n_heads)
-                elif key == "wk":
-                    a = permute_adjacent_to_rotate_half(a, cfg.n_kv_heads)
-                out[f"model.layers.{i}.{inv[key]}"] = a
+                if key in inv:
+                    out[f"model.layers.{i}.{inv[key]}"] = _to_hf(cfg, k, a)
+        for parts, hf in fused.items():
+            for i in range(cfg.n_layers):
+                out[f"model.layers.{i}.{hf}"] = np.concatenate([_to_hf(cfg, key, w[f"layers.{i}.{key}"])
+                                                                for key, _ in parts], axis=0)
         if lm_head and cfg.tie_embeddings:
             out["lm_head.weight"] = w["tok_emb"]
     return out

@@ -1,8 +1,9 @@
-"""Float64 numpy forward passes of GPT-2 and Llama: the test oracle.
+"""Float64 numpy forward passes of GPT-2 and the Llama-style families: the test oracle.
 
 Written independently of the graph builders: token-major activations ``[n, d]``, ``x @ W.T`` matmuls,
 full causal attention recomputed over the whole sequence (no cache), RoPE straight from the llama2.c
-``run.c`` loop (or HF's rotate-half for un-permuted HF weights), exact softmax. Weights are the
+``run.c`` loop (or HF's rotate-half for un-permuted HF weights) with the frequencies of
+:mod:`orion.models.rope`, exact softmax, each family feature written out as transformers computes it. Weights are the
 canonical dicts of :mod:`orion.models.loaders` (any float dtype; computed in float64).
 """
 
@@ -76,11 +77,10 @@ def _rms_norm(x, g, eps):
     return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * _f(g)
 
 
-def _rope_interleaved(x, head_dim, theta):
-    """llama2.c run.c: for every even i, pair (i, i+1) rotated by pos * theta^(-(i % hd)/hd)."""
+def _rope_interleaved(x, head_dim, inv_freq):
+    """llama2.c run.c: within every head, pair (2i, 2i+1) rotated by pos * inv_freq[i]."""
     n, dim = x.shape
-    i = np.arange(0, dim, 2)
-    freq = 1.0 / theta ** ((i % head_dim) / head_dim)
+    freq = np.tile(inv_freq, dim // head_dim)
     ang = np.arange(n, dtype=np.float64)[:, None] * freq[None, :]
     c, s = np.cos(ang), np.sin(ang)
     v0, v1 = x[:, 0::2], x[:, 1::2]
@@ -90,12 +90,11 @@ def _rope_interleaved(x, head_dim, theta):
     return out
 
 
-def _rope_rotate_half(x, head_dim, theta):
+def _rope_rotate_half(x, head_dim, inv_freq):
     """HF LlamaRotaryEmbedding: x * cos + rotate_half(x) * sin per head, pairs (j, j + hd/2)."""
     n, dim = x.shape
     half = head_dim // 2
-    inv = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
-    ang = np.arange(n, dtype=np.float64)[:, None] * inv[None, :]
+    ang = np.arange(n, dtype=np.float64)[:, None] * inv_freq[None, :]
     cos = np.concatenate([np.cos(ang)] * 2, axis=1)
     sin = np.concatenate([np.sin(ang)] * 2, axis=1)
     out = np.empty_like(x)
@@ -106,27 +105,69 @@ def _rope_rotate_half(x, head_dim, theta):
     return out
 
 
-def llama_forward(cfg, w: dict, ids, rope_layout: str = "interleaved") -> np.ndarray:
+def _attention_llama(q, k, v, cfg, window: int | None):
+    """Causal attention of a Llama-style layer: grouped-query heads, the config's query scale, keys
+    j > i - window only when ``window`` is set."""
+    n = q.shape[0]
+    hd, group = cfg.head_dim, cfg.n_heads // cfg.n_kv_heads
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    hidden = j > i
+    if window is not None:
+        hidden |= j <= i - window
+    out = np.zeros((n, cfg.n_heads * hd))
+    for h in range(cfg.n_heads):
+        kh = h // group
+        s = q[:, h * hd:(h + 1) * hd] @ k[:, kh * hd:(kh + 1) * hd].T * cfg.query_scale
+        s[hidden] = -np.inf
+        out[:, h * hd:(h + 1) * hd] = _softmax_rows(s) @ v[:, kh * hd:(kh + 1) * hd]
+    return out
+
+
+def _head_rms(x, g, n_heads, eps):
+    n, dim = x.shape
+    return _rms_norm(x.reshape(n, n_heads, dim // n_heads), g, eps).reshape(n, dim)
+
+
+def llama_forward(cfg, w: dict, ids, rope_layout: str = "interleaved", stats: dict | None = None) -> np.ndarray:
     """``rope_layout``: "interleaved" (llama2.c / canonical weights) or "rotate_half" (HF weights whose
-    Wq/Wk rows were NOT un-permuted)."""
+    Wq/Wk rows were NOT un-permuted). ``stats``: filled with ``max_abs_residual`` (the largest value the
+    residual stream takes, for the fp16 safety check)."""
     rope = {"interleaved": _rope_interleaved, "rotate_half": _rope_rotate_half}[rope_layout]
     ids = np.asarray(ids, dtype=np.int64)
-    hd = cfg.d_model // cfg.n_heads
-    x = _f(w["tok_emb"])[ids]
+    hd = cfg.head_dim
+    x = _f(np.asarray(w["tok_emb"])[ids]) * float(np.float32(cfg.embed_scale))
+    peak = np.abs(x).max()
     for i in range(cfg.n_layers):
         p = f"layers.{i}."
+        bias = (lambda k: _f(w[p + k])) if cfg.qkv_bias else (lambda k: 0.0)
+        inv = cfg.layer_rope(i).inv_freq(hd)
         h = _rms_norm(x, w[p + "rms_att"], cfg.norm_eps)
-        q = rope(h @ _f(w[p + "wq"]).T, hd, cfg.rope_theta)
-        k = rope(h @ _f(w[p + "wk"]).T, hd, cfg.rope_theta)
-        v = h @ _f(w[p + "wv"]).T
-        x = x + _attention(q, k, v, cfg.n_heads, cfg.n_kv_heads) @ _f(w[p + "wo"]).T
+        q = h @ _f(w[p + "wq"]).T + bias("bq")
+        k = h @ _f(w[p + "wk"]).T + bias("bk")
+        v = h @ _f(w[p + "wv"]).T + bias("bv")
+        if cfg.qk_norm:
+            q = _head_rms(q, w[p + "q_norm"], cfg.n_heads, cfg.norm_eps)
+            k = _head_rms(k, w[p + "k_norm"], cfg.n_kv_heads, cfg.norm_eps)
+        q, k = rope(q, hd, inv), rope(k, hd, inv)
+        a = _attention_llama(q, k, v, cfg, cfg.sliding_window if cfg.layer_sliding(i) else None) @ _f(w[p + "wo"]).T
+        x = x + (_rms_norm(a, w[p + "rms_att_post"], cfg.norm_eps) if cfg.sandwich_norms else a)
+        peak = max(peak, np.abs(x).max())
         h = _rms_norm(x, w[p + "rms_ffn"], cfg.norm_eps)
         g = h @ _f(w[p + "w1"]).T
         u = h @ _f(w[p + "w3"]).T
-        x = x + (g / (1.0 + np.exp(-g)) * u) @ _f(w[p + "w2"]).T
+        act = g / (1.0 + np.exp(-g)) if cfg.mlp_act == "silu" else _gelu_new(g)
+        f = (act * u) @ _f(w[p + "w2"]).T
+        x = x + (_rms_norm(f, w[p + "rms_ffn_post"], cfg.norm_eps) if cfg.sandwich_norms else f)
+        peak = max(peak, np.abs(x).max())
+    if stats is not None:
+        stats["max_abs_residual"] = float(peak)
+        return x
     x = _rms_norm(x, w["rms_final"], cfg.norm_eps)
     cls = w["tok_emb"] if cfg.tie_embeddings else w["wcls"]
-    return x @ _f(cls).T
+    z = x @ _f(cls).T
+    if cfg.final_softcap:
+        z = np.tanh(z / cfg.final_softcap) * cfg.final_softcap
+    return z
 
 
 def forward(cfg, w: dict, ids, **kw) -> np.ndarray:
