@@ -9,6 +9,7 @@
   NSString* key;
   OrionFakeCompiled* compiled;
   BOOL loaded;
+  long load_mark;  // request serial at the last load
 }
 @end
 
@@ -84,6 +85,7 @@ static void check_folder(_ANEModel* m, const char* sel) {
   [m->compiled release];
   m->compiled = [c retain];
   m->loaded = YES;
+  m->load_mark = fake_request_serial();
   g_fake.loads++;
   return YES;
 }
@@ -101,7 +103,7 @@ static void check_folder(_ANEModel* m, const char* sel) {
     fake_violation(YES, @"evaluateWithModel: on a model that is not loaded");
     return NO;
   }
-  return fake_evaluate(m->compiled, request, error);
+  return fake_evaluate(m->compiled, request, m->load_mark, error);
 }
 
 - (BOOL)unloadModel:(id)model options:(NSDictionary*)options qos:(unsigned int)qos error:(NSError**)error {
@@ -115,6 +117,10 @@ static void check_folder(_ANEModel* m, const char* sel) {
   m->compiled = nil;
   m->loaded = NO;
   g_fake.unloads++;
+  if (g_fake.unload_no) {  // did its work, answers NO (the reference implementation ignores the answer)
+    if (error) *error = fake_error(@"com.apple.appleneuralengine", 5, @"fake: unloadModel reported a failure");
+    return NO;
+  }
   return YES;
 }
 @end

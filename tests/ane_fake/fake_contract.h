@@ -14,8 +14,14 @@ void fake_violation(BOOL raise, NSString* format, ...);
 typedef struct {
   long descriptors, models_created, models_alive, compiles, hidden_compiles, loads, unloads, evals,
       requests_created, surface_objects, budget;
+  // Behaviours a test can switch on (ane_fake_set; issue 18): identifiers of another shape (1: lower-case
+  // hex with '-' separators, 2: an unsafe "../..." name), unloads that do their work but answer NO.
+  long id_style, unload_no;
 } FakeCounters;
 extern FakeCounters g_fake;
+// The weight entry shape of the last descriptor ("data:NSData 8256 B, offset:NSNumber 0", keys in
+// enumeration order; "" when weight-free), for ane_fake_report.
+void fake_note_entry(NSString* shape);
 
 // Holds one compiled program (aned's cache entry).
 @interface OrionFakeCompiled : NSObject {
@@ -34,8 +40,10 @@ void fake_check_qos(unsigned int qos, const char* selector);
 void fake_check_options(NSDictionary* options, const char* selector);
 NSError* fake_error(NSString* domain, long code, NSString* description);
 // Evaluates a request (validate, surface size rules, simulator). Returns NO with *error set (or left
-// nil when -validate fails, as the framework does).
-BOOL fake_evaluate(OrionFakeCompiled* compiled, id request, NSError** error);
+// nil when -validate fails, as the framework does). load_mark: the request serial at the model's last
+// load; a request built before it is a violation (working probe code rebuilds requests after a reload).
+BOOL fake_evaluate(OrionFakeCompiled* compiled, id request, long load_mark, NSError** error);
+long fake_request_serial(void);  // serial of the last request created
 
 @interface _ANEIOSurfaceObject : NSObject {
  @public
@@ -50,6 +58,7 @@ BOOL fake_evaluate(OrionFakeCompiled* compiled, id request, NSError** error);
   NSArray *inputs, *inputIndices, *outputs, *outputIndices;
   id weightsBuffer, perfStats;
   NSNumber* procedureIndex;
+  long serial;
 }
 - (BOOL)validate;
 @end

@@ -11,6 +11,7 @@ FakeCounters g_fake = {0};
 static NSMutableArray* g_violations;
 static NSMutableDictionary* g_cache;  // hexId -> OrionFakeCompiled
 static NSObject* g_lock;
+static NSString* g_last_entry;
 
 // Lazily (not in a constructor: this file's selectors are registered by the Objective-C runtime's
 // own load function, which may run after a constructor of the same file).
@@ -20,6 +21,8 @@ static void fake_init_once(void) {
   g_lock = [[NSObject alloc] init];
   const char* b = getenv("ORION_ANE_FAKE_BUDGET");
   g_fake.budget = b && *b ? atol(b) : 119;
+  const char* style = getenv("ORION_ANE_FAKE_ID_STYLE");  // as ane_fake_set("id_style"), for subprocesses
+  g_fake.id_style = style && *style ? atol(style) : 0;
 }
 
 static void fake_init(void) {
@@ -117,15 +120,28 @@ static void ordered(NSArray* objs, NSArray* idx, void** bases, size_t* sizes) {
   for (NSUInteger i = 0; i < [objs count]; ++i) {
     NSUInteger slot = [[idx objectAtIndex:i] unsignedIntegerValue];
     _ANEIOSurfaceObject* o = [objs objectAtIndex:i];
-    bases[slot] = IOSurfaceGetBaseAddress(o->surface);
+    bases[slot] = orion_iosurface_device_base(o->surface);  // the device: the CPU must have unlocked it
     sizes[slot] = IOSurfaceGetAllocSize(o->surface);
   }
 }
 
-BOOL fake_evaluate(OrionFakeCompiled* compiled, id request, NSError** error) {
+void fake_note_entry(NSString* shape) {
+  fake_init();
+  @synchronized(g_lock) {
+    [g_last_entry release];
+    g_last_entry = [shape copy];
+  }
+}
+
+long fake_request_serial(void) { return g_fake.requests_created; }
+
+BOOL fake_evaluate(OrionFakeCompiled* compiled, id request, long load_mark, NSError** error) {
   fake_init();
   if (![request isKindOfClass:[_ANERequest class]]) fake_violation(YES, @"evaluate: request is a %@", [request class]);
   _ANERequest* r = request;
+  if (r->serial <= load_mark)
+    fake_violation(NO, @"evaluate with an _ANERequest built before the model's last load (working probe code builds a "
+                       @"new request after every reload)");
   if (![r validate]) {
     fake_violation(NO, @"evaluate: the request fails -validate (C42); the backend should have rejected it first");
     return NO;  // error left nil, as the framework does
@@ -153,6 +169,8 @@ BOOL fake_evaluate(OrionFakeCompiled* compiled, id request, NSError** error) {
   ordered(r->outputs, r->outputIndices, outs, out_sizes);
   char err[2048] = {0};
   int status = fake_eval(compiled->program, ins, in_sizes, nin, outs, out_sizes, nout, err, sizeof err);
+  for (NSUInteger i = 0; i < [r->outputs count]; ++i)
+    orion_iosurface_device_wrote(((_ANEIOSurfaceObject*)[r->outputs objectAtIndex:i])->surface);
   @synchronized(g_lock) { g_fake.evals++; }
   if (status) {
     if (error)
@@ -193,11 +211,11 @@ const char* ane_fake_report(void) {
       @"{\"violations\": %@, \"surface_violations\": %ld, \"last_surface_violation\": %@, \"surfaces_live\": %ld, "
       @"\"descriptors\": %ld, \"models_created\": %ld, \"models_alive\": %ld, \"compiles\": %ld, "
       @"\"hidden_compiles\": %ld, \"loads\": %ld, \"unloads\": %ld, \"evals\": %ld, \"requests_created\": %ld, "
-      @"\"surface_objects\": %ld, \"budget\": %ld, \"cached_programs\": %ld}",
+      @"\"surface_objects\": %ld, \"budget\": %ld, \"cached_programs\": %ld, \"last_weight_entry\": %@}",
       v, orion_iosurface_violation_count(), json_string([NSString stringWithUTF8String:orion_iosurface_last_violation()]),
       orion_iosurface_live_count(), g_fake.descriptors, g_fake.models_created, g_fake.models_alive, g_fake.compiles,
       g_fake.hidden_compiles, g_fake.loads, g_fake.unloads, g_fake.evals, g_fake.requests_created,
-      g_fake.surface_objects, g_fake.budget, cached];
+      g_fake.surface_objects, g_fake.budget, cached, json_string(g_last_entry ? g_last_entry : @"")];
   free(last);
   last = strdup([s UTF8String]);
   [pool drain];
@@ -224,4 +242,15 @@ long ane_fake_violation_count(void) {
 void ane_fake_set_budget(long budget) {
   fake_init();
   g_fake.budget = budget;
+}
+
+// Switches a behaviour of issue 18 on or off: "id_style" (0 upstream, 1 another safe shape, 2 unsafe),
+// "unload_no" (unloads answer NO with an NSError after doing their work). Returns 0, or -1 for an
+// unknown name.
+int ane_fake_set(const char* name, long value) {
+  fake_init();
+  if (!strcmp(name, "id_style")) g_fake.id_style = value;
+  else if (!strcmp(name, "unload_no")) g_fake.unload_no = value;
+  else return -1;
+  return 0;
 }

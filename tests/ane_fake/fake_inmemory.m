@@ -31,6 +31,7 @@ static NSString* hex(NSData* d) {
   if (opts && ![opts isKindOfClass:[NSData class]]) fake_violation(YES, @"optionsPlist is a %@, not NSData", [opts class]);
   NSArray* keys = [[w allKeys] sortedArrayUsingSelector:@selector(compare:)];
   NSMutableData* blobs = [NSMutableData data];
+  NSMutableString* shape = [NSMutableString string];
   for (NSString* key in keys) {
     id entry = [w objectForKey:key];
     if (![key hasPrefix:@"@model_path/"]) fake_violation(NO, @"weight key '%@' does not start with @model_path/", key);
@@ -44,12 +45,26 @@ static NSString* hex(NSData* d) {
                           @"(reference §4 ordering hazard)", key, firstKey, [first class]);
     if (![firstKey isEqual:@"data"]) fake_violation(NO, @"weight entry '%@' first key is '%@', not 'data'", key, firstKey);
     [blobs appendData:first];
+    if (![shape length])
+      for (id k in entry) {
+        id v = [entry objectForKey:k];
+        [shape appendFormat:@"%@%@:%@ %@", [shape length] ? @", " : @"", k, [v class],
+                            [v isKindOfClass:[NSData class]] ? [NSString stringWithFormat:@"%lu B", (unsigned long)[v length]] : v];
+      }
   }
+  fake_note_entry(shape);
   _ANEInMemoryModelDescriptor* d = [[[self alloc] init] autorelease];
   d->text = [milText copy];
   d->weights = [w copy];
   d->options = [opts copy];
-  d->identifier = [[NSString alloc] initWithFormat:@"%@_%@_%@", hex(milText), hex(blobs), hex(opts ? opts : [NSData data])];
+  NSString *hm = hex(milText), *hw = hex(blobs), *ho = hex(opts ? opts : [NSData data]);
+  if (g_fake.id_style == 1)  // another shape: working code uses whatever the framework returns
+    d->identifier = [[NSString alloc] initWithFormat:@"%@-%@-%@", [[hm substringToIndex:32] lowercaseString],
+                                                     [[hw substringToIndex:32] lowercaseString], [[ho substringToIndex:8] lowercaseString]];
+  else if (g_fake.id_style == 2)  // a name that would escape NSTemporaryDirectory()
+    d->identifier = [[NSString alloc] initWithFormat:@"../orion-escape-%@", [hm substringToIndex:16]];
+  else
+    d->identifier = [[NSString alloc] initWithFormat:@"%@_%@_%@", hm, hw, ho];
   g_fake.descriptors++;
   return d;
 }
@@ -72,6 +87,7 @@ static NSString* hex(NSData* d) {
   NSString* identifier;
   OrionFakeCompiled* compiled;  // what a load bound (retained)
   BOOL saved, loaded, dead;
+  long load_mark;  // request serial at the last load
   unsigned long state;
 }
 @end
@@ -110,9 +126,14 @@ static NSString* hex(NSData* d) {
   return identifier;
 }
 
-// C44: the caller writes model.mil and every weight file before compiling.
+// C44: the caller writes model.mil and every weight file before compiling; and weights/ exists even
+// without weights, as working code always creates it (reference §11).
 - (void)checkFolder:(const char*)sel {
   NSString* dir = fake_folder(identifier);
+  BOOL isdir = NO;
+  if (![[NSFileManager defaultManager] fileExistsAtPath:[dir stringByAppendingPathComponent:@"weights"] isDirectory:&isdir] ||
+      !isdir)
+    fake_violation(NO, @"%s: %@/weights/ is missing (working code always creates it)", sel, dir);
   NSData* mil = [NSData dataWithContentsOfFile:[dir stringByAppendingPathComponent:@"model.mil"]];
   if (![mil isEqualToData:descriptor->text])
     fake_violation(YES, @"%s: %@/model.mil is %s (the temp folder must be pre-populated, C44)", sel, dir,
@@ -169,6 +190,7 @@ static NSString* hex(NSData* d) {
   [compiled release];
   compiled = [c retain];
   loaded = YES;
+  load_mark = fake_request_serial();
   state = 3;
   g_fake.loads++;
   return YES;
@@ -182,7 +204,7 @@ static NSString* hex(NSData* d) {
     fake_violation(YES, @"evaluateWithQoS: on a model that is not loaded");
     return NO;
   }
-  return fake_evaluate(compiled, request, error);
+  return fake_evaluate(compiled, request, load_mark, error);
 }
 
 - (BOOL)unloadWithQoS:(unsigned int)qos error:(NSError**)error {
@@ -195,6 +217,10 @@ static NSString* hex(NSData* d) {
   loaded = NO;
   state = 1;
   g_fake.unloads++;
+  if (g_fake.unload_no) {  // did its work, answers NO (the reference implementation ignores the answer)
+    if (error) *error = fake_error(@"com.apple.appleneuralengine", 5, @"fake: unloadWithQoS reported a failure");
+    return NO;
+  }
   return YES;
 }
 

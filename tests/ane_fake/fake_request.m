@@ -1,6 +1,8 @@
 // Fake _ANERequest (with the -validate limits of C42), _ANEIOSurfaceObject (retains its surface) and
 // _ANEDeviceInfo (an ANE of the generation named by ORION_ANE_FAKE_CHIP; ORION_ANE_FAKE_NO_ANE=1 makes
-// +hasANE answer NO, to test the "no Neural Engine" path).
+// +hasANE answer NO, to test the "no Neural Engine" path; ORION_ANE_FAKE_DEVICE_INFO=odd makes the
+// optional getters misbehave (issue 18): +hasANE missing, +aneSubType raising, +aneArchitectureType
+// answering an NSNumber, +numANECores declaring a double return type).
 #import "fake_contract.h"
 
 #include <stdlib.h>
@@ -41,7 +43,7 @@
   r->weightsBuffer = [wb retain];
   r->perfStats = [ps retain];
   r->procedureIndex = [proc retain];
-  g_fake.requests_created++;
+  r->serial = ++g_fake.requests_created;
   return r;
 }
 - (void)dealloc {
@@ -73,7 +75,20 @@ static const char* chip(void) {
   return c && *c ? c : "m4";
 }
 
+static BOOL odd(void) {
+  const char* o = getenv("ORION_ANE_FAKE_DEVICE_INFO");
+  return o && !strcmp(o, "odd");
+}
+
 @implementation _ANEDeviceInfo
++ (BOOL)respondsToSelector:(SEL)s {
+  if (odd() && sel_isEqual(s, @selector(hasANE))) return NO;
+  return [super respondsToSelector:s];
+}
++ (NSMethodSignature*)methodSignatureForSelector:(SEL)s {
+  if (odd() && sel_isEqual(s, @selector(numANECores))) return [NSMethodSignature signatureWithObjCTypes:"d@:"];
+  return [super methodSignatureForSelector:s];
+}
 + (BOOL)hasANE {
   const char* no = getenv("ORION_ANE_FAKE_NO_ANE");
   return !(no && *no && strcmp(no, "0") != 0);
@@ -81,12 +96,16 @@ static const char* chip(void) {
 + (unsigned int)numANEs { return 1; }
 + (unsigned int)numANECores { return 16; }
 + (NSString*)aneSubType {
+  if (odd()) [NSException raise:@"NSInternalInconsistencyException" format:@"fake: aneSubType is unavailable"];
   static const char* names[] = {"m1", "h13", "m2", "h14", "m3", "h15", "m4", "h16", "m5", "h17"};
   for (int i = 0; i < 10; i += 2)
     if (!strcmp(chip(), names[i])) return [NSString stringWithUTF8String:names[i + 1]];
   return @"h16";
 }
-+ (NSString*)aneArchitectureType { return [[self aneSubType] stringByAppendingString:@"g"]; }
++ (NSString*)aneArchitectureType {
+  if (odd()) return (NSString*)[NSNumber numberWithInt:16];
+  return [[self aneSubType] stringByAppendingString:@"g"];
+}
 + (NSString*)aneSubTypeVariant { return @"g"; }
 + (NSString*)aneSubTypeProductVariant { return @""; }
 + (long long)aneBoardType { return 192; }

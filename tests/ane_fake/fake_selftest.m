@@ -58,7 +58,8 @@ static NSString* folder_of(id m) {
 
 static void populate(id m, NSData* text) {
   NSString* dir = folder_of(m);
-  [[NSFileManager defaultManager] createDirectoryAtPath:dir withIntermediateDirectories:YES attributes:nil error:NULL];
+  [[NSFileManager defaultManager] createDirectoryAtPath:[dir stringByAppendingPathComponent:@"weights"]
+                            withIntermediateDirectories:YES attributes:nil error:NULL];
   [text writeToFile:[dir stringByAppendingPathComponent:@"model.mil"] atomically:YES];
 }
 
@@ -75,9 +76,15 @@ static IOSurfaceRef surface(size_t bytes) {
   return IOSurfaceCreate((CFDictionaryRef)[NSDictionary dictionaryWithObjects:vals forKeys:keys count:6]);
 }
 
-static id request(size_t a, size_t b, size_t z) {
+static IOSurfaceRef g_locked;  // set by request_locked: an input the CPU still holds locked
+
+static id request_with(size_t a, size_t b, size_t z, BOOL lock_first) {
   IOSurfaceRef s[3] = {surface(a), surface(b), surface(z)};
   id o[3];
+  if (lock_first) {
+    IOSurfaceLock(s[0], 0, NULL);
+    g_locked = s[0];
+  }
   for (int i = 0; i < 3; ++i) {
     o[i] = [SC objectWithIOSurface:s[i]];
     CFRelease(s[i]);  // the wrapper holds its own reference
@@ -87,6 +94,8 @@ static id request(size_t a, size_t b, size_t z) {
                        outputs:[NSArray arrayWithObject:o[2]] outputIndices:[NSArray arrayWithObject:[NSNumber numberWithInt:0]]
                  weightsBuffer:nil perfStats:nil procedureIndex:[NSNumber numberWithInt:0]];
 }
+
+static id request(size_t a, size_t b, size_t z) { return request_with(a, b, z, NO); }
 
 int main(int argc, char** argv) {
   NSAutoreleasePool* pool = [[NSAutoreleasePool alloc] init];
@@ -102,6 +111,7 @@ int main(int argc, char** argv) {
   RC = (id)NSClassFromString(@"_ANERequest");
   SC = (id)NSClassFromString(@"_ANEIOSurfaceObject");
   long v = violations();
+  long sv = 0;
 
   EXPECT(raises(desc_with_string, NULL) && violations() == ++v, "MIL text as NSString raises (C09)");
   EXPECT(![DC modelWithMILText:mil_data() weights:nil optionsPlist:nil] && violations() == ++v, "nil weights -> nil (C11)");
@@ -114,7 +124,8 @@ int main(int argc, char** argv) {
   id m = [model_for(mil_data()) retain];  // retain count 1 once the inner pool is drained
   [inner drain];
   [[NSFileManager defaultManager] removeItemAtPath:folder_of(m) error:NULL];  // left by an earlier run
-  EXPECT(raises(compile_ok, m) && violations() == ++v, "compile before the folder is populated raises (C44)");
+  v += 2;  // weights/ missing (logged) + model.mil missing (raises)
+  EXPECT(raises(compile_ok, m) && violations() == v, "compile before the folder is populated raises (C44, weights/)");
   populate(m, mil_data());
   EXPECT(raises(compile_qos0, m) && violations() == ++v, "QoS 0 raises (must be 21)");
   EXPECT(raises(compile_nil_options, m) && violations() == ++v, "nil options raise");
@@ -134,6 +145,19 @@ int main(int argc, char** argv) {
   ok = [(id<OrionANEInMemoryModel>)m evaluateWithQoS:21 options:[NSDictionary dictionary]
                                               request:request(49152, 65536, 49152) error:&err];
   EXPECT(!ok && [err code] == 8 && violations() == ++v, "non-uniform input surfaces: code 8 + violation (C12)");
+  err = nil;
+  sv = orion_iosurface_violation_count();
+  ok = [(id<OrionANEInMemoryModel>)m evaluateWithQoS:21 options:[NSDictionary dictionary]
+                                              request:request_with(49152, 49152, 49152, YES) error:&err];
+  EXPECT(orion_iosurface_violation_count() == sv + 1 && violations() == v, "evaluate with a CPU-locked surface is a violation");
+  IOSurfaceUnlock(g_locked, 0, NULL);
+  id old = [request(49152, 49152, 49152) retain];
+  [(id<OrionANEInMemoryModel>)m unloadWithQoS:21 error:&err];
+  populate(m, mil_data());
+  [(id<OrionANEInMemoryModel>)m loadWithQoS:21 options:[NSDictionary dictionary] error:&err];
+  ok = [(id<OrionANEInMemoryModel>)m evaluateWithQoS:21 options:[NSDictionary dictionary] request:old error:&err];
+  EXPECT(ok && violations() == ++v, "evaluate with a request built before the last load is a violation");
+  [old release];
   id bad = [RC requestWithInputs:[NSArray array] inputIndices:[NSArray array] outputs:[NSArray array]
                    outputIndices:[NSArray array] weightsBuffer:nil perfStats:nil procedureIndex:[NSNumber numberWithInt:0]];
   EXPECT(![(id<OrionANERequest>)bad validate], "-validate rejects a request without buffers (C42)");
@@ -159,7 +183,7 @@ int main(int argc, char** argv) {
   [[NSFileManager defaultManager] removeItemAtPath:folder_of(m2) error:NULL];
   [m2 release];
 
-  long sv = orion_iosurface_violation_count();
+  sv = orion_iosurface_violation_count();
   IOSurfaceRef s = surface(49152);
   CFRelease(s);
   IOSurfaceGetBaseAddress(s);
@@ -169,6 +193,18 @@ int main(int argc, char** argv) {
   IOSurfaceRef s2 = IOSurfaceCreate((CFDictionaryRef)[NSDictionary dictionaryWithObjects:vals forKeys:keys count:2]);
   EXPECT(orion_iosurface_violation_count() == sv + 2, "IOSurface without the reference's properties is a violation");
   if (s2) CFRelease(s2);
+  IOSurfaceRef s3 = surface(49152);
+  IOSurfaceGetBaseAddress(s3);
+  EXPECT(orion_iosurface_violation_count() == sv + 3, "IOSurfaceGetBaseAddress without a lock is a violation");
+  IOSurfaceLock(s3, 0, NULL);
+  unsigned char* bytes = IOSurfaceGetBaseAddress(s3);
+  bytes[0] = 1;  // under the lock: fine
+  IOSurfaceUnlock(s3, 0, NULL);
+  bytes[1] = 1;  // outside: noticed at the next lock
+  IOSurfaceLock(s3, 0, NULL);
+  IOSurfaceUnlock(s3, 0, NULL);
+  EXPECT(orion_iosurface_violation_count() == sv + 4, "a CPU write outside IOSurfaceLock/Unlock is a violation");
+  CFRelease(s3);
 
   [pool drain];
   printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);

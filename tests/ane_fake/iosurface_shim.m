@@ -2,6 +2,10 @@
 // Objective-C because the properties argument is an NSDictionary and a surface is reference counted
 // like a CF object (CFRetain/CFRelease). Released surfaces become zombies: their memory is freed, and
 // any later use is a loud contract violation instead of silent memory corruption.
+// CPU access under lock (reference §5/§11): IOSurfaceGetBaseAddress needs a lock held, and the bytes
+// are fingerprinted whenever the last lock is released; the next IOSurfaceLock finds them changed
+// only if the CPU wrote without a lock (the fake device reports its own writes, and reads/writes
+// through orion_iosurface_device_base, which needs the surface unlocked).
 #import <Foundation/Foundation.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +38,7 @@ static void violation(const char* what) {
   size_t size;
   int locks;
   BOOL dead;
+  uint64_t fingerprint;  // of the bytes when the last lock was released
 }
 @end
 
@@ -62,6 +67,19 @@ static OrionFakeIOSurface* live_surface(IOSurfaceRef b, const char* fn) {
     return nil;
   }
   return s;
+}
+
+static uint64_t fingerprint_of(const OrionFakeIOSurface* s) {
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char* p = (const unsigned char*)s->base;
+  size_t i = 0;
+  for (; i + 8 <= s->size; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < s->size; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
 }
 
 static long long number(NSDictionary* d, CFStringRef key, BOOL* ok) {
@@ -98,6 +116,7 @@ IOSurfaceRef IOSurfaceCreate(CFDictionaryRef properties) {
     [s release];
     return NULL;
   }
+  s->fingerprint = fingerprint_of(s);
   @synchronized([NSObject class]) { g_live++; }
   return (IOSurfaceRef)s;
 }
@@ -105,6 +124,11 @@ IOSurfaceRef IOSurfaceCreate(CFDictionaryRef properties) {
 kern_return_t IOSurfaceLock(IOSurfaceRef b, IOSurfaceLockOptions options, uint32_t* seed) {
   OrionFakeIOSurface* s = live_surface(b, "IOSurfaceLock");
   if (!s) return 1;
+  if (s->locks == 0 && fingerprint_of(s) != s->fingerprint) {
+    char m[160];
+    snprintf(m, sizeof m, "the CPU wrote to an IOSurface (%zu B) outside IOSurfaceLock/IOSurfaceUnlock", s->size);
+    violation(m);
+  }
   s->locks++;
   if (seed) *seed = 0;
   return 0;
@@ -113,14 +137,18 @@ kern_return_t IOSurfaceLock(IOSurfaceRef b, IOSurfaceLockOptions options, uint32
 kern_return_t IOSurfaceUnlock(IOSurfaceRef b, IOSurfaceLockOptions options, uint32_t* seed) {
   OrionFakeIOSurface* s = live_surface(b, "IOSurfaceUnlock");
   if (!s) return 1;
-  if (s->locks <= 0) violation("IOSurfaceUnlock without a matching IOSurfaceLock");
-  s->locks--;
+  if (s->locks <= 0) {
+    violation("IOSurfaceUnlock without a matching IOSurfaceLock");
+    return 1;
+  }
+  if (--s->locks == 0) s->fingerprint = fingerprint_of(s);
   if (seed) *seed = 0;
   return 0;
 }
 
 void* IOSurfaceGetBaseAddress(IOSurfaceRef b) {
   OrionFakeIOSurface* s = live_surface(b, "IOSurfaceGetBaseAddress");
+  if (s && s->locks == 0) violation("IOSurfaceGetBaseAddress for CPU access without IOSurfaceLock");
   return s ? s->base : NULL;
 }
 
@@ -148,6 +176,20 @@ void CFRelease(CFTypeRef cf) {
   if ([o isKindOfClass:[OrionFakeIOSurface class]] && !live_surface((IOSurfaceRef)cf, "CFRelease")) return;
   [o release];
 }
+
+void* orion_iosurface_device_base(IOSurfaceRef b) {
+  OrionFakeIOSurface* s = live_surface(b, "device access");
+  if (s && s->locks > 0) violation("the device accessed an IOSurface the CPU still holds locked (working code unlocks "
+                                   "before evaluating)");
+  return s ? s->base : NULL;
+}
+
+void orion_iosurface_device_wrote(IOSurfaceRef b) {
+  OrionFakeIOSurface* s = live_surface(b, "device write");
+  if (s) s->fingerprint = fingerprint_of(s);
+}
+
+int orion_iosurface_lock_count(IOSurfaceRef b) { return b ? ((OrionFakeIOSurface*)b)->locks : 0; }
 
 int orion_iosurface_is_alive(IOSurfaceRef b) { return b && !((OrionFakeIOSurface*)b)->dead; }
 long orion_iosurface_live_count(void) { return g_live; }

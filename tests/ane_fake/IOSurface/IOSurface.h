@@ -36,7 +36,11 @@ size_t IOSurfaceGetAllocSize(IOSurfaceRef buffer);
 CFTypeRef CFRetain(CFTypeRef cf);
 void CFRelease(CFTypeRef cf);
 
-// Shim-only introspection (not part of Apple's API).
+// Shim-only introspection (not part of Apple's API). The fake device reads and writes through
+// orion_iosurface_device_base (a violation while the CPU holds a lock) and reports its writes.
+void* orion_iosurface_device_base(IOSurfaceRef buffer);
+void orion_iosurface_device_wrote(IOSurfaceRef buffer);
+int orion_iosurface_lock_count(IOSurfaceRef buffer);
 int orion_iosurface_is_alive(IOSurfaceRef buffer);
 long orion_iosurface_live_count(void);
 long orion_iosurface_violation_count(void);
