@@ -18,7 +18,8 @@ pytest.importorskip("jinja2")
 
 from orion.models import load  # noqa: E402
 from orion.models.tokenizers import (ChatTemplate, ChatTemplateError, HFTokenizer,  # noqa: E402
-                                     SentencePieceTokenizer, chat_prompt_ids, load_tokenizer)
+                                     SentencePieceTokenizer, chat_prompt_ids, end_of_turn_ids,
+                                     load_tokenizer)
 
 from ckpt_writers import write_hf_llama  # noqa: E402
 from models_helpers import data_file, tiny_llama, weights16  # noqa: E402
@@ -99,10 +100,22 @@ def test_named_templates_and_chat_template_jinja(tmp_path):
     assert chat_prompt_ids(tok, USER) == tok.encode("[Hi]")
 
 
+END_OF_TURN = {"llama3": "<|eot_id|>", "smollm2": "<|im_end|>", "llama_linear": "<|eot_id|>",
+               "llama_legacy_keys": "<|eot_id|>", "qwen2": "<|im_end|>", "qwen3": "<|im_end|>", "mistral": "</s>",
+               "gemma3": "<end_of_turn>", "phi3": "<|end|>"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_end_of_turn_token_found_from_the_template(name):
+    tok = load_tokenizer(fixture(name))
+    assert end_of_turn_ids(tok) == [tok.token_id(END_OF_TURN[name])]
+
+
 def test_tokenizers_without_a_template_say_so():
     sp = SentencePieceTokenizer(data_file("llama2-tokenizer.model"))
     with pytest.raises(ChatTemplateError, match="no chat template"):
         chat_prompt_ids(sp, USER)
+    assert end_of_turn_ids(sp) == []
 
 
 @pytest.fixture(scope="module")
@@ -127,12 +140,16 @@ def test_model_chat_stops_at_end_of_turn(chat_model_dir, tmp_path):
     ids = chat_prompt_ids(tok, USER)
     assert ids[0] == 384 and ids.count(384) == 1 and ids[-2:] == tok.encode("\n\n")
     free = m.generate(ids, max_tokens=6, stop_tokens=[]).tokens
+    # the template's end of turn stops chat even when neither the config nor the tokenizer's eos names it
+    tok.eos_id, m.stop_tokens = None, []
+    assert m.chat(USER, stream=True).params.stop_tokens == [eot]
     # make the tokenizer's eos a token the model will produce: the answer must end right there
     i = next((k for k in range(1, len(free)) if free[k] not in free[:k]), 0)
-    tok.eos_id, m.stop_tokens = free[i], []
+    tok.eos_id = free[i]
+    j = next(k for k, t in enumerate(free) if t in (free[i], eot))
     g = m.chat(USER, max_tokens=6)
-    assert g.prompt_tokens == ids and g.tokens == free[:i + 1] and g.stop_reason == "stop_token"
-    assert g.text == tok.decode(free[:i])
+    assert g.prompt_tokens == ids and g.tokens == free[:j + 1] and g.stop_reason == "stop_token"
+    assert g.text == tok.decode(free[:j])
     s = m.chat(USER, max_tokens=6, stream=True, stop_tokens=[])
     assert [t.id for t in s] == free and s.result.stop_reason == "max_tokens"
     m.release()

@@ -801,14 +801,16 @@ class Model:
              template_kwargs: dict | None = None, **generate_kw):
         """Answers ``messages`` (``[{"role": "user", "content": "Hi"}, ...]``) through the tokenizer's chat
         template (rendered as transformers renders it, tokenized without added special tokens) and
-        stops at end-of-turn: the model's stop tokens plus the tokenizer's eos, unless ``stop_tokens``
-        is given. Options as :meth:`stream`; returns a :class:`Generation` (``stream=True``: the
-        :class:`TokenStream`). ``template_kwargs``: extra template variables (e.g. enable_thinking)."""
-        from .tokenizers import chat_prompt_ids
+        stops at end-of-turn: the model's stop tokens, the tokenizer's eos and the token the template
+        ends an answer with, unless ``stop_tokens`` is given. Options as :meth:`stream`; returns a
+        :class:`Generation` (``stream=True``: the :class:`TokenStream`). ``template_kwargs``: extra
+        template variables (e.g. enable_thinking)."""
+        from .tokenizers import chat_prompt_ids, end_of_turn_ids
         ids = chat_prompt_ids(self.tokenizer, messages, add_generation_prompt, **(template_kwargs or {}))
         if generate_kw.get("stop_tokens") is None:
             eos = getattr(self.tokenizer, "eos_id", None)
-            generate_kw["stop_tokens"] = list(dict.fromkeys(self.stop_tokens + ([eos] if eos is not None else [])))
+            stops = self.stop_tokens + ([eos] if eos is not None else []) + end_of_turn_ids(self.tokenizer)
+            generate_kw["stop_tokens"] = list(dict.fromkeys(stops))
         s = self.stream(ids, **generate_kw)
         if not stream:
             for _ in s:

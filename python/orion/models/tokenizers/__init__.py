@@ -11,14 +11,14 @@ import os
 
 from ...errors import ModelFormatError
 from ...fileio import read_json
-from .chat import ChatTemplate, ChatTemplateError, chat_prompt_ids
+from .chat import ChatTemplate, ChatTemplateError, chat_prompt_ids, end_of_turn_ids
 from .gpt2_bpe import GPT2Tokenizer
 from .hf_tokenizer import HFTokenizer
 from .llama2c_tok import Llama2cTokenizer
 from .sentencepiece_tok import SentencePieceTokenizer
 
 __all__ = ["GPT2Tokenizer", "HFTokenizer", "Llama2cTokenizer", "SentencePieceTokenizer", "ChatTemplate",
-           "ChatTemplateError", "chat_prompt_ids", "load_tokenizer", "find_tokenizer", "stop_token_ids"]
+           "ChatTemplateError", "chat_prompt_ids", "end_of_turn_ids", "load_tokenizer", "find_tokenizer", "stop_token_ids"]
 
 
 def load_tokenizer(path: str, vocab_size: int | None = None):

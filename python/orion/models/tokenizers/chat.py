@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from ...errors import ModelFormatError
 
-__all__ = ["ChatTemplateError", "ChatTemplate", "chat_prompt_ids"]
+__all__ = ["ChatTemplateError", "ChatTemplate", "chat_prompt_ids", "end_of_turn_ids"]
 
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
@@ -175,3 +175,30 @@ def chat_prompt_ids(tokenizer, messages, add_generation_prompt: bool = True, **k
     special = dict(getattr(tokenizer, "special_tokens", {}) or {})
     text = ChatTemplate(template, source, special).render(messages, add_generation_prompt, **kwargs)
     return list(tokenizer.encode(text))
+
+
+_MARK = "orion-end-of-turn-probe"
+
+
+def end_of_turn_ids(tokenizer) -> list[int]:
+    """The special token the chat template writes right after an assistant answer (<|eot_id|>,
+    <|im_end|>, <end_of_turn>, <|end|>, </s>): found by rendering a two-turn conversation, so chat stops
+    there even when generation_config.json does not list it (base models that ship a template). []
+    when there is no template, it refuses the probe, or no special token follows the answer."""
+    found = getattr(tokenizer, "chat_template", None)
+    if not found or not hasattr(tokenizer, "special_ids"):
+        return []
+    template, source = found
+    probe = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _MARK}]
+    try:
+        text = ChatTemplate(template, source, getattr(tokenizer, "special_tokens", {})).render(probe, False)
+    except ChatTemplateError:        # e.g. templates that raise_exception on roles they do not expect
+        return []
+    if _MARK not in text:
+        return []
+    after = tokenizer.encode(text[text.rindex(_MARK) + len(_MARK):])
+    special = tokenizer.special_ids
+    for t in after[:2]:               # allow one whitespace token between the answer and its end marker
+        if t in special:
+            return [t]
+    return []

@@ -142,6 +142,11 @@ class HFTokenizer:
         t = self.config.get("chat_template")
         return None if t is None else (t, self.config_path)
 
+    @property
+    def special_ids(self) -> set[int]:
+        """Ids of the added tokens marked special (what ``skip_special_tokens`` drops)."""
+        return {i for i, t in self.tk.get_added_tokens_decoder().items() if t.special}
+
     def token_id(self, token: str | None) -> int | None:
         return None if token is None else self.tk.token_to_id(token)
 
