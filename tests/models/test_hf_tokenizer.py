@@ -22,6 +22,8 @@ from models_helpers import data_file, tiny_llama  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models")
 NAMES = ["llama3", "smollm2", "llama_linear", "llama_legacy_keys", "qwen2", "qwen3", "mistral", "gemma3", "phi3"]
+NAMES += sorted(n for n in (os.listdir(FIXTURES) if os.path.isdir(FIXTURES) else [])   # fixtures added later
+                if n not in NAMES and os.path.isfile(os.path.join(FIXTURES, n, "tokenizer_cases.json")))
 
 
 def fixture(name: str) -> str:
