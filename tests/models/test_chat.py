@@ -118,6 +118,8 @@ def test_tokenizers_without_a_template_say_so():
     with pytest.raises(ChatTemplateError, match="no chat template"):
         chat_prompt_ids(sp, USER)
     assert end_of_turn_ids(sp) == []
+    with pytest.raises(ChatTemplateError, match="tokenizer=PATH"):
+        chat_prompt_ids(None, USER)
 
 
 @pytest.fixture(scope="module")

@@ -102,6 +102,15 @@ def test_offline_and_absent_says_how_to_fix(offline_cache):
     assert "hf download acme/not-downloaded" in msg and "local folder" in msg
 
 
+def test_offline_with_a_partial_snapshot_says_so(offline_cache, tmp_path):
+    (tmp_path / "only_config").mkdir()
+    (tmp_path / "only_config" / "config.json").write_text("{}")
+    snap = put_in_cache(offline_cache, "acme/partial", tmp_path / "only_config")
+    with pytest.raises(ModelFormatError, match="safetensors") as e:
+        resolve_repo("acme/partial")
+    assert snap in str(e.value) and "HF_HUB_OFFLINE" in str(e.value)
+
+
 def test_local_paths_win_over_hub_names(offline_cache, tiny_hf, tmp_path, monkeypatch):
     put_in_cache(offline_cache, "acme/tiny-llama", tiny_hf)
     (tmp_path / "acme" / "tiny-llama").mkdir(parents=True)

@@ -53,15 +53,21 @@ def resolve_repo(repo_id: str, revision: str | None = None) -> str:
                                f"(pip install huggingface_hub), or pass a local folder") from None
     cache = hub_cache_dir()
     kw = dict(revision=revision, cache_dir=cache, allow_patterns=ALLOW_PATTERNS)
+    partial = None
     try:
         folder = snapshot_download(repo_id, local_files_only=True, **kw)     # the cache first
-        if os.path.isfile(os.path.join(folder, "config.json")):
+        if _has_model(folder):
             return folder
+        partial = folder
     except LocalEntryNotFoundError:
         pass
     except Exception as e:  # noqa: BLE001 - a malformed cache entry: report it, do not hide it
         raise ModelFormatError(f"{repo_id}: the Hugging Face cache entry in {cache} is unusable "
                                f"({type(e).__name__}: {e}); delete models--{repo_id.replace('/', '--')} there") from None
+    if hub_offline() and partial is not None:
+        raise ModelFormatError(f"{repo_id}: the cached snapshot {partial} lacks config.json or the *.safetensors "
+                               f"weights and HF_HUB_OFFLINE is set. Fix: run once with network and without "
+                               f"HF_HUB_OFFLINE (or `hf download {repo_id}`), or pass a local folder")
     if hub_offline():
         raise ModelFormatError(f"{repo_id}: not in the Hugging Face cache ({cache}) and HF_HUB_OFFLINE is set, so "
                                f"nothing is downloaded. Fix: run once with network and without HF_HUB_OFFLINE "
@@ -82,3 +88,9 @@ def resolve_repo(repo_id: str, revision: str | None = None) -> str:
     if not os.path.isfile(os.path.join(folder, "config.json")):
         raise ModelFormatError(f"{repo_id}: the repository has no config.json (not a transformers model folder)")
     return folder
+
+
+def _has_model(folder: str) -> bool:
+    """A cached snapshot made by another tool may hold only some files (e.g. config.json alone)."""
+    names = os.listdir(folder)
+    return "config.json" in names and any(n.endswith(".safetensors") for n in names)

@@ -165,10 +165,13 @@ class ChatTemplate:
 def chat_prompt_ids(tokenizer, messages, add_generation_prompt: bool = True, **kwargs) -> list[int]:
     """``messages`` rendered with ``tokenizer``'s chat template and encoded without added special tokens
     (the template writes them), as transformers' ``apply_chat_template(..., tokenize=True)``."""
+    if tokenizer is None:
+        raise ChatTemplateError("chat needs the model's tokenizer (tokenizer.json + tokenizer_config.json); none is "
+                                "loaded - pass tokenizer=PATH")
     found = getattr(tokenizer, "chat_template", None)
     if not found:
         where = getattr(tokenizer, "config_path", None) or getattr(tokenizer, "path", None)
-        raise ChatTemplateError(f"{where or 'the model'}: no chat template (tokenizer_config.json 'chat_template' "
+        raise ChatTemplateError(f"{where or 'the tokenizer'}: no chat template (tokenizer_config.json 'chat_template' "
                                 f"or chat_template.jinja); chat needs an instruct/chat model's tokenizer - use a "
                                 f"plain prompt for base models")
     template, source = found
