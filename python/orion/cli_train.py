@@ -50,8 +50,9 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     d = p.add_argument_group("data")
     d.add_argument("--data", metavar="PATH", help="text file/folder, or pretokenized uint16 .bin (default: the "
                                                   "shipped corpus)")
-    d.add_argument("--tokenizer", metavar="PATH", help="SentencePiece .model (or llama2.c tokenizer.bin) for text "
-                                                       "data; default: train one on the data (vocab = --vocab)")
+    d.add_argument("--tokenizer", metavar="PATH", help="tokenizer for text data: SentencePiece .model, tokenizer.json, "
+                                                       "llama2.c tokenizer.bin; default: the --init checkpoint's own, "
+                                                       "else train one on the data (vocab = --vocab)")
     d.add_argument("--seq-len", type=int, default=None, help="tokens per training sequence (default: model context)")
     d.add_argument("--val-fraction", type=float, default=None, help="tail of the data held out for validation")
     o = p.add_argument_group("optimization")

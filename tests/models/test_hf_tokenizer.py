@@ -164,3 +164,24 @@ def test_stop_token_ids_from_config_generation_config_and_tokenizer(tmp_path):
     (d / "generation_config.json").write_text(json.dumps({"eos_token_id": "x"}))
     with pytest.raises(ModelFormatError, match="generation_config.json"):
         stop_token_ids(str(d), tok)
+
+
+def test_train_init_uses_the_same_discovery(tmp_path, capsys):
+    # orion train --init <HF folder> on text finds the folder's tokenizer.json (before: "needs the model's
+    # tokenizer"); Qwen-style tokenizers without BOS separate documents with their EOS
+    import numpy as np
+
+    from ckpt_writers import write_hf_llama
+    from models_helpers import weights16
+    from orion.cli_train import main
+    from orion.train import data as D
+    d = _tiny_folder(tmp_path, "llama3", _json(os.path.join(fixture("llama3"), "tokenizer_config.json")))
+    cfg = tiny_llama(vocab_size=400, n_ctx=64)
+    write_hf_llama(d, cfg, {k: v.astype(np.float32) for k, v in weights16(cfg, seed=1).items()})
+    (tmp_path / "text.txt").write_text("Once upon a time there was a fox.\n\nThe fox liked to play. " * 40)
+    assert main(["--init", str(d), "--data", str(tmp_path / "text.txt"), "--steps", "1", "--batch", "1",
+                 "--seq-len", "32", "--no-ckpt", "--no-progress", "--sample-tokens", "0"]) == 0
+    assert "loss" in capsys.readouterr().out
+    q = load_tokenizer(fixture("qwen3"))
+    ids = D.encode_documents(["a b", "c"], q)
+    assert ids.tolist() == [q.eos_id] + q.encode("a b") + [q.eos_id] + q.encode("c")
