@@ -45,16 +45,23 @@ def test_fixture_files_and_shapes(name):
 
     ref = np.load(folder / "reference.npz")
     ids, logits, greedy, bf16 = ref["ids"], ref["logits"], ref["greedy"], ref["logits_bf16"]
+    step_logits = ref["greedy_logits"]
     assert ids.dtype == np.int64 and greedy.dtype == np.int64
     assert logits.dtype == np.float32 and bf16.dtype == np.float32
     assert 40 <= ids.shape[0] <= 48 and greedy.shape == (16,)
     assert logits.shape == bf16.shape == (ids.shape[0], vocab)
+    assert step_logits.dtype == np.float32 and step_logits.shape == (16, vocab)
     assert np.isfinite(logits).all() and np.isfinite(bf16).all()
-    assert ids.max() < vocab and greedy.max() < vocab
+    tokenizer = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    ntok = 1 + max([*tokenizer["model"]["vocab"].values(), *(t["id"] for t in tokenizer["added_tokens"])])
+    assert ntok <= vocab  # qwen2: the head is padded past the tokenizer
+    assert ids.max() < ntok and greedy.max() < ntok, "generated ids must be decodable"
     if config.get("sliding_window"):
         assert ids.shape[0] > config["sliding_window"]
     # generate() continued from the same logits: its first token is the last position's argmax
     assert greedy[0] == logits[-1].argmax()
+    assert (step_logits.argmax(-1) == greedy).all()
+    np.testing.assert_allclose(step_logits[0], logits[-1], rtol=0, atol=1e-4 * np.abs(logits).max())
     # bf16 run of the same weights stays close to fp32: both come from one checkpoint
     assert np.abs(bf16 - logits).max() < 0.1 * np.abs(logits).max()
 
@@ -62,7 +69,7 @@ def test_fixture_files_and_shapes(name):
     assert len(cases) >= 20 and any(c["text"] == "" for c in cases)
     for c in cases:
         assert set(c) == {"text", "ids", "ids_no_special", "decoded"}
-        assert all(isinstance(i, int) for i in c["ids"] + c["ids_no_special"])
+        assert all(isinstance(i, int) and 0 <= i < ntok for i in c["ids"] + c["ids_no_special"])
     assert str(ref["prompt"]).strip()
 
     chats = json.loads((folder / "chat_cases.json").read_text(encoding="utf-8"))
