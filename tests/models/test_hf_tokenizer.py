@@ -110,6 +110,9 @@ def test_bad_tokenizer_files_name_the_file(tmp_path):
     (d / "tokenizer_config.json").write_text("{not json")
     with pytest.raises(ModelFormatError, match="tokenizer_config.json"):
         HFTokenizer(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": {"x": {"content": "a"}}}))
+    with pytest.raises(ModelFormatError, match="added_tokens_decoder"):
+        HFTokenizer(str(d / "tokenizer.json"))
     tok = HFTokenizer(os.path.join(fixture("llama3"), "tokenizer.json"))
     with pytest.raises(ModelFormatError, match="negative token id"):
         tok.decode([-1])

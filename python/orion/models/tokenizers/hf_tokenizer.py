@@ -99,8 +99,8 @@ class HFTokenizer:
         have = {str(t.content): t for t in self.tk.get_added_tokens_decoder().values()}
         todo = []
         dec = cfg.get("added_tokens_decoder") or {}
-        if not isinstance(dec, dict):
-            raise ModelFormatError(f"{self.config_path}: added_tokens_decoder must be an object id -> token")
+        if not isinstance(dec, dict) or not all(str(k).isdigit() for k in dec):
+            raise ModelFormatError(f"{self.config_path}: added_tokens_decoder must be an object token id -> token")
         for _, spec in sorted(dec.items(), key=lambda kv: int(kv[0])):
             if not isinstance(spec, dict) or "content" not in spec:
                 raise ModelFormatError(f"{self.config_path}: added_tokens_decoder entry {spec!r} has no 'content'")
