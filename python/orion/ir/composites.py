@@ -137,10 +137,28 @@ def layer_norm(x: Value, gamma=None, beta=None, eps: float = 1e-5, axis: int = 1
     return y
 
 
-def rms_norm(x: Value, weight=None, eps: float = 1e-5, axis: int = 1, name: str | None = None) -> Value:
-    """RMSNorm over ``axis``: ``x * (mean(x^2) + eps)^-0.5 * weight`` (mil-dialect.md example 5.3, pre-scaled)."""
+NORM_TINY = 2.0 ** -14      # floor of the stable RMSNorm's prescale (1/NORM_TINY stays finite in fp16)
+
+
+def rms_norm(x: Value, weight=None, eps: float = 1e-5, axis: int = 1, name: str | None = None,
+             stable: bool = False) -> Value:
+    """RMSNorm over ``axis``: ``x * (mean(x^2) + eps)^-0.5 * weight`` (mil-dialect.md example 5.3, pre-scaled).
+
+    ``stable``: prescale by 1/max|x| first, so the sum of squares can neither overflow fp16 (the plain
+    form returns zeros once the RMS exceeds ~256) nor underflow for small inputs (it is >= 1/n); costs
+    two reductions and a few elementwise ops."""
     axis = axis % x.rank
     n = x.shape[axis]
+    if stable:
+        m = ops.add(ops.relu(ops.reduce_max(x, [axis])), ops.relu(ops.reduce_max(ops.mul(x, -1.0), [axis])))
+        inv = ops.pow(ops.add(m, NORM_TINY), -1.0)                                   # <= 16384
+        t = ops.mul(x, ops.mul(inv, 1.0 / math.sqrt(n)))                             # |t| <= 1/sqrt(n)
+        ms = ops.reduce_sum(ops.mul(t, t), [axis])                                   # <= 1
+        e = ops.mul(inv, math.sqrt(eps))
+        y = ops.mul(x, ops.mul(inv, ops.pow(ops.add(ms, ops.mul(e, e)), -0.5)))
+        if weight is not None:
+            y = ops.mul(y, _channel_param(y, weight, axis, "rms_norm weight"))
+        return ops.identity(y, name=name) if name else y
     xs = ops.mul(x, 1.0 / math.sqrt(n))
     ms = ops.reduce_sum(ops.mul(xs, xs), [axis])
     y = ops.mul(x, ops.rsqrt(ops.add(ms, float(eps))))

@@ -207,8 +207,9 @@ class Engine:
                  classifier_chunk: int = 16384, compile_options: dict | None = None, residual_scale="auto"):
         if classifier not in ("cpu", "device"):
             raise InputError(f"classifier must be 'cpu' or 'device', got {classifier!r}")
-        from .fp16_safety import resolve_residual_scale
-        self.residual_scale = resolve_residual_scale(cfg, weights, residual_scale)
+        from .fp16_safety import Fp16Plan, resolve_fp16_plan
+        self.fp16 = resolve_fp16_plan(cfg, weights, residual_scale)
+        self.residual_scale = self.fp16.scale
         self.cfg, self.w = cfg, weights
         self.fam = _family(cfg)
         self.device, self.profile = device, profile
@@ -237,8 +238,8 @@ class Engine:
         self.compiles = 0
         self.compile_seconds = 0.0
         self.graph_options: dict = {}                    # extra stage_graph arguments (orion.lora: adapter slots)
-        if self.residual_scale != 1.0:
-            self.graph_options["residual_scale"] = self.residual_scale
+        if self.fp16 != Fp16Plan():
+            self.graph_options["fp16"] = self.fp16
 
     # -- programs --------------------------------------------------------------------------------
     def _compile(self, g: Graph):

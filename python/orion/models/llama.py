@@ -21,6 +21,7 @@ import numpy as np
 
 from ..ir import Graph, ops
 from ..lora import graph_linear
+from .fp16_safety import Fp16Plan
 
 __all__ = ["stage_graph", "embed", "classifier_weight", "rope_tables", "n_stages", "USES_ROPE", "QKV_FUSED"]
 
@@ -60,10 +61,11 @@ def _lin(g: Graph, x, w: dict, key: str, layer: int, lora, bias: str | None = No
                         canonical=f"layers.{layer}.{key}")
 
 
-def _norm(cfg, x, weight, scale: float = 1.0):
-    """RMSNorm of the (scaled) residual stream: ``x`` holds ``scale`` times the true stream, so eps is
-    scaled by ``scale**2`` (the result is the same); ``scale`` < 1 keeps activations inside fp16."""
-    return ops.rms_norm(x, weight, eps=cfg.norm_eps * scale * scale)
+def _norm(cfg, x, weight, fp: Fp16Plan):
+    """RMSNorm of the residual stream, which carries ``fp.scale`` times its true value (so eps is scaled
+    by ``fp.scale**2``: the result is the same); stable norms where the sum of squares would leave fp16
+    (see :mod:`orion.models.fp16_safety`)."""
+    return ops.rms_norm(x, weight, eps=cfg.norm_eps * fp.scale * fp.scale, stable=fp.stable_norms)
 
 
 def _head_norm(x, weight, n_heads: int, eps: float):
@@ -73,9 +75,9 @@ def _head_norm(x, weight, n_heads: int, eps: float):
     return ops.reshape(h, (1, d, 1, s))
 
 
-def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora=None, scale: float = 1.0):
+def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora, fp: Fp16Plan):
     p = f"layers.{layer}."
-    h = _norm(cfg, x, w[p + "rms_att"], scale)
+    h = _norm(cfg, x, w[p + "rms_att"], fp)
     bias = cfg.qkv_bias
     q = _lin(g, h, w, "wq", layer, lora, "bq" if bias else None)
     k = _lin(g, h, w, "wk", layer, lora, "bk" if bias else None)
@@ -88,22 +90,23 @@ def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora=None, scale: floa
     return q, k, v
 
 
-def _residual(cfg, w: dict, x, y, post: str, scale: float):
+def _residual(cfg, w: dict, x, y, post: str, fp: Fp16Plan):
     """``x + scale * (post-norm of) y``: Gemma's sandwich norm takes the scale into its weight."""
     if cfg.sandwich_norms:
-        return ops.add(x, ops.rms_norm(y, np.asarray(w[post], np.float32) * np.float32(scale), eps=cfg.norm_eps))
-    return ops.add(x, y if scale == 1.0 else ops.mul(y, float(scale)))
+        return ops.add(x, ops.rms_norm(y, np.asarray(w[post], np.float32) * np.float32(fp.scale), eps=cfg.norm_eps,
+                                       stable=fp.stable_norms))
+    return ops.add(x, y if fp.scale == 1.0 else ops.mul(y, float(fp.scale)))
 
 
-def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora=None, scale: float = 1.0):
+def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora, fp: Fp16Plan):
     p = f"layers.{layer}."
     a = ops.causal_attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask, scale=cfg.query_scale)
-    return _residual(cfg, w, x, _lin(g, a, w, "wo", layer, lora), p + "rms_att_post", scale)
+    return _residual(cfg, w, x, _lin(g, a, w, "wo", layer, lora), p + "rms_att_post", fp)
 
 
-def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora=None, scale: float = 1.0):
+def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora, fp: Fp16Plan):
     p = f"layers.{layer}."
-    h = _norm(cfg, x, w[p + "rms_ffn"], scale)
+    h = _norm(cfg, x, w[p + "rms_ffn"], fp)
     if lora is None and cfg.mlp_act == "silu":
         f = ops.swiglu_ffn(h, g.weight(f"w1_{layer}", w[p + "w1"]), g.weight(f"w2_{layer}", w[p + "w2"]),
                            g.weight(f"w3_{layer}", w[p + "w3"]))
@@ -111,17 +114,17 @@ def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora=None, scale: float = 1.0):
         act = ops.silu if cfg.mlp_act == "silu" else ops.gelu
         gate = ops.mul(act(_lin(g, h, w, "w1", layer, lora)), _lin(g, h, w, "w3", layer, lora))
         f = _lin(g, gate, w, "w2", layer, lora)
-    return _residual(cfg, w, x, f, p + "rms_ffn_post", scale)
+    return _residual(cfg, w, x, f, p + "rms_ffn_post", fp)
 
 
 PARTS = ("attn", "ffn", "qkv")
 
 
-def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, residual_scale: float = 1.0,
+def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16Plan | None = None,
                 part: str | None = None) -> Graph:
     """Stage ``stage``'s graph; ``lora``: an :class:`orion.lora.AdapterSlots` giving the linears that get
     adapter inputs (``<weight>_lora_a`` / ``_lora_b``, see :func:`orion.lora.graph_linear`);
-    ``residual_scale``: the factor the residual stream ``x`` carries (see :func:`_norm`).
+    ``fp16``: how the programs stay inside fp16 (residual scale, stable norms; default: plain).
 
     ``part`` cuts a stage that holds too many weights for one program (C18: Gemma's norms, Qwen's biases)
     into the programs of :data:`PARTS` run in turn, each taking the previous one's residual as ``x``:
@@ -131,7 +134,7 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, residual_sc
     if part is not None and (part not in PARTS or (stage == 0 and part != "qkv") or
                              (stage == cfg.n_layers and part == "qkv")):
         raise ValueError(f"stage {stage} has no part {part!r} (parts: {PARTS})")
-    whole = part is None
+    whole, fp = part is None, fp16 or Fp16Plan()
     d, L, kv, hd = cfg.d_model, cfg.n_layers, cfg.kv_dim, cfg.head_dim
     g = Graph(f"llama_s{stage}_S{S}_T{T}" + (f"_{part}" if part else ""))
     x = g.input("x", (1, d, 1, S))
@@ -140,21 +143,21 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, residual_sc
         kc = g.input("k_cache", (1, kv, 1, T))
         vc = g.input("v_cache", (1, kv, 1, T))
         mask = g.input("mask", (1, 1, S, T))
-        x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, residual_scale)
+        x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, fp)
         if part == "attn":
             g.output("x_mid", x)
             return g
     if stage > 0 and part in (None, "ffn"):
-        x = _ffn(g, cfg, w, stage - 1, x, lora, residual_scale)
+        x = _ffn(g, cfg, w, stage - 1, x, lora, fp)
         if stage == L:
-            g.output("h", _norm(cfg, x, w["rms_final"], residual_scale))
+            g.output("h", _norm(cfg, x, w["rms_final"], fp))
             return g
         g.output("x_out", x)
         if not whole:
             return g
     cos = g.input("cos", (1, hd // 2, 1, S))
     sin = g.input("sin", (1, hd // 2, 1, S))
-    q, k, v = _qkv(g, cfg, w, stage, x, cos, sin, lora, residual_scale)
+    q, k, v = _qkv(g, cfg, w, stage, x, cos, sin, lora, fp)
     g.output("q", q)
     g.output("k", k)
     g.output("v", v)

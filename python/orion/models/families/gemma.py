@@ -37,7 +37,11 @@ def read_config(r: ConfigReader):
     types = layer_types(r, n_layers, derived)
     hidden = r.int("hidden_size")
     local_theta = r.float("rope_local_base_freq", 10000.0)
-    if isinstance(r.d.get("rope_parameters"), dict) and "sliding_attention" in r.d["rope_parameters"]:
+    params = r.d.get("rope_parameters")
+    per_type = isinstance(params, dict) and any(isinstance(v, dict) for v in params.values())
+    if per_type and "sliding_attention" not in params and "sliding" in types:
+        raise r.error("config key 'rope_parameters' has no 'sliding_attention' entry for the sliding layers")
+    if per_type and "sliding_attention" in params:
         local = r.rope("sliding_attention")
         if local.type != "default":
             raise r.error("rope_parameters['sliding_attention']: only the default rope type is implemented for "
