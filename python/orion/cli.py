@@ -101,6 +101,13 @@ def cmd_info(args) -> int:
     for d in devices():
         state = "available" if d["available"] else f"unavailable ({d['reason']})"
         print(f"  backend {d['name']}: {state}")
+        for route, status in (d.get("routes") or {}).items():
+            print(f"    route {route}: {status}")
+        if d["name"] == "ane":  # optional device-info probes that failed: reported, never a refusal
+            from .doctor import ane_control
+
+            for w in (ane_control("info") or {}).get("warnings") or []:
+                print(f"    warning: {w}")
     return 0
 
 

@@ -387,10 +387,13 @@ def print_table(verdict: dict, out=None) -> None:
         yn = {True: "yes", False: "no"}
         print(f"  {s:<13} {r['verdict']:<10} {ms:>9}  {bu:>11}  {yn[bool(r.get('matches_fresh'))]:>7}  "
               f"{yn[bool(r.get('matches_sim'))]:>5}", file=out)
-        if r.get("error"):
-            print(f"      {r['error'][:300]}", file=out)
+        if r.get("error"):  # in full: the exact call, its arguments' shapes and the NSError
+            print(f"      {r['error']}", file=out)
     if verdict.get("routes"):
         print("  routes: " + ", ".join(f"{k} {v['verdict']}" for k, v in verdict["routes"].items()), file=out)
+        for k, v in verdict["routes"].items():
+            if v.get("error"):
+                print(f"      {k}: {v['error']}", file=out)
     print("  allowed: " + " -> ".join(verdict["allowed"]), file=out)
 
 

@@ -49,8 +49,17 @@ _announced_fallback = False
 
 
 def devices() -> list[dict]:
-    """Every backend built into this orion: name, availability and, when unavailable, the reason."""
-    return [dict(d) for d in _native.backends()]
+    """Every backend built into this orion: name, availability and, when unavailable, the reason; for
+    the ANE also each route's status (the direct _ANEClient route is "unverified (known to fail on M4
+    Max)" even where its selectors exist)."""
+    out = [dict(d) for d in _native.backends()]
+    for d in out:
+        if d["name"] == "ane":
+            from .doctor import ane_control
+
+            routes = (ane_control("info") or {}).get("routes") or {}
+            d["routes"] = {k: routes[k] for k in ("inmemory", "client") if k in routes}
+    return out
 
 
 def resolve_device(device: str) -> str:

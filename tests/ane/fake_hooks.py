@@ -1,8 +1,8 @@
 """Handles on the ANE backend's diagnostics hook and on the Linux fake framework (tests/ane_fake).
 
 The backend exports ``orion_ane_control`` from the ``_native`` module (src/orion_native/ane/ane_api.h);
-the fake exports ``ane_fake_report``/``ane_fake_reset``/``ane_fake_set_budget``. Both are read with
-ctypes, so no binding is needed.
+the fake exports ``ane_fake_report``/``ane_fake_reset``/``ane_fake_set_budget``/``ane_fake_set``. Both
+are read with ctypes, so no binding is needed.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ class Fake:
         self.lib.ane_fake_report.restype = ctypes.c_char_p
         self.lib.ane_fake_reset.argtypes = [ctypes.c_int]
         self.lib.ane_fake_set_budget.argtypes = [ctypes.c_long]
+        self.lib.ane_fake_set.argtypes = [ctypes.c_char_p, ctypes.c_long]
+        self.lib.ane_fake_set.restype = ctypes.c_int
 
     def report(self) -> dict:
         return json.loads(self.lib.ane_fake_report().decode())
@@ -64,3 +66,8 @@ class Fake:
 
     def set_budget(self, n: int) -> None:
         self.lib.ane_fake_set_budget(int(n))
+
+    def set(self, name: str, value: int) -> None:
+        """Switches a fake behaviour: "id_style" (0 upstream, 1 another safe shape, 2 unsafe), "unload_no"."""
+        if self.lib.ane_fake_set(name.encode(), int(value)) != 0:
+            raise ValueError(f"the fake has no behaviour {name!r}")

@@ -1,8 +1,9 @@
 """Hardware tests: the ANE backend on a real Apple Neural Engine, compared with the simulator.
 
 Marked ``ane``: skipped unless ``orion.devices()`` reports an available ANE that is not the Linux fake.
-One command on an Apple Silicon Mac (see README.md):  python -m pytest -m ane -v tests/ane
-Every assertion message carries the device record, so a failure report is actionable.
+One command on an Apple Silicon Mac (see README.md):  python -m pytest -m ane -v -rsx tests/ane
+Every backend error names the exact call, its arguments' shapes and the NSError; assertion messages
+carry the device record, so one failure report says what to fix.
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ def on_both(mil, weights, profile, **inputs):
     with orion.compile_mil(mil, weights, device="ane", profile=profile) as a, \
             orion.compile_mil(mil, weights, device="sim", profile=profile) as s:
         return a(**inputs), s(**inputs)
+
+
+def test_device_record_and_probe_warnings(device):
+    """Runs first: the backend is usable, and what the optional _ANEDeviceInfo probes could not read is
+    shown in pytest's warnings summary (never a reason to refuse)."""
+    i = doctor.ane_control("info")
+    assert i["available"] and i["routes"]["inmemory"] == "usable", i
+    for w in i["warnings"]:
+        warnings.warn(f"ANE optional probe: {w}")
 
 
 def test_hello_world(device):
@@ -146,9 +156,13 @@ def test_cleanup_no_temp_folders_left(device):
 
 
 def test_client_route_probe(device):
-    """The direct _ANEClient route is experimental (its load/unload selectors are inferred): report it."""
-    if not doctor.ane_control("info")["routes"]["client"]:
-        pytest.skip("the _ANEClient route is unavailable here: " + doctor.ane_control("info")["routes"]["client_reason"])
+    """The direct _ANEClient route is experimental and unverified (it failed on an M4 Max, reference §11):
+    report what it does here. A failure is an xfail whose reason is the exact call, its arguments' shapes
+    and the NSError (shown with ``-rx``)."""
+    routes = doctor.ane_control("info")["routes"]
+    assert routes["client"] != "usable", routes  # never claimed usable just because its selectors exist
+    if not routes["client_selectors"]:
+        pytest.skip("the _ANEClient route's selectors are missing here: " + routes["client_reason"])
     try:
         doctor.ane_control("route=client")
         a, b = rand((1, 256, 1, 128), 41), rand((1, 256, 1, 128), 42)

@@ -48,8 +48,10 @@ static NSString* hex(NSData* d) {
     if (![shape length])
       for (id k in entry) {
         id v = [entry objectForKey:k];
-        [shape appendFormat:@"%@%@:%@ %@", [shape length] ? @", " : @"", k, [v class],
-                            [v isKindOfClass:[NSData class]] ? [NSString stringWithFormat:@"%lu B", (unsigned long)[v length]] : v];
+        BOOL data = [v isKindOfClass:[NSData class]], number = [v isKindOfClass:[NSNumber class]];
+        [shape appendFormat:@"%@%@:%@ %@", [shape length] ? @", " : @"", k,
+                            data ? @"NSData" : number ? @"NSNumber" : NSStringFromClass([v class]),
+                            data ? [NSString stringWithFormat:@"%lu B", (unsigned long)[v length]] : v];
       }
   }
   fake_note_entry(shape);
