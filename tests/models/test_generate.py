@@ -130,3 +130,20 @@ def test_cli_generate_ids_for_models_without_tokenizer(tmp_path):
                          "--cache-dir", str(tmp_path / "c")])
     with pytest.raises(InputError, match="no tokenizer"):
         cmd_generate(args, out=io.StringIO(), err=io.StringIO())
+
+
+def test_kv_cache_is_sized_for_the_call_not_for_n_ctx():
+    """A config's n_ctx (128k for Llama 3.2) must not allocate a KV cache for 128k positions: the host
+    mirror grows with the context bucket the generation needs."""
+    cfg = tiny_llama(n_ctx=1 << 20)
+    m = Model(cfg, weights16(cfg), device="sim", ctx_buckets=[64, 128])
+    try:
+        g = m.generate([1, 5, 9], max_tokens=8, stop_tokens=[])
+        assert len(g.tokens) == 8
+        assert m.engine.k_host.shape[2] == 64
+        m.generate(list(range(1, 80)), max_tokens=4, stop_tokens=[])
+        assert m.engine.k_host.shape[2] == 128
+        want = reference.greedy(cfg, m.weights, [1, 5, 9], 8)
+        assert m.generate([1, 5, 9], max_tokens=8, stop_tokens=[]).tokens == want
+    finally:
+        m.release()

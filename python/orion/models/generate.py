@@ -225,10 +225,10 @@ class Engine:
             ctx_buckets.append(n_ctx)
         self.ctx_buckets = sorted({max(DECODE_S, min(int(t), n_ctx)) for t in ctx_buckets} | {max(DECODE_S, n_ctx)})
         self.prefill_buckets = sorted({max(DECODE_S, int(s)) for s in prefill_buckets})
-        L, kv = cfg.n_layers, cfg.kv_dim
-        cap = self.ctx_buckets[-1]
-        self.k_host = np.zeros((L, kv, cap), np.float16)
-        self.v_host = np.zeros((L, kv, cap), np.float16)
+        # host mirror of the KV cache, sized for the current context bucket (grown on demand: a model's
+        # n_ctx may be 128k positions that no call uses)
+        self.k_host = np.zeros((cfg.n_layers, cfg.kv_dim, 0), np.float16)
+        self.v_host = np.zeros((cfg.n_layers, cfg.kv_dim, 0), np.float16)
         self.sets: dict[tuple[int, int], list[_Stage]] = {}
         self.cls_sets: dict[int, list[tuple[int, int, _Stage]]] = {}
         self._synced: dict[tuple[int, int], int] = {}
@@ -360,6 +360,17 @@ class Engine:
         for k in self._synced:
             self._synced[k] = 0
         self.T = self.ctx_bucket(n_total or 1)
+        self._host_capacity(self.T)
+
+    def _host_capacity(self, T: int) -> None:
+        have = self.k_host.shape[2]
+        if have >= T:
+            return
+        for name in ("k_host", "v_host"):
+            old = getattr(self, name)
+            new = np.zeros(old.shape[:2] + (T,), np.float16)
+            new[:, :, :have] = old
+            setattr(self, name, new)
 
     def _sync(self, key, stages) -> None:
         have = self._synced.get(key, 0)
@@ -460,6 +471,7 @@ class Engine:
     def _grow(self, n: int) -> None:
         if n > self.T:
             self.T = self.ctx_bucket(n)
+        self._host_capacity(self.T)
 
     def prefill(self, ids: Sequence[int], all_logits: bool = False) -> np.ndarray:
         """Appends ``ids`` to the cache; returns the logits of the last position ``[V]`` (or of every
