@@ -102,8 +102,7 @@ const char* Model::cls() const { return route_ == Route::in_memory ? "_ANEInMemo
 // "-[_ANEInMemoryModel loadWithQoS:21 options:@{} error:&error] (model 0123456789ABCDEF...)": the exact
 // call with its arguments' shapes, for every error message.
 std::string Model::text(const std::string& sel_with_args) const {
-  std::string m = route_ == Route::in_memory ? "" : "_ANEModel " + hex_id_.substr(0, 16) + "... ";
-  return std::string("-[") + cls() + " " + sel_with_args + "] (" + (m.empty() ? "model " + hex_id_.substr(0, 16) + "..." : m) + ")";
+  return std::string("-[") + cls() + " " + sel_with_args + "] (model " + hex_id_.substr(0, 16) + "...)";
 }
 
 std::string Model::model_arg() const {
