@@ -74,7 +74,8 @@ CHATS = [
 LLAMA3_TEMPLATE = (
     "{{- bos_token }}"
     "{%- for message in messages %}"
-    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'"
+    " + message['content'] | trim + '<|eot_id|>' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
 )
@@ -125,7 +126,8 @@ GEMMA3_TEMPLATE = (  # system text goes into the first user turn; the assistant 
     "{%- else %}{%- set first_user_prefix = '' %}{%- set loop_messages = messages %}{%- endif %}"
     "{%- for message in loop_messages %}"
     "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
-    "{{- '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else '') + message['content'] | trim + '<end_of_turn>\\n' }}"
+    "{{- '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else '')"
+    " + message['content'] | trim + '<end_of_turn>\\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<start_of_turn>model\\n' }}{%- endif %}"
 )
@@ -189,8 +191,7 @@ def build_tokenizer(style: str, base, specials_front: list[AddedToken], specials
     back = [t.content for t in specials_back]
     full = _ordered_vocab(front, body, back)
     if style == "sp":
-        unk = "<unk>"
-        tok = Tokenizer(models.BPE(vocab=full, merges=merges, unk_token=unk, byte_fallback=True, fuse_unk=True))
+        tok = Tokenizer(models.BPE(vocab=full, merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     else:
         tok = Tokenizer(models.BPE(vocab=full, merges=merges, ignore_merges=(family == "llama3")))
     tok.add_special_tokens([t for t in specials_front + specials_back if t.special])
@@ -211,7 +212,7 @@ def build_tokenizer(style: str, base, specials_front: list[AddedToken], specials
                 pre_tokenizers.Split(Regex(regex), behavior="isolated"),
                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
         tok.decoder = decoders.ByteLevel()
-        if family == "llama3" or family.startswith("llama"):
+        if family == "llama3":
             tok.post_processor = processors.Sequence([
                 processors.ByteLevel(trim_offsets=False),
                 processors.TemplateProcessing(
@@ -429,8 +430,8 @@ def write_reference(folder: Path, tok, name: str) -> dict:
         assert torch.equal(full, greedy), (name, full, greedy)
         m16 = load(folder, torch.bfloat16)
         logits_bf16 = m16(t).logits[0].float().numpy()
-    np.savez_compressed(folder / "reference.npz", prompt=np.array(prompt), ids=np.asarray(ids, np.int64), logits=logits.astype(np.float32),
-                        greedy=greedy.numpy().astype(np.int64),
+    np.savez_compressed(folder / "reference.npz", prompt=np.array(prompt), ids=np.asarray(ids, np.int64),
+                        logits=logits.astype(np.float32), greedy=greedy.numpy().astype(np.int64),
                         greedy_logits=greedy_logits.astype(np.float32), logits_bf16=logits_bf16.astype(np.float32))
     top2 = np.sort(logits, -1)[:, -2:]
     margin = (top2[:, 1] - top2[:, 0]) / np.abs(logits).max(-1)
@@ -541,6 +542,9 @@ def make_once(name: str, bases, seed: int) -> dict:
         after = load(folder, torch.float32)
         assert after.config.rope_parameters == before.config.rope_parameters, after.config.rope_parameters
         assert getattr(after.config, "layer_types", None) == getattr(before.config, "layer_types", None)
+        probe = torch.arange(2, 50)[None]  # same weights + same config => same logits from the old-form file
+        with torch.no_grad():
+            assert torch.equal(before(probe).logits, after(probe).logits)
     stats = write_reference(folder, AutoTokenizer.from_pretrained(folder), name)
     write_cases(folder)
     stats["kb"] = sum(p.stat().st_size for p in folder.iterdir()) // 1024
