@@ -55,7 +55,7 @@ class Model {
   const char* cls() const;
   std::string text(const std::string& sel_with_args) const;  // the exact call, for error messages
   std::string model_arg() const;                             // the _ANEModel argument (client route)
-  const runtime::WeightEntry* data_blob() const;             // what the folder's "data" file holds
+  const runtime::WeightEntry* data_blob();                   // what the folder's "data" file holds
 
   Route route_;
   std::string mil_;
@@ -65,7 +65,6 @@ class Model {
   id model_ = nil;       // _ANEInMemoryModel, or _ANEModel on the client route (retained)
   id client_ = nil;      // _ANEClient (retained), client route only
   bool loaded_ = false, released_ = false, folder_ = false;
-  long data_blob_ = -1;  // index into weights_ (see create()), -1 when weight-free
   uint64_t generation_ = 0;
   struct CachedRequest {
     std::vector<uint64_t> key;  // surface ids, inputs then outputs

@@ -123,13 +123,6 @@ void Model::create() {
   if (!desc)
     throw_compile("C11", "", desc_call + " returned nil: the framework rejected the MIL text or the weight dictionary" + context());
   descriptor_ = [desc retain];
-  // The blob the framework's own save step leaves in the folder's "data" file: it writes every entry's
-  // first value to <dir>/<first key> = "data" in the dictionary's enumeration order, so the last
-  // enumerated entry wins. Only the client route and the W4 patch probe write "data" themselves.
-  data_blob_ = -1;
-  for (NSString* key in wd)
-    for (size_t i = 0; i < weights_.size(); ++i)
-      if (weights_[i].key == str(key)) data_blob_ = (long)i;
   id m = nil;
   call("_ANEInMemoryModel", "inMemoryModelWithDescriptor:", [&] {
     m = [(id<OrionANEInMemoryModelClass>)fw.model_class inMemoryModelWithDescriptor:desc];
@@ -169,8 +162,23 @@ void Model::create() {
   client_ = [c retain];
 }
 
-const runtime::WeightEntry* Model::data_blob() const {
-  return data_blob_ < 0 ? nullptr : &weights_[(size_t)data_blob_];
+// The blob the framework's own save step leaves in the folder's "data" file: it writes every entry's
+// first value to <dir>/<first key> = "data" in the weight dictionary's enumeration order, so the last
+// enumerated entry wins. The descriptor's own dictionary is enumerated when it answers -weights (it may
+// be a copy of ours), else ours. Only the client route and the W4 patch probe write "data" themselves.
+const runtime::WeightEntry* Model::data_blob() {
+  if (weights_.empty()) return nullptr;
+  Pool pool;
+  id d = nil;
+  if ([descriptor_ respondsToSelector:@selector(weights)])
+    call("_ANEInMemoryModelDescriptor", "weights", [&] { d = [(id<OrionANEInMemoryModelDescriptor>)descriptor_ weights]; },
+         "-[_ANEInMemoryModelDescriptor weights]");
+  if (![d isKindOfClass:[NSDictionary class]]) d = weight_dictionary(weights_, single_key_entries());
+  const runtime::WeightEntry* last = &weights_.back();
+  for (NSString* key in (NSDictionary*)d)
+    for (const auto& w : weights_)
+      if (w.key == str(key)) last = &w;
+  return last;
 }
 
 void Model::prepare() {
@@ -186,11 +194,12 @@ void Model::prepare_patch(const std::string& donor_hex_id) {
   // W4 was shown with ONE weight file (reference §7). With several, "data" gets the blob the
   // framework's own save step would leave there (the last entry in the weight dictionary's
   // enumeration order, see create()): say so, since the probe's outcome may depend on it.
-  if (weights_.size() > 1 && data_blob())
+  const runtime::WeightEntry* data = data_blob();
+  if (weights_.size() > 1)
     std::fprintf(stderr, "orion: note: delta-patch probe (W4) with %zu weight files: 'data' = '%s' (the entry the "
                          "framework's own save step writes last, in the weight dictionary's enumeration order); W4 is "
-                         "only documented with one weight file\n", weights_.size(), data_blob()->key.c_str());
-  write_framework_files(hex_id_, mil_, data_blob());
+                         "only documented with one weight file\n", weights_.size(), data->key.c_str());
+  write_framework_files(hex_id_, mil_, data);
   if (!donor_hex_id.empty()) copy_file(model_folder(donor_hex_id) + "/net.plist", model_folder(hex_id_) + "/net.plist");
 }
 

@@ -19,6 +19,7 @@
 
 @protocol OrionANEInMemoryModelDescriptor
 - (NSString*)hexStringIdentifier;  // <sha(MIL)>_<sha(weights)>_<sha(options)>, upper-case hex
+- (NSDictionary*)weights;          // the stored weight dictionary ([D]; optional, guarded)
 @end
 
 // --- _ANEInMemoryModel (§2.2) --------------------------------------------------------------------
