@@ -96,21 +96,12 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
 
 # ---------------------------------------------------------------------------------------- setup
 def _model_config(args, base):
-    from .train.model import ModelConfig
+    """``base`` (a preset or a checkpoint's LlamaConfig) with the --dim/--layers/... and --seq-len overrides."""
+    from .train.model import resized
     over = {k[2:]: v for k, v in vars(args).items() if k.startswith("m_") and v is not None}
     if args.seq_len is not None:
-        over.setdefault("seq_len", max(args.seq_len, base.seq_len if args.init else args.seq_len))
-    if not over:
-        return base
-    d = base.to_dict()
-    if "hidden_dim" not in over and "dim" in over:
-        d["hidden_dim"] = None
-    d.update(over)
-    try:
-        return ModelConfig.from_dict(d)
-    except ValueError as e:
-        from .train.errors import TrainError
-        raise TrainError(str(e)) from None
+        over.setdefault("seq_len", max(args.seq_len, base.n_ctx if args.init else args.seq_len))
+    return resized(base, **over)
 
 
 def _prepare(args):
@@ -165,8 +156,8 @@ def _prepare(args):
     # -- model and weights (read before anything is compiled)
     init_path = None
     if resume is not None:
-        from .train.model import ModelConfig
-        cfg = ModelConfig.from_dict(resume.state["model"])
+        from .train.model import config_from_state
+        cfg = config_from_state(resume.state["model"], resume.path)
         if args.model or args.init or any(getattr(args, a) is not None for a in vars(args) if a.startswith("m_")):
             want = _model_config(args, PRESETS[args.model] if args.model else cfg) if not args.init else \
                 load_pretrained(args.init)[0]
@@ -190,8 +181,8 @@ def _prepare(args):
         init_path = os.path.abspath(args.init)
         ck.protect(init_path)
         cfg, params = load_pretrained(args.init)
-        if args.seq_len and args.seq_len > cfg.seq_len:
-            raise DataError(f"--seq-len {args.seq_len} exceeds the model's context {cfg.seq_len}")
+        if args.seq_len and args.seq_len > cfg.n_ctx:
+            raise DataError(f"--seq-len {args.seq_len} exceeds the model's context {cfg.n_ctx}")
     else:
         cfg = _model_config(args, PRESETS[args.model or base["preset"]])
         params = None
@@ -207,12 +198,13 @@ def _prepare(args):
         # tokenizer.bin, vocab.json: read as orion generate reads them
         tok = D.load_tokenizer(args.tokenizer) if args.tokenizer.endswith(".model") else \
             load_tokenizer(args.tokenizer, cfg.vocab_size)
-    elif init_path:
-        init_tok = _checkpoint_tokenizer(init_path) if os.path.isdir(init_path) else None
+    elif init_path or (resume is not None and resume.state.get("init")):
+        src = init_path or resume.state["init"]             # a resumed run re-reads its --init's tokenizer
+        init_tok = _checkpoint_tokenizer(src) if os.path.isdir(src) else None
         if init_tok is not None:                            # an orion train checkpoint carries its tokenizer
             tok = D.SentencePieceTokenizer(init_tok)
         else:                                               # found as orion generate finds it (tokenizer.json first)
-            tok = find_tokenizer(init_path, cfg)
+            tok = find_tokenizer(src, cfg)
     if data_path.endswith(".bin"):
         tokens = D.read_token_bin(data_path)
     else:
@@ -230,7 +222,7 @@ def _prepare(args):
     if params is None:
         params = init_params(cfg, int(base["seed"]))
     base["ckpt_dir"] = ckpt_dir
-    seq = base.get("seq_len") or cfg.seq_len
+    seq = base.get("seq_len") or cfg.n_ctx
     base["seq_len"] = seq
     tc = TrainConfig(**{k: v for k, v in base.items() if k in fields})
     dataset = D.TokenDataset(tokens, seq, cfg.vocab_size, tc.val_fraction, tc.seed, source=data_path)
@@ -272,7 +264,7 @@ def cmd_train(args) -> int:
 def _run(args) -> int:
     import json
 
-    from .train.model import write_hf, write_llama2c
+    from .train.model import n_params, write_hf, write_llama2c
     from .train.sample import generate
     from .train.trainer import Trainer
 
@@ -295,8 +287,9 @@ def _run(args) -> int:
             f"({', '.join(sorted({n.rsplit('.', 1)[-1] for n in adapter.names}))}; "
             f"{sum(a.size for a in adapter.params().values()):,} trainable, base frozen and baked)"
             if adapter is not None else f"strategy {tc.strategy}")
-    print(f"orion train: {cfg.n_layers}-layer Llama d={cfg.dim} heads={cfg.n_heads}/{cfg.n_kv_heads} "
-          f"hidden={cfg.hidden_dim} vocab={cfg.vocab_size} ({cfg.n_params() / 1e6:.2f}M params) on {dev}; "
+    kind = "Llama" if cfg.model_type == "llama" else f"Llama-style {cfg.model_type}"
+    print(f"orion train: {cfg.n_layers}-layer {kind} d={cfg.d_model} heads={cfg.n_heads}/{cfg.n_kv_heads} "
+          f"hidden={cfg.d_ff} vocab={cfg.vocab_size} ({n_params(cfg) / 1e6:.2f}M params) on {dev}; "
           f"{what} ({trainer.progs.n_programs} programs, "
           f"{trainer.progs.compiles_per_update()} compiles per update); data {data.n_tokens:,} tokens "
           f"({data.n_windows} train / {data.n_val_windows} val windows of {tc.seq_len}); batch {tc.batch}x{tc.accum}; "
@@ -387,7 +380,7 @@ def _run(args) -> int:
         print(f"exported llama2.c checkpoint{' (adapter merged)' if adapter is not None else ''}: "
               f"{args.export_bin}")
     if args.export_hf:
-        write_hf(args.export_hf, cfg, final)
+        write_hf(args.export_hf, cfg, final, tokenizer_from=extras.get("init"))
         print(f"exported Hugging Face folder{' (adapter merged)' if adapter is not None else ''}: {args.export_hf}")
     if res.status == "interrupted":
         return 130
@@ -395,8 +388,10 @@ def _run(args) -> int:
         from .train.defaults import SAMPLE_PROMPT
         prompt = SAMPLE_PROMPT if args.prompt is None else args.prompt
         pids = tok.encode(prompt)
-        out = generate(cfg, final, [tok.bos_id] + pids, args.sample_tokens, args.temperature, seed=tc.seed,
-                       stop_id=tok.bos_id)
+        bos = [tok.bos_id] if tok.bos_id is not None else []
+        # documents are separated by BOS (or, without one, EOS) in the training stream: either ends a sample
+        stops = {i for i in (tok.bos_id, getattr(tok, "eos_id", None)) if i is not None}
+        out = generate(cfg, final, bos + pids, args.sample_tokens, args.temperature, seed=tc.seed, stop_id=stops)
         print(f"sample (temperature {args.temperature}):\n{tok.decode(pids + out)}")
     return 0
 

@@ -34,7 +34,7 @@ SCALE = 256.0
 
 def _batch(cfg, B=2, seed=0):
     rng = np.random.default_rng(seed)
-    tok = rng.integers(0, cfg.vocab_size, (B, cfg.seq_len + 1))
+    tok = rng.integers(0, cfg.vocab_size, (B, cfg.n_ctx + 1))
     return tok[:, :-1], tok[:, 1:]
 
 
@@ -85,7 +85,7 @@ def test_adapter_gradients_match_float64_reference(kv_heads, targets):
     ad = L.init_adapter(cfg, L.LoraConfig(r=4, alpha=8, targets=targets), seed=1, b_std=0.05)
     X, Y = _batch(cfg)
     orion.reset_counters()
-    progs = LayerPrograms(cfg, cfg.seq_len, p, "dynamic", "sim", lora=ad)
+    progs = LayerPrograms(cfg, cfg.n_ctx, p, "dynamic", "sim", lora=ad)
     assert progs.n_programs == 4 * cfg.n_layers and progs.compiles_per_update() == 0
     assert orion.counters()["compiles"] == 4 * cfg.n_layers          # compiled once, base baked
     eng = StepEngine(cfg, progs, p, lora=ad)
@@ -114,7 +114,7 @@ def test_directional_finite_differences_of_the_device_loss():
     p = lively_params(cfg)
     ad = L.init_adapter(cfg, L.LoraConfig(r=4, alpha=8, targets="q,v,w2"), seed=2, b_std=0.05)
     X, Y = _batch(cfg)
-    progs = LayerPrograms(cfg, cfg.seq_len, p, "dynamic", "sim", lora=ad)
+    progs = LayerPrograms(cfg, cfg.n_ctx, p, "dynamic", "sim", lora=ad)
     eng = StepEngine(cfg, progs, p, lora=ad)
     g = zero_grads(ad.params())
     assert eng.microbatch(X, Y, g, SCALE / X.size).finite
@@ -142,7 +142,7 @@ def test_directional_finite_differences_of_the_device_loss():
 
 
 def _lora_trainer(cfg, p, tc, lcfg, resume=None):
-    data = TokenDataset(token_stream(), cfg.seq_len, cfg.vocab_size, tc.val_fraction, tc.seed)
+    data = TokenDataset(token_stream(), cfg.n_ctx, cfg.vocab_size, tc.val_fraction, tc.seed)
     ad = L.init_adapter(cfg, lcfg, seed=0, base=p)
     return Trainer(cfg, tc, p, data, lora=ad, resume=resume), ad
 
@@ -192,7 +192,7 @@ def test_lora_resume_gives_the_same_losses_and_checks_the_config(tmp_path):
         _lora_trainer(cfg, lively_params(cfg, seed=9), tc, lcfg, resume=state)
     with pytest.raises(ResumeMismatch, match="lora.r"):
         _lora_trainer(cfg, lively_params(cfg), tc, L.LoraConfig(r=2, alpha=8, targets="q,v,w1"), resume=state)
-    data = TokenDataset(token_stream(), cfg.seq_len, cfg.vocab_size, 0.0, tc.seed)
+    data = TokenDataset(token_stream(), cfg.n_ctx, cfg.vocab_size, 0.0, tc.seed)
     with pytest.raises(ResumeMismatch, match="LoRA"):
         Trainer(cfg, tc, lively_params(cfg), data, resume=state)     # a full-training run cannot resume it
 

@@ -28,7 +28,7 @@ def _tc(tmp_path, **kw):
 
 
 def _trainer(cfg, tokens, tc, resume=None):
-    return Trainer(cfg, tc, lively_params(cfg), TokenDataset(tokens, cfg.seq_len, cfg.vocab_size, tc.val_fraction,
+    return Trainer(cfg, tc, lively_params(cfg), TokenDataset(tokens, cfg.n_ctx, cfg.vocab_size, tc.val_fraction,
                                                              tc.seed), resume=resume)
 
 
@@ -118,10 +118,10 @@ def test_incompatible_resume_is_a_typed_error(tmp_path):
     a.train()
     a.close()
     state = ck.load(str(tmp_path / "run"))
-    with pytest.raises(ResumeMismatch, match="model.dim"):
+    with pytest.raises(ResumeMismatch, match="model.d_model"):
         other = micro_config(dim=32, hidden_dim=96)
         Trainer(other, _tc(tmp_path), lively_params(other),
-                TokenDataset(tokens, other.seq_len, other.vocab_size, 0.0, 11), resume=state)
+                TokenDataset(tokens, other.n_ctx, other.vocab_size, 0.0, 11), resume=state)
     with pytest.raises(ResumeMismatch, match="batch"):
         _trainer(cfg, tokens, _tc(tmp_path, batch=3), resume=state)
     with pytest.raises(ResumeMismatch, match="data"):

@@ -13,6 +13,7 @@ import pytest
 
 import np_reference as R
 from train_helpers import lively_params, micro_config
+from orion.train.model import param_shapes
 from orion.train.programs import LayerPrograms
 from orion.train.step import StepEngine, zero_grads
 
@@ -21,12 +22,12 @@ SCALE = 256.0
 
 def _batch(cfg, B=2, seed=0):
     rng = np.random.default_rng(seed)
-    tok = rng.integers(0, cfg.vocab_size, (B, cfg.seq_len + 1))
+    tok = rng.integers(0, cfg.vocab_size, (B, cfg.n_ctx + 1))
     return tok[:, :-1], tok[:, 1:]
 
 
 def _our_grads(cfg, p, X, Y, strategy="dynamic"):
-    progs = LayerPrograms(cfg, cfg.seq_len, p, strategy, "sim")
+    progs = LayerPrograms(cfg, cfg.n_ctx, p, strategy, "sim")
     eng = StepEngine(cfg, progs, p)
     g = zero_grads(p)
     res = eng.microbatch(X, Y, g, SCALE / X.size)
@@ -62,7 +63,7 @@ def test_every_parameter_gradient_matches_float64_reference(kv_heads, strategy):
     loss, g, _ = _our_grads(cfg, p, X, Y, strategy)
     ref_loss, ref = R.loss_and_grads(cfg, p, X, Y)
     assert abs(loss - ref_loss) < 2e-3 * ref_loss
-    assert set(g) == set(ref) == set(cfg.param_shapes())
+    assert set(g) == set(ref) == set(param_shapes(cfg))
     for name in ref:
         assert g[name].shape == ref[name].shape, name
         nrm = np.linalg.norm(ref[name])

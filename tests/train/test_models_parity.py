@@ -46,8 +46,8 @@ def _check(cfg, p, ids, seq, tol):
 def test_random_weights_match_the_inference_reference(kv):
     cfg = micro_config(n_kv_heads=kv)
     p = lively_params(cfg, 2)
-    ids = np.random.default_rng(3).integers(0, cfg.vocab_size, cfg.seq_len)
-    _check(cfg, p, ids, cfg.seq_len, 2e-2)
+    ids = np.random.default_rng(3).integers(0, cfg.vocab_size, cfg.n_ctx)
+    _check(cfg, p, ids, cfg.n_ctx, 2e-2)
 
 
 def test_stories260k_matches_the_inference_reference():
@@ -55,7 +55,7 @@ def test_stories260k_matches_the_inference_reference():
         pytest.skip("shared/data/stories260K.bin not present")
     from orion.train.model import load_pretrained
     cfg, p = load_pretrained(STORIES260K)
-    assert (cfg.dim, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size) == (64, 5, 8, 4, 512)
+    assert (cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size) == (64, 5, 8, 4, 512)
     # a continuation the model itself likes (greedy from BOS) makes a meaningful, low-loss sequence
     ids = [1] + reference.greedy(to_models_config(cfg), p, [1], 63)
     loss = _check(cfg, p, ids, 64, 2e-2)

@@ -17,7 +17,7 @@ from orion.train.trainer import TrainConfig, Trainer
 
 
 def _run(cfg, p, kind, fixes, **inputs):
-    prog = orion.compile(build_graph(kind, cfg, cfg.seq_len, layer_weights(kind, p, 0), fixes=fixes), device="sim")
+    prog = orion.compile(build_graph(kind, cfg, cfg.n_ctx, layer_weights(kind, p, 0), fixes=fixes), device="sim")
     try:
         return prog.run(inputs)
     finally:
@@ -41,11 +41,11 @@ def test_score_overflow_cascade_and_clamp():
     to the float64 attention whose scores are clamped at ±SCORE_CLAMP (saturated rows may tie)."""
     cfg = micro_config()
     p = lively_params(cfg)
-    eye = np.eye(cfg.dim, dtype=np.float32)
+    eye = np.eye(cfg.d_model, dtype=np.float32)
     p["layers.0.wq"] = 90 * eye
     p["layers.0.wk"] = 90 * eye
-    p["layers.0.rms_att"] = np.ones(cfg.dim, np.float32)
-    x = np.random.default_rng(0).standard_normal((1, cfg.dim, 1, cfg.seq_len)).astype(np.float32)
+    p["layers.0.rms_att"] = np.ones(cfg.d_model, np.float32)
+    x = np.random.default_rng(0).standard_normal((1, cfg.d_model, 1, cfg.n_ctx)).astype(np.float32)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         off = _run(cfg, p, "attn_fwd", False, x=x)
@@ -54,12 +54,12 @@ def test_score_overflow_cascade_and_clamp():
     on = _run(cfg, p, "attn_fwd", True, x=x)
     assert np.isfinite(on["att"]).all() and np.isfinite(on["o"]).all()
     from orion.train.programs import SCORE_CLAMP
-    ref = _ref_attention_out(cfg, p, x.reshape(cfg.dim, cfg.seq_len), SCORE_CLAMP)
+    ref = _ref_attention_out(cfg, p, x.reshape(cfg.d_model, cfg.n_ctx), SCORE_CLAMP)
     err = np.abs(on["att"].reshape(ref.shape) - ref)
     # scores near the clamp are fp16-quantized in steps of 2-4, so a few near-tied rows differ a little
     assert err.max() < 0.1 and np.mean(err < 2e-2) > 0.99
     from orion.train.stability import count_score_clamps
-    assert count_score_clamps(on["q"].reshape(cfg.dim, -1), on["k"].reshape(cfg.dim, -1), 4, 4) > 0
+    assert count_score_clamps(on["q"].reshape(cfg.d_model, -1), on["k"].reshape(cfg.d_model, -1), 4, 4) > 0
 
 
 def test_norm_overflow_is_silent_without_the_fix():
@@ -68,14 +68,14 @@ def test_norm_overflow_is_silent_without_the_fix():
     cfg = micro_config()
     p = lively_params(cfg)
     rng = np.random.default_rng(1)
-    x = (400 * rng.standard_normal((1, cfg.dim, 1, cfg.seq_len))).astype(np.float32)
+    x = (400 * rng.standard_normal((1, cfg.d_model, 1, cfg.n_ctx))).astype(np.float32)
     want = x / np.sqrt((x.astype(np.float64) ** 2).mean(axis=1, keepdims=True) + cfg.norm_eps) \
         * p["layers.0.rms_ffn"].reshape(1, -1, 1, 1)
     off = _run(cfg, p, "ffn_fwd", False, x=x)["xn"]
     assert np.abs(off).max() == 0.0
     on = _run(cfg, p, "ffn_fwd", True, x=x)["xn"]
     np.testing.assert_allclose(on, want, rtol=5e-3, atol=5e-3)
-    assert count_norm_overflow(x.reshape(cfg.dim, -1)) == cfg.seq_len
+    assert count_norm_overflow(x.reshape(cfg.d_model, -1)) == cfg.n_ctx
 
 
 def test_training_step_cascade_off_vs_on():
@@ -86,11 +86,11 @@ def test_training_step_cascade_off_vs_on():
     losses = {}
     for fixes in (False, True):
         p = lively_params(cfg)
-        p["layers.0.wq"] = 90 * np.eye(cfg.dim, dtype=np.float32)
-        p["layers.0.wk"] = 90 * np.eye(cfg.dim, dtype=np.float32)
+        p["layers.0.wq"] = 90 * np.eye(cfg.d_model, dtype=np.float32)
+        p["layers.0.wk"] = 90 * np.eye(cfg.d_model, dtype=np.float32)
         before = {k: v.copy() for k, v in p.items()}
         tc = TrainConfig(steps=1, batch=1, lr=1e-3, warmup=0, device="sim", val_fraction=0.0, fixes=fixes)
-        t = Trainer(cfg, tc, p, TokenDataset(tokens, cfg.seq_len, cfg.vocab_size, 0.0, 0))
+        t = Trainer(cfg, tc, p, TokenDataset(tokens, cfg.n_ctx, cfg.vocab_size, 0.0, 0))
         res = t.train()
         t.close()
         losses[fixes] = (res.losses[0], res.stats, all(np.array_equal(p[k], before[k]) for k in p))
@@ -106,7 +106,7 @@ def test_gradient_overflow_skips_the_step_and_halves_the_scale():
     p = lively_params(cfg)
     before = {k: v.copy() for k, v in p.items()}
     tc = TrainConfig(steps=3, batch=1, lr=1e-3, warmup=0, device="sim", val_fraction=0.0, loss_scale=2.0 ** 40)
-    t = Trainer(cfg, tc, p, TokenDataset(tokens, cfg.seq_len, cfg.vocab_size, 0.0, 0))
+    t = Trainer(cfg, tc, p, TokenDataset(tokens, cfg.n_ctx, cfg.vocab_size, 0.0, 0))
     res = t.train()
     t.close()
     assert [r.skipped for r in res.records] == [True, True, True]
@@ -120,7 +120,7 @@ def test_loss_scale_recovers_and_training_proceeds():
     cfg = micro_config()
     tokens = token_stream()
     tc = TrainConfig(steps=8, batch=1, lr=1e-3, warmup=0, device="sim", val_fraction=0.0, loss_scale=2.0 ** 22)
-    t = Trainer(cfg, tc, lively_params(cfg), TokenDataset(tokens, cfg.seq_len, cfg.vocab_size, 0.0, 0))
+    t = Trainer(cfg, tc, lively_params(cfg), TokenDataset(tokens, cfg.n_ctx, cfg.vocab_size, 0.0, 0))
     res = t.train()
     t.close()
     skipped = [r.skipped for r in res.records]

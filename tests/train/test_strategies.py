@@ -18,7 +18,7 @@ from orion.train.trainer import TrainConfig, Trainer
 def _trainer(cfg, tokens, strategy="dynamic", steps=4, **kw):
     tc = TrainConfig(steps=steps, batch=2, accum=kw.pop("accum", 1), lr=3e-3, warmup=1, seed=3, strategy=strategy,
                      device="sim", val_fraction=0.0, **kw)
-    data = TokenDataset(tokens, cfg.seq_len, cfg.vocab_size, tc.val_fraction, tc.seed)
+    data = TokenDataset(tokens, cfg.n_ctx, cfg.vocab_size, tc.val_fraction, tc.seed)
     return Trainer(cfg, tc, lively_params(cfg), data)
 
 
@@ -40,7 +40,7 @@ def test_dynamic_and_recompile_give_the_same_losses():
 
 
 def _fresh_outputs(cfg, params, kind, layer, inputs):
-    g = build_graph(kind, cfg, cfg.seq_len, layer_weights(kind, params, layer))
+    g = build_graph(kind, cfg, cfg.n_ctx, layer_weights(kind, params, layer))
     prog = orion.compile(g, device="sim")
     try:
         return prog.run(inputs)
@@ -54,9 +54,9 @@ def test_updated_weights_reach_the_device(strategy):
     missed or no-op update (the reference's 'reload') would still produce the old outputs."""
     cfg = micro_config()
     p = lively_params(cfg)
-    progs = LayerPrograms(cfg, cfg.seq_len, p, strategy, "sim")
+    progs = LayerPrograms(cfg, cfg.n_ctx, p, strategy, "sim")
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, cfg.dim, 1, cfg.seq_len)).astype(np.float32)
+    x = rng.standard_normal((1, cfg.d_model, 1, cfg.n_ctx)).astype(np.float32)
     before = {layer: progs.run("attn_fwd", layer, x=x)["o"] for layer in range(cfg.n_layers)}
     for k in p:                                         # an "optimizer step" that changes every weight
         p[k] += (0.05 * rng.standard_normal(p[k].shape)).astype(np.float32)
@@ -80,8 +80,8 @@ def test_a_no_op_update_is_detected():
     """The same comparison catches an update that never reaches the device (C07-style stale weights)."""
     cfg = micro_config()
     p = lively_params(cfg)
-    progs = LayerPrograms(cfg, cfg.seq_len, p, "dynamic", "sim")
-    x = np.ones((1, cfg.dim, 1, cfg.seq_len), np.float32)
+    progs = LayerPrograms(cfg, cfg.n_ctx, p, "dynamic", "sim")
+    x = np.ones((1, cfg.d_model, 1, cfg.n_ctx), np.float32)
     progs.run("ffn_fwd", 0, x=x)
     p["layers.0.w2"] *= 2.0
     stale = progs.run("ffn_fwd", 0, x=x)["f"]           # no update() call: the version did not move
@@ -108,7 +108,7 @@ def test_compile_budget_stops_and_resume_continues(tmp_path):
     finally:
         orion.sim.set_compile_budget(10 ** 9)
     state = ck.load(str(tmp_path / "run"))
-    t2 = Trainer(cfg, t.tc, lively_params(cfg), TokenDataset(tokens, cfg.seq_len, cfg.vocab_size, 0.0, 3),
+    t2 = Trainer(cfg, t.tc, lively_params(cfg), TokenDataset(tokens, cfg.n_ctx, cfg.vocab_size, 0.0, 3),
                  resume=state)
     res2 = t2.train()
     t2.close()
@@ -124,7 +124,7 @@ def test_delta_needs_a_doctor_verdict():
     if any(s.startswith("delta") for s in allowed_strategies("sim", announce=False)):
         pytest.skip("a cached `orion doctor` verdict allows delta on this machine")
     with pytest.raises(StrategyUnavailable, match="orion doctor"):
-        LayerPrograms(cfg, cfg.seq_len, lively_params(cfg), "delta", "sim")
+        LayerPrograms(cfg, cfg.n_ctx, lively_params(cfg), "delta", "sim")
 
 
 def test_delta_with_a_verified_verdict_updates_weights():
@@ -135,9 +135,9 @@ def test_delta_with_a_verified_verdict_updates_weights():
         "dynamic": {"verdict": "works"}, "recompile": {"verdict": "works", "ms": 50.0},
         "delta_reload": {"verdict": "works", "budget_free": True, "ms": 1.0}}}
     p = lively_params(cfg)
-    progs = LayerPrograms(cfg, cfg.seq_len, p, "delta", "sim", profile=Profile(delta="paper"), doctor_verdict=verdict)
+    progs = LayerPrograms(cfg, cfg.n_ctx, p, "delta", "sim", profile=Profile(delta="paper"), doctor_verdict=verdict)
     assert progs.delta_method == "delta_reload"
-    x = np.ones((1, cfg.dim, 1, cfg.seq_len), np.float32)
+    x = np.ones((1, cfg.d_model, 1, cfg.n_ctx), np.float32)
     p["layers.1.w1"] *= -1.5
     progs.update(p)
     want = _fresh_outputs(cfg, p, "ffn_fwd", 1, {"x": x})["f"]

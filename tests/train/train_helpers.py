@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from orion.train.model import ModelConfig, init_params
+from orion.models.config import LlamaConfig
+from orion.train.model import init_params, llama_config
 
 
-def micro_config(**kw) -> ModelConfig:
+def micro_config(**kw) -> LlamaConfig:
     base = dict(dim=64, n_layers=2, n_heads=4, n_kv_heads=4, vocab_size=96, hidden_dim=160, seq_len=64)
     base.update(kw)
-    return ModelConfig(**base)
+    return llama_config(**base)
 
 
-def lively_params(cfg: ModelConfig, seed: int = 1) -> dict:
+def lively_params(cfg: LlamaConfig, seed: int = 1) -> dict:
     """llama2.c init scaled up (and norms jittered) so attention and every path carry real gradients."""
     p = init_params(cfg, seed)
     rng = np.random.default_rng(seed + 100)

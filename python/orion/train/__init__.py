@@ -8,10 +8,11 @@ implementation is built to make impossible.
 
 from .errors import (CheckpointError, DataError, ResumeMismatch, StrategyUnavailable, TrainError,  # noqa: F401
                      VocabMismatch)
-from .model import PRESETS, ModelConfig, init_params  # noqa: F401
+from ..models.config import LlamaConfig  # noqa: F401
+from .model import PRESETS, ModelConfig, init_params, llama_config  # noqa: F401
 from .programs import BudgetExhausted, LayerPrograms  # noqa: F401
 from .trainer import TrainConfig, Trainer, TrainResult  # noqa: F401
 
 __all__ = ["TrainError", "DataError", "VocabMismatch", "CheckpointError", "ResumeMismatch", "StrategyUnavailable",
-           "ModelConfig", "PRESETS", "init_params", "BudgetExhausted", "LayerPrograms", "TrainConfig", "Trainer",
+           "LlamaConfig", "llama_config", "ModelConfig", "PRESETS", "init_params", "BudgetExhausted", "LayerPrograms", "TrainConfig", "Trainer",
            "TrainResult"]

@@ -1,13 +1,14 @@
-"""The Llama model being trained: configuration, parameter names/shapes, initialisation, and the
-llama2.c ``.bin`` / Hugging Face safetensors import and export used by ``orion train``.
+"""The model being trained: its configuration is :class:`orion.models.config.LlamaConfig` (the one Llama
+config of orion, every family's feature fields included), plus what ``orion train`` adds around it —
+presets, the llama2.c-named constructor, state.json conversion, initialisation, import and export.
 
-Parameters are fp32 master copies and ``[out, in]`` layout:
-``tok_emb [V, d]``, ``layers.{i}.rms_att [d]``, ``layers.{i}.wq [q_dim, d]``, ``wk``/``wv``
-``[kv_dim, d]``, ``wo [d, q_dim]``, ``rms_ffn [d]``, ``w1``/``w3 [h, d]``, ``w2 [d, h]``, ``rms_final [d]``
-and, when the classifier is not tied to the embedding, ``wcls [V, d]`` — the canonical names of
-:mod:`orion.models.loaders`, so the inference code and its float64 reference take them as they are.
-RoPE is llama2.c's adjacent-pair layout; Hugging Face's rotate-half checkpoints are converted on
-import/export (model-formats.md §3.1).
+Parameters are fp32 master copies in the canonical names and ``[out, in]`` layout of
+:func:`orion.models.loaders.expected_shapes` (``tok_emb``, ``layers.{i}.rms_att``/``wq``/``wk``/``wv``/``wo``/
+``rms_ffn``/``w1``/``w2``/``w3``, the features' ``bq``/``bk``/``bv``, ``q_norm``/``k_norm``,
+``rms_att_post``/``rms_ffn_post``, ``rms_final``, ``wcls`` when untied), so the inference code and its
+float64 reference take them as they are. RoPE rows are llama2.c's adjacent pairs; Hugging Face's
+rotate-half checkpoints (and fused Phi-3 tensors, Gemma's ``1 + w`` norms) are converted by the
+inference loaders on import and by :func:`orion.models.loaders.canonical_to_hf` on export.
 """
 
 from __future__ import annotations
@@ -17,104 +18,131 @@ import json
 import math
 import os
 import struct
-from dataclasses import dataclass
 
 import numpy as np
 
 from .. import safetensors as st
-from .errors import CheckpointError
+from ..errors import ModelFormatError
+from ..models.config import LlamaConfig, config_from_dict
+from .errors import CheckpointError, TrainError
 
-LAYER_PARAMS = ("rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3")
+# the llama2.c names of the constructor / old state.json files -> LlamaConfig fields
+LLAMA2C_NAMES = {"dim": "d_model", "hidden_dim": "d_ff", "seq_len": "n_ctx"}
 
 
-@dataclass(frozen=True)
-class ModelConfig:
-    dim: int = 128
-    n_layers: int = 4
-    n_heads: int = 4
-    n_kv_heads: int | None = None
-    vocab_size: int = 512
-    hidden_dim: int | None = None      # None: llama2.c rule (8d/3 rounded up to multiple_of)
-    seq_len: int = 128                 # maximum context (and the training sequence length by default)
-    norm_eps: float = 1e-5
-    rope_theta: float = 10000.0
-    tie_embeddings: bool = True
-    multiple_of: int = 32
+def llama_config(dim: int = 128, n_layers: int = 4, n_heads: int = 4, n_kv_heads: int | None = None,
+                 vocab_size: int = 512, hidden_dim: int | None = None, seq_len: int = 128, norm_eps: float = 1e-5,
+                 rope_theta: float = 10000.0, tie_embeddings: bool = True, multiple_of: int = 32,
+                 **features) -> LlamaConfig:
+    """A :class:`LlamaConfig` from llama2.c's names (``hidden_dim`` None: 8d/3 rounded up to
+    ``multiple_of``, llama2.c's rule); ``features``: any other LlamaConfig field."""
+    if hidden_dim is None:
+        hidden_dim = llama2c_hidden(dim, multiple_of)
+    try:
+        return LlamaConfig(vocab_size=vocab_size, n_ctx=seq_len, d_model=dim, n_layers=n_layers, n_heads=n_heads,
+                           n_kv_heads=n_heads if n_kv_heads is None else n_kv_heads, d_ff=hidden_dim,
+                           norm_eps=norm_eps, rope_theta=rope_theta, tie_embeddings=tie_embeddings, **features)
+    except (ModelFormatError, TypeError) as e:
+        raise TrainError(f"model config: {e}") from None
 
-    def __post_init__(self):
-        if self.n_kv_heads is None:
-            object.__setattr__(self, "n_kv_heads", self.n_heads)
-        if self.hidden_dim is None:
-            h = int(2 * (4 * self.dim) / 3)
-            m = self.multiple_of
-            object.__setattr__(self, "hidden_dim", m * ((h + m - 1) // m))
-        if self.dim % self.n_heads or self.n_heads % self.n_kv_heads or (self.dim // self.n_heads) % 2:
-            raise ValueError(f"model config: dim {self.dim} must split into {self.n_heads} heads of even size, and "
-                             f"n_heads into n_kv_heads={self.n_kv_heads} groups")
-        for k in ("dim", "n_layers", "n_heads", "vocab_size", "hidden_dim", "seq_len"):
-            if int(getattr(self, k)) < 1:
-                raise ValueError(f"model config: {k} must be >= 1")
 
-    @property
-    def head_dim(self) -> int:
-        return self.dim // self.n_heads
+def llama2c_hidden(dim: int, multiple_of: int = 32) -> int:
+    """llama2.c's MLP width: 8·dim/3 rounded up to a multiple of ``multiple_of``."""
+    h = int(2 * (4 * dim) / 3)
+    return multiple_of * ((h + multiple_of - 1) // multiple_of)
 
-    @property
-    def kv_dim(self) -> int:
-        return self.head_dim * self.n_kv_heads
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+ModelConfig = llama_config      # the pre-LlamaConfig name of the constructor (returns a LlamaConfig)
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "ModelConfig":
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in fields})
 
-    def param_shapes(self) -> dict[str, tuple]:
-        d, h, kv, V = self.dim, self.hidden_dim, self.kv_dim, self.vocab_size
-        shapes = {"tok_emb": (V, d)}
-        for i in range(self.n_layers):
-            p = f"layers.{i}."
-            shapes.update({p + "rms_att": (d,), p + "wq": (d, d), p + "wk": (kv, d), p + "wv": (kv, d),
-                           p + "wo": (d, d), p + "rms_ffn": (d,), p + "w1": (h, d), p + "w2": (d, h), p + "w3": (h, d)})
-        shapes["rms_final"] = (d,)
-        if not self.tie_embeddings:
-            shapes["wcls"] = (V, d)
-        return shapes
+def resized(cfg: LlamaConfig, **over) -> LlamaConfig:
+    """``cfg`` with llama2.c-named overrides (``dim``, ``n_layers``, ``n_heads``, ``n_kv_heads``, ``hidden_dim``,
+    ``vocab_size``, ``seq_len``; the CLI's --dim/--layers/...): a new ``dim`` without ``hidden_dim`` takes
+    llama2.c's hidden rule, and a head size that followed d_model/n_heads follows the new values."""
+    if not over:
+        return cfg
+    d = cfg.to_dict()
+    d.pop("family", None)
+    if "dim" in over and "hidden_dim" not in over:
+        over["hidden_dim"] = llama2c_hidden(over["dim"])
+    if ("dim" in over or "n_heads" in over) and cfg.head_dim == cfg.d_model // cfg.n_heads:
+        d["head_dim"] = None
+    for k, v in over.items():
+        d[LLAMA2C_NAMES.get(k, k)] = v
+    try:
+        return LlamaConfig(**d)
+    except (ModelFormatError, TypeError) as e:
+        raise TrainError(f"model config: {e}") from None
 
-    def n_params(self) -> int:
-        return sum(int(np.prod(s)) for s in self.param_shapes().values())
+
+def config_from_state(d: dict, source: str = "state.json") -> LlamaConfig:
+    """The ``"model"`` entry of a checkpoint's state.json: ``LlamaConfig.to_dict()``, or the older form with
+    llama2.c names (dim, hidden_dim, seq_len, multiple_of), converted on read."""
+    if not isinstance(d, dict):
+        raise CheckpointError(f"{source}: 'model' must be an object, got {type(d).__name__}")
+    try:
+        if "family" in d:
+            cfg = config_from_dict(d)
+            if cfg.family != "llama":
+                raise CheckpointError(f"{source}: orion train trains Llama-style models, got family {cfg.family!r}")
+            return cfg
+        old = {k: v for k, v in d.items() if k != "multiple_of"}
+        unknown = sorted(set(old) - set(inspect_params(llama_config)))
+        if unknown:
+            raise CheckpointError(f"{source}: unknown model keys {unknown}")
+        return llama_config(**old)
+    except (ModelFormatError, TrainError, TypeError) as e:
+        if isinstance(e, CheckpointError):
+            raise
+        raise CheckpointError(f"{source}: model config: {e}") from None
+
+
+def inspect_params(fn) -> list[str]:
+    import inspect
+    return [n for n, p in inspect.signature(fn).parameters.items() if p.kind == p.POSITIONAL_OR_KEYWORD]
 
 
 PRESETS = {
     # the default of `orion train` (a few minutes on 2 cores in the simulator)
-    "tiny": ModelConfig(dim=128, n_layers=4, n_heads=4, vocab_size=512, hidden_dim=352, seq_len=128),
-    "micro": ModelConfig(dim=64, n_layers=2, n_heads=4, vocab_size=256, hidden_dim=160, seq_len=64),
-    "stories260K": ModelConfig(dim=64, n_layers=5, n_heads=8, n_kv_heads=4, vocab_size=512, hidden_dim=172,
-                               seq_len=512),
-    "stories15M": ModelConfig(dim=288, n_layers=6, n_heads=6, vocab_size=32000, hidden_dim=768, seq_len=256),
-    "stories42M": ModelConfig(dim=512, n_layers=8, n_heads=8, vocab_size=32000, hidden_dim=1376, seq_len=1024),
-    "stories110M": ModelConfig(dim=768, n_layers=12, n_heads=12, vocab_size=32000, hidden_dim=2048, seq_len=1024),
+    "tiny": llama_config(dim=128, n_layers=4, n_heads=4, vocab_size=512, hidden_dim=352, seq_len=128),
+    "micro": llama_config(dim=64, n_layers=2, n_heads=4, vocab_size=256, hidden_dim=160, seq_len=64),
+    "stories260K": llama_config(dim=64, n_layers=5, n_heads=8, n_kv_heads=4, vocab_size=512, hidden_dim=172,
+                                seq_len=512),
+    "stories15M": llama_config(dim=288, n_layers=6, n_heads=6, vocab_size=32000, hidden_dim=768, seq_len=256),
+    "stories42M": llama_config(dim=512, n_layers=8, n_heads=8, vocab_size=32000, hidden_dim=1376, seq_len=1024),
+    "stories110M": llama_config(dim=768, n_layers=12, n_heads=12, vocab_size=32000, hidden_dim=2048, seq_len=1024),
 }
 
 
-def init_params(cfg: ModelConfig, seed: int = 0) -> dict[str, np.ndarray]:
-    """llama2.c's init: N(0, 0.02), N(0, 0.02/sqrt(2L)) for wo and w3, ones for norms (fp32)."""
+def param_shapes(cfg: LlamaConfig) -> dict[str, tuple]:
+    from ..models.loaders import expected_shapes
+    return expected_shapes(cfg)
+
+
+def n_params(cfg: LlamaConfig) -> int:
+    return sum(int(np.prod(s)) for s in param_shapes(cfg).values())
+
+
+_ZERO_INIT = ("bq", "bk", "bv")
+
+
+def init_params(cfg: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """llama2.c's init: N(0, 0.02), N(0, 0.02/sqrt(2L)) for wo and w3, ones for norms (the factor they
+    multiply by), zeros for q/k/v biases (fp32)."""
     rng = np.random.default_rng(seed)
     small = 0.02 / math.sqrt(2 * cfg.n_layers)
     out = {}
-    for name, shape in cfg.param_shapes().items():
+    for name, shape in param_shapes(cfg).items():
         if len(shape) == 1:
-            out[name] = np.ones(shape, np.float32)
+            out[name] = (np.zeros if name.rsplit(".", 1)[-1] in _ZERO_INIT else np.ones)(shape, np.float32)
         else:
             std = small if name.endswith((".wo", ".w3")) else 0.02
             out[name] = (rng.standard_normal(shape, dtype=np.float32) * std).astype(np.float32)
     return out
 
 
-def check_params(cfg: ModelConfig, params: dict, what: str = "weights") -> None:
-    want = cfg.param_shapes()
+def check_params(cfg: LlamaConfig, params: dict, what: str = "weights") -> None:
+    want = param_shapes(cfg)
     missing = [k for k in want if k not in params]
     if missing:
         raise CheckpointError(f"{what}: missing tensors {missing[:5]}{' ...' if len(missing) > 5 else ''}")
@@ -131,23 +159,30 @@ def classifier(params: dict) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------- llama2.c .bin
-def _rope_freqs(cfg: ModelConfig) -> tuple[np.ndarray, np.ndarray]:
-    hd = cfg.head_dim
-    freqs = 1.0 / (cfg.rope_theta ** (np.arange(0, hd, 2)[: hd // 2].astype(np.float64) / hd))
-    ang = np.outer(np.arange(cfg.seq_len), freqs)
-    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+def llama2c_unsupported(cfg: LlamaConfig) -> list[str]:
+    """The features of ``cfg`` a llama2.c ``.bin`` cannot express (its header has only the plain Llama's)."""
+    plain = LlamaConfig(vocab_size=cfg.vocab_size, n_ctx=cfg.n_ctx, d_model=cfg.d_model, n_layers=cfg.n_layers,
+                        n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, d_ff=cfg.d_ff)
+    skip = {"vocab_size", "n_ctx", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "norm_eps", "rope_theta",
+            "tie_embeddings", "bos_id", "eos_id", "eos_ids", "model_type", "family"}
+    a, b = cfg.to_dict(), plain.to_dict()
+    return [f"{k}={a[k]!r}" for k in a if k not in skip and a[k] != b[k]]
 
 
-def write_llama2c(path: str, cfg: ModelConfig, params: dict) -> None:
+def write_llama2c(path: str, cfg: LlamaConfig, params: dict) -> None:
     """Legacy v0 format (what llama2.c's run.c reads), written atomically."""
+    bad = llama2c_unsupported(cfg)
+    if bad:
+        raise TrainError(f"--export-bin: a llama2.c .bin cannot hold this model ({', '.join(bad)}); use --export-hf")
     L = cfg.n_layers
     V = cfg.vocab_size if cfg.tie_embeddings else -cfg.vocab_size
-    parts = [struct.pack("<7i", cfg.dim, cfg.hidden_dim, L, cfg.n_heads, cfg.n_kv_heads, V, cfg.seq_len)]
+    parts = [struct.pack("<7i", cfg.d_model, cfg.d_ff, L, cfg.n_heads, cfg.n_kv_heads, V, cfg.n_ctx)]
     order = [params["tok_emb"]]
     for k in ("rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3"):
         order.append(np.stack([params[f"layers.{i}.{k}"] for i in range(L)]))
     order.append(params["rms_final"])
-    order.extend(_rope_freqs(cfg))
+    ang = cfg.rope.angles(cfg.head_dim, np.arange(cfg.n_ctx)).T          # freq_cis tables [n_ctx, hd/2]
+    order.extend((np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)))
     if not cfg.tie_embeddings:
         order.append(params["wcls"])
     from .checkpoint import atomic_write
@@ -158,48 +193,38 @@ def write_llama2c(path: str, cfg: ModelConfig, params: dict) -> None:
 
 
 # ----------------------------------------------------------------------------------- Hugging Face
-def _to_hf(w: np.ndarray, heads: int) -> np.ndarray:      # adjacent pairs -> rotate-half rows
-    out, d = w.shape
-    return w.reshape(heads, out // heads // 2, 2, d).swapaxes(1, 2).reshape(out, d)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                   "generation_config.json")
 
 
-_HF = {"rms_att": "input_layernorm", "wq": "self_attn.q_proj", "wk": "self_attn.k_proj",
-       "wv": "self_attn.v_proj", "wo": "self_attn.o_proj", "rms_ffn": "post_attention_layernorm",
-       "w1": "mlp.gate_proj", "w2": "mlp.down_proj", "w3": "mlp.up_proj"}
-
-
-def write_hf(folder: str, cfg: ModelConfig, params: dict) -> None:
-    """config.json + model.safetensors (fp32, rotate-half q/k rows, ``model.`` prefixed names)."""
-    os.makedirs(folder, exist_ok=True)
-    t = {"model.embed_tokens.weight": params["tok_emb"], "model.norm.weight": params["rms_final"]}
-    for i in range(cfg.n_layers):
-        for k, hk in _HF.items():
-            w = params[f"layers.{i}.{k}"]
-            if k == "wq":
-                w = _to_hf(w, cfg.n_heads)
-            elif k == "wk":
-                w = _to_hf(w, cfg.n_kv_heads)
-            t[f"model.layers.{i}.{hk}.weight"] = w
-    if not cfg.tie_embeddings:
-        t["lm_head.weight"] = params["wcls"]
-    hc = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": cfg.dim,
-          "intermediate_size": cfg.hidden_dim, "num_hidden_layers": cfg.n_layers,
-          "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.n_kv_heads, "vocab_size": cfg.vocab_size,
-          "max_position_embeddings": cfg.seq_len, "rms_norm_eps": cfg.norm_eps, "rope_theta": cfg.rope_theta,
-          "tie_word_embeddings": cfg.tie_embeddings, "hidden_act": "silu", "torch_dtype": "float32",
-          "bos_token_id": 1, "eos_token_id": 2}
+def write_hf(folder: str, cfg: LlamaConfig, params: dict, tokenizer_from: str | None = None) -> None:
+    """config.json (the family's :func:`hf_config`) + model.safetensors (fp32, HF names, rotate-half q/k rows,
+    fused tensors re-fused, Gemma's norm offset subtracted), and the tokenizer files of ``tokenizer_from``
+    (the --init folder) copied beside them."""
+    from ..models.families import family_module
+    from ..models.loaders import canonical_to_hf
     from .checkpoint import atomic_write
+    os.makedirs(folder, exist_ok=True)
+    t = canonical_to_hf(cfg, {k: np.asarray(v, np.float32) for k, v in params.items()})
+    hc = family_module(cfg.model_type).hf_config(cfg)
+    hc["torch_dtype"] = "float32"
     with atomic_write(os.path.join(folder, "model.safetensors")) as f:
         st.write(f, {k: np.ascontiguousarray(v, np.float32) for k, v in t.items()}, {"format": "pt"})
     with atomic_write(os.path.join(folder, "config.json"), "w") as f:
         json.dump(hc, f, indent=2)
+    if tokenizer_from and os.path.isdir(tokenizer_from):
+        for name in TOKENIZER_FILES:
+            src = os.path.join(tokenizer_from, name)
+            if os.path.isfile(src):
+                with open(src, "rb") as fi, atomic_write(os.path.join(folder, name)) as fo:
+                    fo.write(fi.read())
 
 
-def load_pretrained(path: str) -> tuple[ModelConfig, dict[str, np.ndarray]]:
-    """llama2.c ``.bin`` (v0/v1/v2) or a Hugging Face Llama folder, read by :mod:`orion.models.loaders`
-    (the inference loaders: same canonical names, HF q/k rows un-permuted to adjacent pairs), or an
-    ``orion train`` checkpoint folder (its latest step's weights), as fp32."""
-    from ..errors import ModelFormatError
+def load_pretrained(path: str) -> tuple[LlamaConfig, dict[str, np.ndarray]]:
+    """A llama2.c ``.bin`` (v0/v1/v2) or a Hugging Face folder of any Llama-style family, read by
+    :mod:`orion.models.loaders` (the inference loaders: canonical names, q/k rows in adjacent pairs, fused
+    tensors split, Gemma's norm offset folded), or an ``orion train`` checkpoint folder (its latest step's
+    weights), as fp32."""
     from ..models.loaders import read_checkpoint
     from . import checkpoint as ckpt_mod
     if os.path.isdir(path) and (os.path.isfile(os.path.join(path, ckpt_mod.LATEST)) or
@@ -208,35 +233,26 @@ def load_pretrained(path: str) -> tuple[ModelConfig, dict[str, np.ndarray]]:
         if c.state.get("lora"):
             raise CheckpointError(f"{path}: a LoRA run's checkpoint holds only adapters; start from its base model "
                                   f"({c.state.get('init') or 'a fresh init'}) and load the adapter instead")
-        cfg = ModelConfig.from_dict(c.state["model"])
+        cfg = config_from_state(c.state["model"], path)
         check_params(cfg, c.params, path)
         return cfg, c.params
     try:
         ck = read_checkpoint(path)
     except ModelFormatError as e:
         raise CheckpointError(str(e)) from None
-    cfg = from_models_config(ck.config)
+    if ck.config.family != "llama":
+        raise CheckpointError(f"{path}: orion train trains Llama-style models; got a {ck.config.family} checkpoint")
     params = {k: np.array(v, dtype=np.float32) for k, v in ck.weights.items()}
-    check_params(cfg, params, path)
-    return cfg, params
+    check_params(ck.config, params, path)
+    return ck.config, params
 
 
 # ------------------------------------------------------------- orion.models interoperability
-def from_models_config(c) -> ModelConfig:
-    """An ``orion.models.config.LlamaConfig`` as the trainer's :class:`ModelConfig`."""
-    if getattr(c, "family", "llama") != "llama":
+def from_models_config(c) -> LlamaConfig:
+    """Kept for callers of the two-config era: the training config IS the models config."""
+    if getattr(c, "family", None) != "llama":
         raise CheckpointError(f"orion train trains Llama models; got a {getattr(c, 'family', '?')} config")
-    return ModelConfig(dim=c.d_model, n_layers=c.n_layers, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads,
-                       vocab_size=c.vocab_size, hidden_dim=c.d_ff, seq_len=c.n_ctx, norm_eps=c.norm_eps,
-                       rope_theta=c.rope_theta, tie_embeddings=c.tie_embeddings)
+    return c
 
 
-def to_models_config(cfg: ModelConfig):
-    """The trainer's config as ``orion.models.config.LlamaConfig`` (None when that package is absent)."""
-    try:
-        from ..models.config import LlamaConfig
-    except ImportError:
-        return None
-    return LlamaConfig(vocab_size=cfg.vocab_size, n_ctx=cfg.seq_len, d_model=cfg.dim, n_layers=cfg.n_layers,
-                       n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, d_ff=cfg.hidden_dim, norm_eps=cfg.norm_eps,
-                       rope_theta=cfg.rope_theta, tie_embeddings=cfg.tie_embeddings)
+to_models_config = from_models_config

@@ -40,9 +40,9 @@ import time
 import numpy as np
 
 from ..ir import Graph, ops
-from ..ir.composites import causal_mask, rope_tables
+from ..ir.composites import MASK_VALUE, causal_mask
+from ..models.config import LlamaConfig
 from .errors import StrategyUnavailable, TrainError
-from .model import ModelConfig
 
 KINDS = ("attn_fwd", "ffn_fwd", "attn_bwd", "ffn_bwd")
 STRATEGIES = ("dynamic", "recompile", "delta")
@@ -51,7 +51,9 @@ NORM_TINY = 2.0 ** -14      # floor of the RMSNorm prescale (1/NORM_TINY stays f
 
 # which outputs go to the CPU for dW (fp32 surfaces, converted natively) vs back to the device (fp16)
 _FP32_OUT = {"attn_fwd": ("xn", "att", "o"), "ffn_fwd": ("xn", "g", "f"),
-             "attn_bwd": ("dq", "dk", "dv", "dxn"), "ffn_bwd": ("dh1", "dh3", "dxn")}
+             "attn_bwd": ("dq", "dk", "dv", "dxn", "gqn", "gkn"), "ffn_bwd": ("dh1", "dh3", "dxn")}
+GELU_C = math.sqrt(2.0 / math.pi)
+GELU_CLIP = 20.0            # |x| beyond it: tanh(GELU_C(x + 0.044715x^3)) is +-1 in fp16; keeps x^3 finite
 
 
 class BudgetExhausted(TrainError):
@@ -59,19 +61,64 @@ class BudgetExhausted(TrainError):
 
 
 # ------------------------------------------------------------------------------------ graph pieces
-def rms_norm(x, weight, eps: float, stable: bool = True):
-    """RMSNorm over channels. ``stable``: prescale by 1/max|x| so the sum of squares can never overflow
+def inv_rms(x, eps: float, axis: int = 1):
+    """``(mean(x^2, axis) + eps)^-1/2``, prescaled by 1/max|x| so the sum of squares can never overflow
     fp16 (the plain composite overflows once the RMS exceeds ~256 and then returns zeros)."""
-    if not stable:
-        return ops.rms_norm(x, weight, eps)
-    n = x.shape[1]
-    m = ops.add(ops.relu(ops.reduce_max(x, [1])), ops.relu(ops.reduce_max(ops.mul(x, -1.0), [1])))   # >= max|x|
+    n = x.shape[axis]
+    m = ops.add(ops.relu(ops.reduce_max(x, [axis])), ops.relu(ops.reduce_max(ops.mul(x, -1.0), [axis])))  # >= max|x|
     inv = ops.pow(ops.add(m, NORM_TINY), -1.0)                                                        # <= 16384
     t = ops.mul(x, ops.mul(inv, 1.0 / math.sqrt(n)))                                                  # |t| <= 1/sqrt(n)
-    ms = ops.reduce_sum(ops.mul(t, t), [1])                                                            # <= 1
+    ms = ops.reduce_sum(ops.mul(t, t), [axis])                                                         # <= 1
     e = ops.mul(inv, math.sqrt(eps))                                                                   # <= 52
-    r = ops.mul(inv, ops.pow(ops.add(ms, ops.mul(e, e)), -0.5))                           # 1/rms <= 1/sqrt(eps)
-    return ops.mul(ops.mul(x, r), weight)
+    return ops.mul(inv, ops.pow(ops.add(ms, ops.mul(e, e)), -0.5))                        # 1/rms <= 1/sqrt(eps)
+
+
+def rms_norm(x, weight, eps: float, stable: bool = True, axis: int = 1):
+    """RMSNorm over ``axis`` (channels). ``stable``: :func:`inv_rms`'s prescaled form."""
+    if not stable:
+        return ops.rms_norm(x, weight, eps, axis=axis)
+    return ops.mul(ops.mul(x, inv_rms(x, eps, axis)), weight)
+
+
+def _per_head(t, heads: int):
+    d, s = t.shape[1], t.shape[3]
+    return ops.reshape(t, (1, heads, d // heads, s))
+
+
+def head_norm(x, weight, heads: int, eps: float, stable: bool = True):
+    """Per-head RMSNorm over head_dim (Qwen 3 / Gemma 3 q/k norms) of ``[1, heads*hd, 1, S]``; ``weight``
+    ``[1, hd, 1, 1]``."""
+    xh = _per_head(x, heads)
+    w = ops.reshape(weight, (1, 1, xh.shape[2], 1))
+    return ops.reshape(rms_norm(xh, w, eps, stable, axis=2), tuple(x.shape))
+
+
+def head_norm_backward(x, weight, dy, heads: int, eps: float, stable: bool = True):
+    """(dx, dy*x̂) of y = x̂·w, x̂ = x·r per head: dx = r(dy·w - x̂·mean(dy·w·x̂)); the second is summed
+    over heads and positions on the CPU into the weight's gradient."""
+    xh, dyh = _per_head(x, heads), _per_head(dy, heads)
+    hd = xh.shape[2]
+    r = inv_rms(xh, eps, 2) if stable else ops.pow(
+        ops.add(ops.mul(ops.reduce_sum(ops.mul(xh, xh), [2]), 1.0 / hd), eps), -0.5)
+    xhat = ops.mul(xh, r)
+    dxh = ops.mul(dyh, ops.reshape(weight, (1, 1, hd, 1)))
+    m = ops.mul(ops.reduce_sum(ops.mul(dxh, xhat), [2]), 1.0 / hd)
+    dx = ops.mul(r, ops.sub(dxh, ops.mul(xhat, m)))
+    return ops.reshape(dx, tuple(x.shape)), ops.reshape(ops.mul(dyh, xhat), tuple(x.shape))
+
+
+def gelu_backward(h, dg):
+    """d/dh of the tanh-approximated GELU times ``dg``, and the GELU itself: with u = c(h + 0.044715h^3),
+    t = tanh(u): gelu = h(1+t)/2, gelu' = (1+t)/2 + h(1-t^2)c(1 + 3·0.044715h^2)/2 (h clipped inside the
+    polynomial, where t is saturated anyway, so h^3 stays finite in fp16)."""
+    hc = ops.clip(h, -GELU_CLIP, GELU_CLIP)
+    h2 = ops.mul(hc, hc)
+    t = ops.tanh(ops.mul(ops.mul(hc, ops.add(ops.mul(h2, 0.044715), 1.0)), GELU_C))
+    one_t = ops.add(t, 1.0)
+    gelu = ops.mul(ops.mul(h, one_t), 0.5)
+    dt = ops.mul(ops.mul(hc, ops.sub(1.0, ops.mul(t, t))), ops.mul(ops.add(ops.mul(h2, 3 * 0.044715), 1.0),
+                                                                    0.5 * GELU_C))
+    return ops.mul(dg, ops.add(ops.mul(one_t, 0.5), dt)), gelu
 
 
 def _heads(t, n_heads: int, n_kv: int, hd: int, s: int, kv: bool):
@@ -81,11 +128,20 @@ def _heads(t, n_heads: int, n_kv: int, hd: int, s: int, kv: bool):
     return ops.reshape(t, (1, n_kv, 1, hd, s) if kv else (1, n_kv, g, hd, s))
 
 
-def _probs(qh, kh, hd: int, s: int, rank5: bool, clamp: float | None):
-    scores = ops.matmul(ops.mul(qh, 1.0 / math.sqrt(hd)), kh, transpose_x=True)       # [.., Sq, Skv]
+def attention_mask(s: int, window: int | None) -> np.ndarray:
+    """Additive ``[1, 1, s, s]``: key j visible to query i iff i - window < j <= i (no window: j <= i)."""
+    m = causal_mask(s)
+    if window is not None:
+        i, j = np.arange(s)[:, None], np.arange(s)[None, :]
+        m = np.where(j <= i - window, np.float32(MASK_VALUE), m).astype(np.float32)
+    return m
+
+
+def _probs(qh, kh, scale: float, s: int, rank5: bool, clamp: float | None, window: int | None = None):
+    scores = ops.matmul(ops.mul(qh, scale), kh, transpose_x=True)                       # [.., Sq, Skv]
     if clamp:
         scores = ops.clip(scores, -clamp, clamp)                                        # inf -> +-clamp, NaN stays
-    mask = causal_mask(s).reshape((1, 1, 1, s, s) if rank5 else (1, 1, s, s))
+    mask = attention_mask(s, window).reshape((1, 1, 1, s, s) if rank5 else (1, 1, s, s))
     scores = ops.add(scores, ops.as_value(mask, scores))
     return ops.softmax(scores, axis=-1)
 
@@ -97,18 +153,29 @@ def _rope(t, heads: int, cos, sin):
 # ------------------------------------------------------------------------------------ graph builders
 def layer_weights(kind: str, params: dict, layer: int) -> dict[str, np.ndarray]:
     """The graph weights of ``kind`` for ``layer``: the master arrays themselves, ``[out, in]`` (backward
-    programs use them transposed inside the graph, never as a host-side transposed copy)."""
+    programs use them transposed inside the graph, never as a host-side transposed copy); the features'
+    biases and q/k norms when the model has them."""
     p = f"layers.{layer}."
+
+    def pick(*keys, rms=None):
+        out = {"rms": params[p + rms]} if rms else {}
+        out.update({k: params[p + k] for k in keys if p + k in params})
+        return out
     if kind == "attn_fwd":
-        return {"rms": params[p + "rms_att"], "wq": params[p + "wq"], "wk": params[p + "wk"],
-                "wv": params[p + "wv"], "wo": params[p + "wo"]}
+        return pick("wq", "wk", "wv", "wo", "bq", "bk", "bv", "q_norm", "k_norm", rms="rms_att")
     if kind == "ffn_fwd":
-        return {"rms": params[p + "rms_ffn"], "w1": params[p + "w1"], "w2": params[p + "w2"], "w3": params[p + "w3"]}
+        return pick("w1", "w2", "w3", rms="rms_ffn")
     if kind == "attn_bwd":
-        return {"wo": params[p + "wo"], "wq": params[p + "wq"], "wk": params[p + "wk"], "wv": params[p + "wv"]}
+        return pick("wo", "wq", "wk", "wv", "q_norm", "k_norm")
     if kind == "ffn_bwd":
-        return {"w1": params[p + "w1"], "w2": params[p + "w2"], "w3": params[p + "w3"]}
+        return pick("w1", "w2", "w3")
     raise ValueError(kind)
+
+
+def attn_variant(cfg: LlamaConfig, layer: int) -> tuple:
+    """What makes ``layer``'s attention programs differ from another layer's besides weights: its window
+    (None: full causal) and its RoPE (Gemma 3's sliding layers have their own base)."""
+    return (cfg.sliding_window if cfg.layer_sliding(layer) else None, cfg.layer_rope(layer))
 
 
 def _w(g: Graph, name: str, arr: np.ndarray):
@@ -136,46 +203,53 @@ def _linear(x, w, transpose: bool, dynamic: bool, lora=None):
     return y
 
 
-def build_graph(kind: str, cfg: ModelConfig, seq: int, weights: dict[str, np.ndarray], fixes: bool = True,
-                dynamic: bool = False, lora: dict | None = None) -> Graph:
+def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.ndarray], fixes: bool = True,
+                dynamic: bool = False, lora: dict | None = None, layer: int = 0) -> Graph:
     """One program's graph. ``dynamic``: the linear layers are written for weights passed as program
     inputs (compile with ``dynamic_weights=True``); otherwise for baked weights. ``fixes=False`` gives the
     unprotected fp16 variant (plain RMSNorm, no score clamp) used to demonstrate the overflow cascade.
     ``lora``: ``{weight: (A [r, in], scale·B [out, r])}`` — adapters as program inputs ``<weight>_lora_a`` /
-    ``<weight>_lora_b`` (marked dynamic, so only they become inputs when the base is baked)."""
-    d, h, H, KV, hd, S = cfg.dim, cfg.hidden_dim, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, seq
-    qd, kvd = d, cfg.kv_dim
+    ``<weight>_lora_b`` (marked dynamic, so only they become inputs when the base is baked).
+    ``layer``: whose window and RoPE the attention programs use (:func:`attn_variant`)."""
+    d, h, H, KV, hd, S = cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, seq
+    qd, kvd = cfg.q_dim, cfg.kv_dim
     rank5 = H != KV
     clamp = SCORE_CLAMP if fixes else None
-    cos, sin = rope_tables(hd, np.arange(S), cfg.rope_theta)
+    window, rope = attn_variant(cfg, layer)
+    ang = rope.angles(hd, np.arange(S))
+    cos, sin = np.cos(ang).reshape(1, hd // 2, 1, S), np.sin(ang).reshape(1, hd // 2, 1, S)
+    scale, eps, qkn = cfg.query_scale, cfg.norm_eps, cfg.qk_norm
     g = Graph(kind)
     w = {n: _w(g, n, a) for n, a in weights.items()}
     lw = {n: (g.weight(f"{n}_lora_a", a, dynamic=True), g.weight(f"{n}_lora_b", b, dynamic=True))
           for n, (a, b) in (lora or {}).items()}
     out32 = _FP32_OUT[kind]
 
-    def lin(x, name, transpose=False):
-        return _linear(x, w[name], transpose, dynamic, lw.get(name))
+    def lin(x, name, transpose=False, bias=None):
+        y = _linear(x, w[name], transpose, dynamic, lw.get(name))
+        return ops.add(y, w[bias]) if bias in w else y
 
     def out(name, v):
         g.output(name, v, dtype="fp32" if name in out32 else None)
 
     if kind == "attn_fwd":
         x = g.input("x", (1, d, 1, S))
-        xn = rms_norm(x, w["rms"], cfg.norm_eps, stable=fixes)
-        q = _rope(lin(xn, "wq"), H, cos, sin)
-        k = _rope(lin(xn, "wk"), KV, cos, sin)
-        v = lin(xn, "wv")
-        p = _probs(_heads(q, H, KV, hd, S, False), _heads(k, H, KV, hd, S, True), hd, S, rank5, clamp)
+        xn = rms_norm(x, w["rms"], eps, stable=fixes)
+        ql, kl, v = lin(xn, "wq", bias="bq"), lin(xn, "wk", bias="bk"), lin(xn, "wv", bias="bv")
+        qn = head_norm(ql, w["q_norm"], H, eps, fixes) if qkn else ql
+        kn = head_norm(kl, w["k_norm"], KV, eps, fixes) if qkn else kl
+        q, k = _rope(qn, H, cos, sin), _rope(kn, KV, cos, sin)
+        p = _probs(_heads(q, H, KV, hd, S, False), _heads(k, H, KV, hd, S, True), scale, S, rank5, clamp, window)
         att = ops.reshape(ops.matmul(_heads(v, H, KV, hd, S, True), p, transpose_y=True), (1, qd, 1, S))
-        for name, val in (("xn", xn), ("q", q), ("k", k), ("v", v), ("att", att), ("o", lin(att, "wo"))):
+        outs = [("xn", xn), ("q", q), ("k", k), ("v", v), ("att", att), ("o", lin(att, "wo"))]
+        for name, val in outs + ([("ql", ql), ("kl", kl)] if qkn else []):
             out(name, val)
     elif kind == "ffn_fwd":
         x = g.input("x", (1, d, 1, S))
-        xn = rms_norm(x, w["rms"], cfg.norm_eps, stable=fixes)
+        xn = rms_norm(x, w["rms"], eps, stable=fixes)
         h1 = lin(xn, "w1")
         h3 = lin(xn, "w3")
-        gate = ops.mul(ops.silu(h1), h3)
+        gate = ops.mul(ops.silu(h1) if cfg.mlp_act == "silu" else ops.gelu(h1), h3)
         for name, val in (("xn", xn), ("h1", h1), ("h3", h3), ("g", gate), ("f", lin(gate, "w2"))):
             out(name, val)
     elif kind == "attn_bwd":
@@ -184,11 +258,11 @@ def build_graph(kind: str, cfg: ModelConfig, seq: int, weights: dict[str, np.nda
         k = g.input("k", (1, kvd, 1, S))
         v = g.input("v", (1, kvd, 1, S))
         qh, kh, vh = _heads(q, H, KV, hd, S, False), _heads(k, H, KV, hd, S, True), _heads(v, H, KV, hd, S, True)
-        p = _probs(qh, kh, hd, S, rank5, clamp)
+        p = _probs(qh, kh, scale, S, rank5, clamp, window)
         dah = _heads(lin(dout, "wo", True), H, KV, hd, S, False)                 # da = Wo^T dout, [.., hd, Sq]
         dv = ops.matmul(dah, p)                                                  # dV[hd, j] = sum_i da[hd, i] P[i, j]
         dp = ops.matmul(dah, vh, transpose_x=True)                               # dP[i, j] = sum_hd da[hd, i] v[hd, j]
-        ds = ops.mul(ops.mul(p, ops.sub(dp, ops.reduce_sum(ops.mul(p, dp), [-1]))), 1.0 / math.sqrt(hd))
+        ds = ops.mul(ops.mul(p, ops.sub(dp, ops.reduce_sum(ops.mul(p, dp), [-1]))), scale)
         dq = ops.matmul(kh, ds, transpose_y=True)                                 # dq[hd, i] = sum_j k[hd, j] dS[i, j]
         dk = ops.matmul(qh, ds)                                                  # dk[hd, j] = sum_i q[hd, i] dS[i, j]
         if rank5:
@@ -196,17 +270,26 @@ def build_graph(kind: str, cfg: ModelConfig, seq: int, weights: dict[str, np.nda
         dq = _rope(ops.reshape(dq, (1, qd, 1, S)), H, cos, -sin)                 # RoPE^T = rotation by -theta
         dk = _rope(ops.reshape(dk, (1, kvd, 1, S)), KV, cos, -sin)
         dv = ops.reshape(dv, (1, kvd, 1, S))
+        norm_grads = []
+        if qkn:                                                                  # back through the q/k norms
+            dq, gqn = head_norm_backward(g.input("ql", (1, qd, 1, S)), w["q_norm"], dq, H, eps, fixes)
+            dk, gkn = head_norm_backward(g.input("kl", (1, kvd, 1, S)), w["k_norm"], dk, KV, eps, fixes)
+            norm_grads = [("gqn", gqn), ("gkn", gkn)]
         dxn = ops.add(ops.add(lin(dq, "wq", True), lin(dk, "wk", True)), lin(dv, "wv", True))
-        for name, val in (("dq", dq), ("dk", dk), ("dv", dv), ("dxn", dxn)):
+        for name, val in [("dq", dq), ("dk", dk), ("dv", dv), ("dxn", dxn)] + norm_grads:
             out(name, val)
     elif kind == "ffn_bwd":
         df = g.input("df", (1, d, 1, S))
         h1 = g.input("h1", (1, h, 1, S))
         h3 = g.input("h3", (1, h, 1, S))
         dg = lin(df, "w2", True)
-        sg = ops.sigmoid(h1)
-        dh3 = ops.mul(dg, ops.mul(h1, sg))
-        dh1 = ops.mul(ops.mul(dg, h3), ops.mul(sg, ops.add(ops.mul(h1, ops.sub(1.0, sg)), 1.0)))
+        if cfg.mlp_act == "silu":
+            sg = ops.sigmoid(h1)
+            dh3 = ops.mul(dg, ops.mul(h1, sg))
+            dh1 = ops.mul(ops.mul(dg, h3), ops.mul(sg, ops.add(ops.mul(h1, ops.sub(1.0, sg)), 1.0)))
+        else:
+            dh1, gelu = gelu_backward(h1, ops.mul(dg, h3))
+            dh3 = ops.mul(dg, gelu)
         dxn = ops.add(lin(dh1, "w1", True), lin(dh3, "w3", True))
         for name, val in (("dh1", dh1), ("dh3", dh3), ("dxn", dxn)):
             out(name, val)
@@ -245,7 +328,7 @@ class LayerPrograms:
     is called after every optimizer step. ``stats`` accumulates timings and counts by category.
     """
 
-    def __init__(self, cfg: ModelConfig, seq: int, params: dict, strategy: str = "dynamic", device: str = "sim",
+    def __init__(self, cfg: LlamaConfig, seq: int, params: dict, strategy: str = "dynamic", device: str = "sim",
                  fixes: bool = True, profile=None, doctor_verdict=None, lora=None):
         from ..runtime import resolve_device
         if strategy not in STRATEGIES:
@@ -263,24 +346,31 @@ class LayerPrograms:
         self._progs: dict = {}
         self._staged: dict = {}
         self._graphs: dict = {}
+        # dynamic: one program per kind and attention variant (window, RoPE), shared by the layers that have it
+        variants = [attn_variant(cfg, i) for i in range(cfg.n_layers)]
+        self._variant = [variants.index(v) for v in variants]
         if lora is not None:                    # frozen baked base, adapters as inputs: 4·L programs, once
             self._check_budget(len(KINDS) * cfg.n_layers, "compile the per-layer LoRA programs")
             for layer in range(cfg.n_layers):
                 for kind in KINDS:
                     g = build_graph(kind, cfg, seq, layer_weights(kind, params, layer), fixes,
-                                    lora=self._lora_values(kind, layer))
+                                    lora=self._lora_values(kind, layer), layer=layer)
                     self._progs[(kind, layer)] = self._compile(g, dynamic=False)
                     self._staged[(kind, layer)] = self.version
         elif strategy == "dynamic":
             for kind in KINDS:
-                g = build_graph(kind, cfg, seq, layer_weights(kind, params, 0), fixes, dynamic=True)
-                self._progs[kind] = self._compile(g, dynamic=True)
-                self._staged[kind] = (0, 0)
+                for layer in range(cfg.n_layers):
+                    key = self._key(kind, layer)
+                    if key not in self._progs:
+                        g = build_graph(kind, cfg, seq, layer_weights(kind, params, layer), fixes, dynamic=True,
+                                        layer=layer)
+                        self._progs[key] = self._compile(g, dynamic=True)
+                        self._staged[key] = (0, 0)
         else:
             self._check_budget(len(KINDS) * cfg.n_layers, "compile the per-layer programs")
             for layer in range(cfg.n_layers):
                 for kind in KINDS:
-                    g = build_graph(kind, cfg, seq, layer_weights(kind, params, layer), fixes)
+                    g = build_graph(kind, cfg, seq, layer_weights(kind, params, layer), fixes, layer=layer)
                     self._graphs[(kind, layer)] = g
                     self._progs[(kind, layer)] = self._compile(g, dynamic=False)
 
@@ -317,14 +407,22 @@ class LayerPrograms:
                                   f"process's {limit} are used (C05)")
 
     # -- eval ----------------------------------------------------------------------------------
+    def _key(self, kind: str, layer: int):
+        """The program of ``kind`` that ``layer`` runs: shared programs are keyed by kind (+ attention variant
+        when the layers differ in window or RoPE), the others by (kind, layer)."""
+        if not self.shared:
+            return (kind, layer)
+        v = self._variant[layer] if kind.startswith("attn") else 0
+        return kind if v == 0 else (kind, v)
+
     def program(self, kind: str, layer: int):
-        return self._progs[kind] if self.shared else self._progs[(kind, layer)]
+        return self._progs[self._key(kind, layer)]
 
     def run(self, kind: str, layer: int, **inputs) -> dict[str, np.ndarray]:
         if self.lora is not None:
             if self._staged[(kind, layer)] != self.version:
                 self._stage_lora(kind, layer)
-        elif self.strategy == "dynamic" and self._staged[kind] != (layer, self.version):
+        elif self.strategy == "dynamic" and self._staged[self._key(kind, layer)] != (layer, self.version):
             self._stage(kind, layer)
         prog = self.program(kind, layer)
         t = time.perf_counter()
@@ -336,7 +434,8 @@ class LayerPrograms:
     def _stage(self, kind: str, layer: int) -> None:
         """Writes ``layer``'s weights into the shared program's weight surfaces (no compile, no load)."""
         t = time.perf_counter()
-        cp = self._progs[kind]
+        key = self._key(kind, layer)
+        cp = self._progs[key]
         plan = cp.io_plan
         for name, arr in layer_weights(kind, self.params, layer).items():
             dw = plan.dynamic[name]
@@ -345,7 +444,7 @@ class LayerPrograms:
                 cp.set_weights(**{name: arr})
                 continue
             cp.program.stage(b.mil_name, b.to_surface(dw.to_surface(np.asarray(arr, np.float32))))
-        self._staged[kind] = (layer, self.version)
+        self._staged[key] = (layer, self.version)
         self.stats["stage_s"] += time.perf_counter() - t
         self.stats["stages"] += 1
 

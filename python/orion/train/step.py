@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .model import ModelConfig, classifier
+from ..models.config import LlamaConfig
+from .model import classifier
 from .programs import LayerPrograms
 from .stability import (StabilityStats, count_norm_overflow, count_score_clamps, grad_fits_fp16,
                         to_device_activation)
@@ -62,6 +63,18 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, 
     return loss, e
 
 
+def softcap(z: np.ndarray, cap: float | None) -> np.ndarray | None:
+    """Final logit soft-capping in place: z <- cap·tanh(z/cap); returns tanh(z/cap) (None: no cap), whose
+    1 - t² is the derivative the logits' gradient is multiplied by."""
+    if not cap:
+        return None
+    z *= np.float32(1.0 / cap)
+    np.tanh(z, out=z)
+    t = z.copy()
+    z *= np.float32(cap)
+    return t
+
+
 def _dev(x: np.ndarray) -> np.ndarray:
     return x.reshape((1, x.shape[0], 1, x.shape[1]))
 
@@ -73,7 +86,7 @@ def _flat(a: np.ndarray) -> np.ndarray:
 class StepEngine:
     """Runs microbatches through a :class:`LayerPrograms` set; parameters are fp32 master copies."""
 
-    def __init__(self, cfg: ModelConfig, progs: LayerPrograms, params: dict, fixes: bool = True,
+    def __init__(self, cfg: LlamaConfig, progs: LayerPrograms, params: dict, fixes: bool = True,
                  count_clamps: bool = True, overlap: bool = True, lora=None):
         self.cfg, self.progs, self.params, self.fixes = cfg, progs, params, fixes
         self.count_clamps = count_clamps
@@ -148,6 +161,8 @@ class StepEngine:
         B, S = tokens.shape
         emb = P["tok_emb"]
         x = np.ascontiguousarray(emb[tokens].transpose(0, 2, 1))               # [B, d, S]
+        if cfg.embed_scale != 1.0:
+            x *= np.float32(cfg.embed_scale)
         saved = []
         for layer in range(cfg.n_layers):
             att = []
@@ -159,18 +174,35 @@ class StepEngine:
                 if self.count_clamps:
                     stats.score_clamps += count_score_clamps(_flat(att[b]["q"]), _flat(att[b]["k"]),
                                                              cfg.n_heads, cfg.n_kv_heads)
-            h = x + np.stack([_flat(a["o"]) for a in att])
+            h = x + np.stack([self._post(_flat(a["o"]), layer, "rms_att_post") for a in att])
             ffn = []
             for b in range(B):
                 hi = to_device_activation(h[b], stats, self.fixes)
                 if self.count_clamps:
                     stats.norm_rescues += count_norm_overflow(h[b])
                 ffn.append(run("ffn_fwd", layer, x=_dev(hi)))
-            x_next = h + np.stack([_flat(f["f"]) for f in ffn])
+            x_next = h + np.stack([self._post(_flat(f["f"]), layer, "rms_ffn_post") for f in ffn])
             if keep:
                 saved.append((x, att, h, ffn))
             x = x_next
         return x, saved
+
+    def _post(self, y: np.ndarray, layer: int, name: str) -> np.ndarray:
+        """A sublayer's output as the residual stream receives it: RMSNormed with ``name`` under sandwich
+        norms (Gemma 3), else as is."""
+        if not self.cfg.sandwich_norms:
+            return y
+        return rms_forward(y, self.params[f"layers.{layer}.{name}"], self.cfg.norm_eps)[0]
+
+    def _post_backward(self, acc, y: np.ndarray, layer: int, name: str, dy: np.ndarray) -> np.ndarray:
+        """The gradient reaching the sublayer's output ``y`` from ``dy`` at the residual add."""
+        if not self.cfg.sandwich_norms:
+            return dy
+        w = self.params[f"layers.{layer}.{name}"]
+        _, r = rms_forward(y, w, self.cfg.norm_eps)
+        dy_in, dn = rms_backward(y, w, r, dy)
+        self._add(acc, f"layers.{layer}.{name}", dn)
+        return dy_in
 
     def loss_only(self, tokens: np.ndarray, targets: np.ndarray) -> tuple[float, int]:
         stats = StabilityStats()
@@ -179,7 +211,9 @@ class StepEngine:
         W = classifier(self.params)
         for b in range(tokens.shape[0]):
             xf, _ = rms_forward(x[b], self.params["rms_final"], self.cfg.norm_eps)
-            loss, _ = cross_entropy(xf.T @ W.T, targets[b])
+            z = xf.T @ W.T
+            softcap(z, self.cfg.final_softcap)
+            loss, _ = cross_entropy(z, targets[b])
             total += float(loss.sum())
         return total, targets.size
 
@@ -203,10 +237,16 @@ class StepEngine:
         dx = np.empty_like(x)
         for b in range(B):
             xf, r = rms_forward(x[b], P["rms_final"], cfg.norm_eps)
-            loss, prob = cross_entropy(self._logits(xf, W), targets[b])
+            z = self._logits(xf, W)
+            t = softcap(z, cfg.final_softcap)
+            loss, prob = cross_entropy(z, targets[b])
             total += float(loss.sum())
             prob[np.arange(S), targets[b]] -= 1.0
             prob *= grad_scale                                                   # dlogits [S, V] (scaled)
+            if t is not None:                                                    # through cap·tanh(z/cap)
+                t *= t
+                np.subtract(1.0, t, out=t)
+                prob *= t
             self._mm(acc, cls_name, prob.T, xf.T)                                     # [V, d] = dlogits^T · xf^T
             dxf = (prob @ W).T                                                   # [d, S]
             dx[b], dn = rms_backward(x[b], P["rms_final"], r, dxf)
@@ -219,16 +259,18 @@ class StepEngine:
             x_in, att, h, ffn = saved[layer]
             # ---- FFN: x_next = h + W2(silu(W1 xn2) * W3 xn2), xn2 = rms(h)
             dh = np.empty_like(dx)
-            bwd = []
+            bwd, dfs = [], []
             for b in range(B):
-                if not grad_fits_fp16(dx[b]):
+                df = self._post_backward(acc, _flat(ffn[b]["f"]), layer, "rms_ffn_post", dx[b])
+                if not grad_fits_fp16(df):
                     stats.grad_overflows += 1
                     return self._done(total, B * S, False, t0, ev0, stats)
-                bwd.append(run("ffn_bwd", layer, df=_dev(dx[b]), h1=ffn[b]["h1"], h3=ffn[b]["h3"]))
+                dfs.append(df)
+                bwd.append(run("ffn_bwd", layer, df=_dev(df), h1=ffn[b]["h1"], h3=ffn[b]["h3"]))
             for b in range(B):
                 o, f = bwd[b], ffn[b]
                 xn2 = _flat(f["xn"])
-                self._mm(acc, p + "w2", dx[b], _flat(f["g"]).T)                       # [d, h]
+                self._mm(acc, p + "w2", dfs[b], _flat(f["g"]).T)                      # [d, h]
                 self._mm(acc, p + "w1", _flat(o["dh1"]), xn2.T)                       # [h, d]
                 self._mm(acc, p + "w3", _flat(o["dh3"]), xn2.T)
                 _, r2 = rms_forward(h[b], P[p + "rms_ffn"], cfg.norm_eps)
@@ -237,20 +279,31 @@ class StepEngine:
                 self._add(acc, p + "rms_ffn", dn)
             # ---- attention: h = x + Wo·attn(rope(Wq xn), rope(Wk xn), Wv xn), xn = rms(x)
             dx = np.empty_like(dh)              # a new buffer: the dW worker may still read the old dx
-            bwd = []
+            bwd, douts = [], []
             for b in range(B):
-                if not grad_fits_fp16(dh[b]):
+                a = att[b]
+                dout = self._post_backward(acc, _flat(a["o"]), layer, "rms_att_post", dh[b])
+                if not grad_fits_fp16(dout):
                     stats.grad_overflows += 1
                     return self._done(total, B * S, False, t0, ev0, stats)
-                a = att[b]
-                bwd.append(run("attn_bwd", layer, dout=_dev(dh[b]), q=a["q"], k=a["k"], v=a["v"]))
+                douts.append(dout)
+                extra = {"ql": a["ql"], "kl": a["kl"]} if cfg.qk_norm else {}
+                bwd.append(run("attn_bwd", layer, dout=_dev(dout), q=a["q"], k=a["k"], v=a["v"], **extra))
             for b in range(B):
                 o, a = bwd[b], att[b]
                 xn = _flat(a["xn"])
-                self._mm(acc, p + "wo", dh[b], _flat(a["att"]).T)                     # [d, q_dim]
-                self._mm(acc, p + "wq", _flat(o["dq"]), xn.T)                         # [q_dim, d]
-                self._mm(acc, p + "wk", _flat(o["dk"]), xn.T)                         # [kv_dim, d]
-                self._mm(acc, p + "wv", _flat(o["dv"]), xn.T)
+                dq, dk, dv = _flat(o["dq"]), _flat(o["dk"]), _flat(o["dv"])          # at Wq/Wk/Wv's outputs
+                self._mm(acc, p + "wo", douts[b], _flat(a["att"]).T)                  # [d, q_dim]
+                self._mm(acc, p + "wq", dq, xn.T)                                     # [q_dim, d]
+                self._mm(acc, p + "wk", dk, xn.T)                                     # [kv_dim, d]
+                self._mm(acc, p + "wv", dv, xn.T)
+                if cfg.qkv_bias:
+                    for name, dy in (("bq", dq), ("bk", dk), ("bv", dv)):
+                        self._add(acc, p + name, dy.sum(axis=1))
+                if cfg.qk_norm:                                                  # sum of dy·x̂ over heads, positions
+                    hd = cfg.head_dim
+                    self._add(acc, p + "q_norm", _flat(o["gqn"]).reshape(-1, hd, S).sum(axis=(0, 2)))
+                    self._add(acc, p + "k_norm", _flat(o["gkn"]).reshape(-1, hd, S).sum(axis=(0, 2)))
                 _, r1 = rms_forward(x_in[b], P[p + "rms_att"], cfg.norm_eps)
                 dxr, dn = rms_backward(x_in[b], P[p + "rms_att"], r1, _flat(o["dxn"]))
                 dx[b] = dh[b] + dxr
@@ -259,7 +312,7 @@ class StepEngine:
         if self.lora is None:
             ge = acc.target("tok_emb")
             for b in range(B):
-                np.add.at(ge, tokens[b], dx[b].T)
+                np.add.at(ge, tokens[b], dx[b].T if cfg.embed_scale == 1.0 else dx[b].T * np.float32(cfg.embed_scale))
         return self._done(total, B * S, True, t0, ev0, stats)
 
     def _done(self, total, n, finite, t0, ev0, stats) -> MicroResult:

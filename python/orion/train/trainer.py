@@ -28,7 +28,8 @@ from ..errors import AneSimWarning
 from . import checkpoint as ckpt_mod
 from .data import TokenDataset
 from .errors import ResumeMismatch, TrainError
-from .model import ModelConfig, check_params
+from ..models.config import LlamaConfig
+from .model import check_params, config_from_state
 from .optim import AdamW, LossScaler, Schedule, global_norm
 from .programs import BudgetExhausted, LayerPrograms
 from .stability import StabilityStats
@@ -114,16 +115,16 @@ def blas_threads(n: int | None):
     return threadpool_limits(limits=int(n), user_api="blas")
 
 
-def default_blas_threads(cfg: ModelConfig) -> int | None:
+def default_blas_threads(cfg: LlamaConfig) -> int | None:
     """1 for small models (thread spin-up costs more than it saves, and on a busy machine far more) and on
     small machines (the weight-gradient worker then leaves the other cores to the device evals, which
     the simulator runs on its own threads); None (BLAS default) otherwise."""
-    if cfg.dim <= 256 or (os.cpu_count() or 1) <= 4:
+    if cfg.d_model <= 256 or (os.cpu_count() or 1) <= 4:
         return 1
     return None
 
 
-def check_resume(state: dict, cfg: ModelConfig, tc: TrainConfig, data_state: dict | None,
+def check_resume(state: dict, cfg: LlamaConfig, tc: TrainConfig, data_state: dict | None,
                  lora: dict | None = None) -> None:
     """Raises ResumeMismatch naming every setting that differs from the checkpointed run (``lora``: the
     adapter config of a LoRA run, None for full training)."""
@@ -136,7 +137,7 @@ def check_resume(state: dict, cfg: ModelConfig, tc: TrainConfig, data_state: dic
         for k in ("r", "alpha", "targets", "layers", "rslora"):
             if old_lora.get(k) != lora.get(k):
                 diffs.append(f"lora.{k}: checkpoint {old_lora.get(k)!r}, now {lora.get(k)!r}")
-    old_model = state.get("model", {})
+    old_model = config_from_state(state["model"]).to_dict() if "model" in state else {}
     for k, v in cfg.to_dict().items():
         if k in old_model and old_model[k] != v:
             diffs.append(f"model.{k}: checkpoint {old_model[k]!r}, now {v!r}")
@@ -153,13 +154,13 @@ def check_resume(state: dict, cfg: ModelConfig, tc: TrainConfig, data_state: dic
 
 
 class Trainer:
-    def __init__(self, cfg: ModelConfig, tc: TrainConfig, params: dict, data: TokenDataset, *,
+    def __init__(self, cfg: LlamaConfig, tc: TrainConfig, params: dict, data: TokenDataset, *,
                  tokenizer=None, resume=None, profile=None, doctor_verdict=None, extra_state: dict | None = None,
                  lora=None):
         if tc.seq_len is None:
-            tc = dataclasses.replace(tc, seq_len=cfg.seq_len)
-        if tc.seq_len > cfg.seq_len:
-            raise TrainError(f"seq_len {tc.seq_len} exceeds the model's context {cfg.seq_len}")
+            tc = dataclasses.replace(tc, seq_len=cfg.n_ctx)
+        if tc.seq_len > cfg.n_ctx:
+            raise TrainError(f"seq_len {tc.seq_len} exceeds the model's context {cfg.n_ctx}")
         if data.seq_len != tc.seq_len:
             raise TrainError(f"dataset windows of {data.seq_len} tokens, training seq_len {tc.seq_len}")
         if tc.batch < 1 or tc.accum < 1 or tc.steps < 0:
