@@ -13,7 +13,7 @@ import numpy as np
 
 from .config import LoraConfig
 from .errors import AdapterFormatError, AdapterMismatch, AdapterShapeError
-from .targets import _family_of, linear_shapes, model_config, module_path, resolve_targets
+from .targets import _family_of, fused_groups, linear_shapes, model_config, module_path, resolve_targets
 
 
 _DIM_KEYS = ("family", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "vocab_size")
@@ -127,6 +127,10 @@ class Adapter:
         cfg = model_config(model)
         mine, theirs = _dims(self.model_config), _dims(cfg)
         diff = [f"{k} {mine[k]} vs {theirs[k]}" for k in _DIM_KEYS if mine[k] != theirs[k]]
+        if not diff:
+            shapes = linear_shapes(cfg)
+            diff = [f"{n} {list(self.A[n].shape[1:]) + list(self.B[n].shape[:1])} vs {list(shapes.get(n, ()))[::-1]} "
+                    f"(in, out)" for n in self.A if shapes.get(n) != (self.B[n].shape[0], self.A[n].shape[1])][:3]
         if diff:
             raise AdapterMismatch(f"adapter {self.name or ''} was made for another model: {', '.join(diff)} "
                                   f"(adapter vs model)")
@@ -136,6 +140,24 @@ class Adapter:
                 raise AdapterMismatch(f"adapter {self.name or ''} was trained on other base weights (fingerprint "
                                       f"{self.base[:12]}, this model {fp[:12]}); pass check_base=False to use it "
                                       f"anyway")
+
+    # -- fused modules ------------------------------------------------------------------------------
+    @property
+    def tied(self) -> list[tuple[str, ...]]:
+        """Groups of linears whose lora_A a PEFT file holds once (the parts of a fused module, e.g. Phi-3's
+        wq/wk/wv in ``qkv_proj``); :meth:`save` needs each group's A equal."""
+        return [g for g in fused_groups(self.model_config, self.names) if len(g) > 1]
+
+    def tie_gradients(self, grads: dict) -> None:
+        """Replaces the ``<name>.lora_A`` gradients of every :attr:`tied` group by their sum, in place: with
+        equal starting values, an optimizer stepping each copy then keeps them equal — the gradient of the
+        one shared lora_A of the fused module."""
+        for g in self.tied:
+            keys = [n + ".lora_A" for n in g if n + ".lora_A" in grads]
+            if len(keys) > 1:
+                total = sum(np.asarray(grads[k], np.float64) for k in keys)
+                for k in keys:
+                    grads[k] = total.astype(np.asarray(grads[k]).dtype)
 
     # -- files --------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike, dtype=np.float32) -> str:
@@ -156,12 +178,16 @@ def init_adapter(model, config: LoraConfig | str | None = None, *, seed: int = 0
     names = resolve_targets(cfg, config.targets, config.layers)
     shapes = linear_shapes(cfg)
     rng = np.random.default_rng(seed)
+    tied = {n: g[0] for g in fused_groups(cfg, names) for n in g}
     A, B = {}, {}
     for n in names:
         out, inp = shapes[n]
         r = config.rank_for(module_path(cfg, n))
         bound = 1.0 / math.sqrt(inp)
-        A[n] = rng.uniform(-bound, bound, (r, inp)).astype(np.float32)
+        if tied.get(n, n) in A:                  # a fused module has one lora_A (a copy per part)
+            A[n] = A[tied[n]].copy()
+        else:
+            A[n] = rng.uniform(-bound, bound, (r, inp)).astype(np.float32)
         B[n] = (rng.standard_normal((out, r)) * b_std).astype(np.float32) if b_std else np.zeros((out, r), np.float32)
     fp = base_fingerprint(cfg, base) if base is not None else None
     return Adapter(config, cfg, A, B, name=name, base=fp)

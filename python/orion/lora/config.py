@@ -15,6 +15,13 @@ from .targets import _family_of, _is_names, _peft_target_modules, model_config
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+# adapter_config.json keys of PEFT features that change the math (refused when set)
+_PEFT_UNSUPPORTED = {"use_dora": "DoRA", "lora_bias": "LoRA biases", "use_qalora": "QALoRA",
+                     "layer_replication": "layer replication", "target_parameters": "LoRA on parameters",
+                     "trainable_token_indices": "trainable token embeddings",
+                     "alora_invocation_tokens": "activated LoRA", "use_bdlora": "block-diagonal LoRA"}
+# initialisations that change the base weights (the adapter is trained against the residual)
+_RESIDUAL_INITS = ("pissa", "olora", "loftq", "corda")
 
 
 @dataclass(frozen=True)
@@ -139,9 +146,15 @@ class LoraConfig:
             raise AdapterFormatError(f"{source}: expected a JSON object")
         if d.get("peft_type", "LORA") not in ("LORA", None):
             raise AdapterFormatError(f"{source}: peft_type {d.get('peft_type')!r} is not LORA")
-        for k in ("use_dora",):
-            if d.get(k):
-                raise AdapterFormatError(f"{source}: {k}=true is not supported (plain LoRA only)")
+        for k, what in _PEFT_UNSUPPORTED.items():
+            if d.get(k) not in (None, False, [], {}):
+                raise AdapterFormatError(f"{source}: {k}={d[k]!r} ({what}) is not supported (plain LoRA only)")
+        init = d.get("init_lora_weights")
+        if isinstance(init, str) and init.startswith(_RESIDUAL_INITS):
+            raise AdapterFormatError(f"{source}: init_lora_weights={init!r}: such an adapter applies to the residual "
+                                     f"base weights its initialisation left, not to the original model; convert it to "
+                                     f"a plain LoRA first (PEFT: save_pretrained(..., "
+                                     f"path_initial_model_for_weight_conversion=...))")
         if d.get("bias", "none") not in ("none", None):
             raise AdapterFormatError(f"{source}: bias={d.get('bias')!r} is not supported (adapters without biases)")
         if d.get("modules_to_save"):

@@ -14,32 +14,62 @@ from ..errors import ModelFormatError
 from ..fileio import read_json
 from .adapter import _DIM_KEYS, Adapter, _dims
 from .config import ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraConfig
-from .errors import AdapterFormatError, AdapterMismatch
-from .targets import _PATH_RE, _family_of, canonical_name, linear_shapes, model_config, module_path
+from .errors import AdapterConfigError, AdapterFormatError, AdapterMismatch, AdapterShapeError
+from .targets import _PATH_RE, _family_of, linear_shapes, model_config, module_parts, module_path
 
 PEFT_PREFIX = "base_model.model."
 _TENSOR_RE = re.compile(r"^(?:base_model\.model\.)?(?P<mod>.+?)\.lora_(?P<ab>[AB])(?:\.[A-Za-z0-9_\-]+)?\.weight$")
 
 
 def _to_hf_rows(cfg, name: str, b: np.ndarray) -> np.ndarray:
-    from ..models.loaders import permute_adjacent_to_rotate_half
-    key = name.rsplit(".", 1)[-1]
-    if cfg.family == "llama" and key in ("wq", "wk"):
-        return permute_adjacent_to_rotate_half(b, cfg.n_heads if key == "wq" else cfg.n_kv_heads)
-    return b
+    """lora_B rows as the checkpoint orders its weight's rows (Llama-style q/k: rotate-half), by the
+    loader's own conversion."""
+    if cfg.family != "llama":
+        return b
+    from ..models.loaders import _to_hf
+    return _to_hf(cfg, name, b)
 
 
 def _from_hf_rows(cfg, name: str, b: np.ndarray) -> np.ndarray:
-    from ..models.loaders import permute_rotate_half_to_adjacent
-    key = name.rsplit(".", 1)[-1]
-    if cfg.family == "llama" and key in ("wq", "wk"):
-        return permute_rotate_half_to_adjacent(b, cfg.n_heads if key == "wq" else cfg.n_kv_heads)
-    return b
+    if cfg.family != "llama":
+        return b
+    from ..models.loaders import _to_canonical
+    return _to_canonical(cfg, name, b)
+
+
+def _peft_tensors(adapter: Adapter) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """PEFT module path -> (lora_A, lora_B) in Hugging Face layout. A fused module's parts must all be
+    adapted with one shared lora_A (B is stacked by rows); anything else has no exact PEFT form."""
+    cfg = adapter.model_config
+    out = {}
+    for n in adapter.names:
+        path = module_path(cfg, n)
+        if path in out:
+            continue
+        parts = module_parts(cfg, path)
+        if len(parts) == 1:
+            out[path] = (adapter.A[n], _to_hf_rows(cfg, n, adapter.B[n]))
+            continue
+        names = [k for k, _ in parts]
+        if not all(k in adapter.A for k in names):
+            have = [k for k in names if k in adapter.A]
+            raise AdapterConfigError(
+                f"adapter {adapter.name or ''}: {', '.join(have)} without {', '.join(k for k in names if k not in have)} "
+                f"cannot be saved as a PEFT file exactly: this {adapter.model_config.model_type} model fuses them "
+                f"into {path!r}, which PEFT adapts as one module (one lora_A, lora_B stacked by rows)")
+        if not all(np.array_equal(adapter.A[k], adapter.A[n]) for k in names):
+            raise AdapterConfigError(
+                f"adapter {adapter.name or ''}: {', '.join(names)} have different lora_A, so they cannot be saved as "
+                f"the one PEFT adapter of the fused module {path!r} exactly (one shared lora_A); keep them tied "
+                f"(init_adapter does; a trainer adds their gradients: Adapter.tie_gradients)")
+        out[path] = (adapter.A[n], np.concatenate([_to_hf_rows(cfg, k, adapter.B[k]) for k in names], axis=0))
+    return out
 
 
 def save(adapter: Adapter, path: str | os.PathLike, dtype=np.float32, base_model: str | None = None) -> str:
     """Writes a PEFT adapter folder (``adapter_model.safetensors`` + ``adapter_config.json``), each file
-    atomically; returns the folder. Tensors use Hugging Face module paths and row orders."""
+    atomically; returns the folder. Tensors use Hugging Face module paths and row orders (fused modules:
+    one adapter, see :func:`_peft_tensors`)."""
     from ..fileio import atomic_write
     from ..safetensors import write
     folder = os.path.abspath(os.fspath(path))
@@ -47,10 +77,9 @@ def save(adapter: Adapter, path: str | os.PathLike, dtype=np.float32, base_model
         raise AdapterFormatError(f"{folder}: exists and is not a folder (an adapter is saved as a PEFT folder)")
     cfg = adapter.model_config
     tensors = {}
-    for n in adapter.A:
-        mp = PEFT_PREFIX + module_path(cfg, n)
-        tensors[mp + ".lora_A.weight"] = np.ascontiguousarray(adapter.A[n], dtype=dtype)
-        tensors[mp + ".lora_B.weight"] = np.ascontiguousarray(_to_hf_rows(cfg, n, adapter.B[n]), dtype=dtype)
+    for mp, (a, b) in _peft_tensors(adapter).items():
+        tensors[PEFT_PREFIX + mp + ".lora_A.weight"] = np.ascontiguousarray(a, dtype=dtype)
+        tensors[PEFT_PREFIX + mp + ".lora_B.weight"] = np.ascontiguousarray(b, dtype=dtype)
     meta = {"format": "pt", "orion.model": json.dumps(_dims(cfg), sort_keys=True)}
     if adapter.base:
         meta["orion.base_fingerprint"] = adapter.base
@@ -102,19 +131,31 @@ def load(path: str | os.PathLike, model, weights: Mapping[str, np.ndarray] | Non
                 raise AdapterFormatError(f"{tfile}: tensor {tname!r} is not supported (only lora_A/lora_B weights)")
             raise AdapterFormatError(f"{tfile}: unexpected tensor {tname!r} (not a PEFT LoRA tensor)")
         mod = m.group("mod")
-        canon = canonical_name(cfg, mod)
-        if canon is None:
+        parts = module_parts(cfg, mod)
+        if parts is None:
             other = [f for f in _PATH_RE if f != fam and _PATH_RE[f].match(mod)]
             what = f"a {other[0]} model" if other else "another model"
-            raise AdapterMismatch(f"{tfile}: {mod!r} is not a linear of this {fam} model — an adapter for {what}")
-        if int(canon.split(".")[1]) >= cfg.n_layers:
+            raise AdapterMismatch(f"{tfile}: {mod!r} is not a linear of this {getattr(cfg, 'model_type', fam)} "
+                                  f"model — an adapter for {what}")
+        if int(parts[0][0].split(".")[1]) >= cfg.n_layers:
             raise AdapterMismatch(f"{tfile}: {mod!r}: layer out of range, the model has {cfg.n_layers} layers — an "
                                   f"adapter for another model")
         arr = np.array(st.get(tname), dtype=np.float32)
-        (A if m.group("ab") == "A" else B)[canon] = arr
+        if m.group("ab") == "A":
+            A.update({k: arr.copy() for k, _ in parts})     # a fused module's parts share lora_A (copies)
+        elif len(parts) == 1:
+            B[parts[0][0]] = arr
+        else:
+            rows = [r for _, r in parts]
+            if arr.ndim != 2 or arr.shape[0] != sum(rows):
+                raise AdapterShapeError(f"{tfile}: {mod}: lora_B {list(arr.shape)} does not fit the fused module "
+                                        f"({' + '.join(f'{k.rsplit(chr(46), 1)[-1]} {r}' for k, r in parts)} = "
+                                        f"{sum(rows)} rows) — an adapter for another model?")
+            B.update(zip((k for k, _ in parts), np.split(arr, np.cumsum(rows)[:-1], axis=0)))
+    shapes = linear_shapes(cfg)
     for n in list(B):
-        if n in A and B[n].ndim == 2 and B[n].shape[0] == linear_shapes(cfg)[n][0]:
-            B[n] = _from_hf_rows(cfg, n, B[n])
+        if n in A and B[n].ndim == 2 and B[n].shape[0] == shapes[n][0]:
+            B[n] = _from_hf_rows(cfg, n, np.ascontiguousarray(B[n]))
     meta = st.metadata
     if "orion.model" in meta:
         try:
