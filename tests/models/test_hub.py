@@ -17,7 +17,7 @@ pytest.importorskip("huggingface_hub")
 
 from orion.errors import ModelFormatError  # noqa: E402
 from orion.models import load  # noqa: E402
-from orion.models.generate import resolve_model_path  # noqa: E402
+from orion.models.model import resolve_model_path  # noqa: E402
 from orion.models.hub import hub_cache_dir, is_repo_id, resolve_repo  # noqa: E402
 
 from ckpt_writers import write_hf_llama  # noqa: E402

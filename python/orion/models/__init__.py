@@ -8,7 +8,10 @@ graph builders, a float64 reference and generation.
 """
 
 from .config import GPT2Config, LlamaConfig, config_from_hf
-from .generate import Engine, Generation, Model, SamplingParams, Token, TokenStream, load, sample_next
+from .engine import Engine
+from .model import Model, load
+from .sampling import SamplingParams, sample_next
+from .stream import Generation, Token, TokenStream
 from .loaders import Checkpoint, load_weights, read_checkpoint
 
 __all__ = ["GPT2Config", "LlamaConfig", "config_from_hf", "Engine", "Generation", "Model", "SamplingParams",

@@ -1,0 +1,384 @@
+"""The decode engine: a model's stage programs, its KV cache and its classifier.
+
+Design (documented in the issue notes as "KV cache as program inputs"):
+
+* The network is cut at the attention inputs (see :mod:`orion.models.gpt2` / :mod:`orion.models.llama`):
+  ``L + 1`` stage programs per *program set* ``(S, T)``: ``S`` query columns, ``T`` cache length. Weights
+  are baked (convs, C46); nothing is recompiled per token.
+* The KV cache lives in the cache **input surfaces** of the stage programs (staged once, then written
+  in place through zero-copy surface views: only the new columns cross per token), with a host mirror
+  so a different program set (prefill bucket, longer context bucket) can be synchronised once.
+* Prefill runs the prompt through a set with ``S`` = a sequence bucket (16, 32, 64, ... chunks);
+  decode uses ``S = 16`` (the ANE minimum, C04) with the new token in column 0. The causal structure is
+  an additive ``mask [1,1,S,T]`` input (0 / -1e4), RoPE angles are ``cos``/``sin`` inputs, so one program
+  serves every position. Context buckets ``T`` (powers of two up to ``n_ctx``) bound the attention work.
+* Programs are compiled once per ``(S, T)`` and kept; the classifier runs on the CPU (fp16 weights in
+  16-row panels through the native GEMM: fp32 accumulation, half the bytes of fp32 BLAS, no second
+  thread pool spinning between the stage programs) or as chunked programs (``classifier="device"``;
+  rows split so no axis exceeds C22's 65,536 and no program holds more than ``classifier_chunk`` rows,
+  C26).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+import time
+from typing import Sequence
+
+import numpy as np
+
+from .. import _native
+from ..errors import CompileError, InputError, ModelFormatError
+from ..ir import Graph, ops
+from ..ir.composites import MASK_VALUE
+from .stages import SplitStage, Stage
+
+log = logging.getLogger("orion")
+
+__all__ = ["Engine", "DECODE_S", "PREFILL_BUCKETS"]
+
+DECODE_S = 16                      # C04: the smallest sequence the ANE evaluates correctly
+PREFILL_BUCKETS = (16, 32, 64, 128, 256)
+
+
+def _family(cfg):
+    """The graph builder module of a config (every Llama-style model_type shares models/llama.py)."""
+    if cfg.family == "gpt2":
+        from . import gpt2
+        return gpt2
+    if cfg.family == "llama":
+        from . import llama
+        return llama
+    raise ModelFormatError(f"unsupported model family {cfg.family!r}")
+
+
+def _classifier_panels(W) -> np.ndarray:
+    """``W [V, d]`` -> fp16 ``[ceil(V/16), d, 16]``: 16-row panels stored k-major, the layout the native
+    narrow-output GEMM streams in place (``trans_a``). The CPU classifier reads half the bytes of fp32
+    (the programs hold fp16 weights anyway) and runs on orion's threads: no BLAS pool spinning between
+    the stage programs."""
+    W = np.asarray(W, np.float16)
+    V, d = W.shape
+    n = -(-V // 16)
+    P = np.zeros((n * 16, d), np.float16)
+    P[:V] = W
+    return np.ascontiguousarray(P.reshape(n, 16, d).transpose(0, 2, 1))
+
+
+class Engine:
+    """Runs one model on a device: ``reset()``, ``prefill(ids)``, ``step(token)`` → logits.
+
+    ``ctx_buckets``: cache lengths T to compile for (default powers of two from 64 to n_ctx, plus n_ctx);
+    ``prefill_buckets``: prefill chunk sizes S; ``classifier``: "cpu" or "device";
+    ``residual_scale``: factor carried by the residual stream inside the programs so that it stays within
+    fp16 (exact up to rounding; see :mod:`orion.models.fp16_safety`): a number, or "auto" (measured on a
+    probe through the float reference at construction)."""
+
+    def __init__(self, cfg, weights: dict, *, device: str = "auto", profile=None, classifier: str = "cpu",
+                 ctx_buckets: Sequence[int] | None = None, prefill_buckets: Sequence[int] = PREFILL_BUCKETS,
+                 classifier_chunk: int = 16384, compile_options: dict | None = None, residual_scale="auto"):
+        if classifier not in ("cpu", "device"):
+            raise InputError(f"classifier must be 'cpu' or 'device', got {classifier!r}")
+        from .fp16_safety import Fp16Plan, resolve_fp16_plan
+        self.fp16 = resolve_fp16_plan(cfg, weights, residual_scale)
+        self.residual_scale = self.fp16.scale
+        self.cfg, self.w = cfg, weights
+        self.fam = _family(cfg)
+        self.device, self.profile = device, profile
+        self.classifier = classifier
+        self.classifier_chunk = int(classifier_chunk)
+        self.compile_options = dict(compile_options or {})
+        n_ctx = cfg.n_ctx
+        if ctx_buckets is None:
+            b, ctx_buckets = 64, []
+            while b < n_ctx:
+                ctx_buckets.append(b)
+                b *= 2
+            ctx_buckets.append(n_ctx)
+        self.ctx_buckets = sorted({max(DECODE_S, min(int(t), n_ctx)) for t in ctx_buckets} | {max(DECODE_S, n_ctx)})
+        self.prefill_buckets = sorted({max(DECODE_S, int(s)) for s in prefill_buckets})
+        # host mirror of the KV cache, sized for the current context bucket (grown on demand: a model's
+        # n_ctx may be 128k positions that no call uses)
+        self.k_host = np.zeros((cfg.n_layers, cfg.kv_dim, 0), np.float16)
+        self.v_host = np.zeros((cfg.n_layers, cfg.kv_dim, 0), np.float16)
+        self.sets: dict[tuple[int, int], list[Stage]] = {}
+        self.cls_sets: dict[int, list[tuple[int, int, Stage]]] = {}
+        self._synced: dict[tuple[int, int], int] = {}
+        self._wcls = None                                # classifier panels (CPU path)
+        self.pos = 0
+        self.T = self.ctx_buckets[0]
+        self.compiles = 0
+        self.compile_seconds = 0.0
+        self.graph_options: dict = {}                    # extra stage_graph arguments (orion.lora: adapter slots)
+        if self.fp16 != Fp16Plan():
+            self.graph_options["fp16"] = self.fp16
+
+    # -- programs --------------------------------------------------------------------------------
+    def _compile(self, g: Graph):
+        from ..compiler import compile as compile_graph
+        t = time.perf_counter()
+        cp = compile_graph(g, device=self.device, profile=self.profile, **self.compile_options)
+        self.compile_seconds += time.perf_counter() - t
+        self.compiles += 1
+        return cp
+
+    def program_set(self, S: int, T: int) -> list[Stage]:
+        key = (S, T)
+        if key not in self.sets:
+            stages = []
+            try:
+                for i in range(self.fam.n_stages(self.cfg)):
+                    stages.append(self._stage(i, S, T))
+            except BaseException:
+                for s in stages:
+                    s.release()
+                raise
+            self.sets[key] = stages
+            self._synced[key] = 0
+            log.info("orion: compiled %d stage programs for S=%d T=%d", len(stages), S, T)
+        return self.sets[key]
+
+    def _stage(self, i: int, S: int, T: int):
+        """Stage ``i`` as one program or, when its weights exceed one program's budget (C18/C19) and the
+        family can cut it, as one program per part."""
+        build, n = self.fam.stage_graph, self.fam.n_stages(self.cfg)
+        try:
+            return Stage(self._compile(build(self.cfg, self.w, i, S, T, **self.graph_options)))
+        except CompileError as e:
+            if e.constraint not in ("C18", "C19") or not getattr(self.fam, "PARTS", None):
+                raise
+            log.info("orion: stage %d exceeds the weight budget (%s): one program per part", i, e.constraint)
+        parts = [p for p in self.fam.PARTS if not (i == 0 and p != "qkv") and not (i == n - 1 and p == "qkv")]
+        done: list[Stage] = []
+        try:
+            for p in parts:
+                done.append(Stage(self._compile(build(self.cfg, self.w, i, S, T, part=p, **self.graph_options))))
+        except BaseException:
+            for st in done:
+                st.release()
+            raise
+        return SplitStage(done)
+
+    def _classifier_set(self, S: int):
+        if S not in self.cls_sets:
+            W = self.fam.classifier_weight(self.cfg, self.w)
+            V, d = W.shape
+            step = max(1, min(self.classifier_chunk, 65536))
+            n = math.ceil(V / step)
+            step = math.ceil(V / n)
+            progs = []
+            for r0 in range(0, V, step):
+                r1 = min(V, r0 + step)
+                g = Graph(f"classifier_S{S}_{r0}")
+                h = g.input("h", (1, d, 1, S))
+                g.output("logits", ops.linear(h, g.weight("wcls", W[r0:r1])))
+                progs.append((r0, r1, Stage(self._compile(g))))
+            self.cls_sets[S] = progs
+        return self.cls_sets[S]
+
+    def _budget_left(self) -> int | None:
+        try:
+            from .. import _native
+            from ..runtime import resolve_device
+            used, limit = _native.budget(resolve_device(self.device))
+            return int(limit) - int(used)
+        except Exception:  # noqa: BLE001 - no budget information: no guard
+            return None
+
+    def prepare(self, n_prompt: int, n_total: int) -> None:
+        """Compiles (once) what a generation of ``n_total`` tokens from ``n_prompt`` prompt tokens uses.
+        When the per-process compile budget (C05) cannot afford a separate prefill set, prompts are
+        prefilled through the decode set in chunks of 16."""
+        T = self.ctx_bucket(n_total)
+        S = self._prefill_S(n_prompt, T)
+        new = [k for k in {(S, T), (DECODE_S, T)} if k not in self.sets]
+        left = self._budget_left()
+        if len(new) == 2 and left is not None and left < 2 * self.fam.n_stages(self.cfg):
+            log.warning("orion: compile budget low (%d left): prefilling through the decode programs", left)
+            self.prefill_buckets = [DECODE_S]
+        self.program_set(self._prefill_S(n_prompt, T), T)
+        self.program_set(DECODE_S, T)
+        if self.classifier == "device":
+            self._classifier_set(self._prefill_S(n_prompt, T))
+            self._classifier_set(DECODE_S)
+        elif self._wcls is None:        # the CPU classifier's weight layout, built with the programs
+            self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
+
+    def ctx_bucket(self, n: int) -> int:
+        i = bisect.bisect_left(self.ctx_buckets, n)
+        if i == len(self.ctx_buckets):
+            raise InputError(f"sequence of {n} tokens exceeds the context of {self.cfg.n_ctx}")
+        return self.ctx_buckets[i]
+
+    def _prefill_S(self, n: int, T: int) -> int:
+        ok = [s for s in self.prefill_buckets if s <= T] or [DECODE_S]
+        i = bisect.bisect_left(ok, n)
+        return ok[min(i, len(ok) - 1)]
+
+    def release(self) -> None:
+        for stages in self.sets.values():
+            for s in stages:
+                s.release()
+        for progs in self.cls_sets.values():
+            for _, _, s in progs:
+                s.release()
+        self.sets.clear()
+        self.cls_sets.clear()
+
+    # -- state -----------------------------------------------------------------------------------
+    def reset(self, n_total: int | None = None) -> None:
+        """Empties the cache; ``n_total`` (prompt + new tokens) picks the context bucket."""
+        self.pos = 0
+        for k in self._synced:
+            self._synced[k] = 0
+        self.T = self.ctx_bucket(n_total or 1)
+        self._host_capacity(self.T)
+
+    def _host_capacity(self, T: int) -> None:
+        have = self.k_host.shape[2]
+        if have >= T:
+            return
+        for name in ("k_host", "v_host"):
+            old = getattr(self, name)
+            new = np.zeros(old.shape[:2] + (T,), np.float16)
+            new[:, :, :have] = old
+            setattr(self, name, new)
+
+    def _sync(self, key, stages) -> None:
+        have = self._synced.get(key, 0)
+        if have >= self.pos:
+            return
+        for l in range(1, len(stages)):
+            c = stages[l].cache
+            c["k_cache"][:, have:self.pos] = self.k_host[l - 1, :, have:self.pos]
+            c["v_cache"][:, have:self.pos] = self.v_host[l - 1, :, have:self.pos]
+        self._synced[key] = self.pos
+
+    def _mask(self, S: int, T: int, p0: int, n: int, window: int | None = None) -> np.ndarray:
+        """Additive mask: query column i (position p0 + i; padding columns repeat the last) sees keys
+        j <= its position, and with a sliding ``window`` only j > position - window (as transformers)."""
+        rows = p0 + np.minimum(np.arange(S), n - 1)
+        j = np.arange(T)[None, :]
+        seen = j <= rows[:, None]
+        if window is not None:
+            seen &= j > rows[:, None] - window
+        return np.where(seen, 0.0, MASK_VALUE).astype(np.float16).reshape(1, 1, S, T)
+
+    def _layer_inputs(self, S: int, T: int, p0: int, n: int) -> list[dict]:
+        """Per stage: the mask of the layer whose attention it runs (stage l: layer l-1) and the RoPE
+        tables of the layer whose q/k it projects (stage l: layer l)."""
+        cfg, L = self.cfg, self.fam.n_stages(self.cfg) - 1
+        sliding = [getattr(cfg, "layer_sliding", lambda i: False)(i) for i in range(L)]
+        masks = {w: self._mask(S, T, p0, n, w) for w in {cfg.sliding_window if s else None for s in sliding}}
+        tables: dict = {}
+        feeds = []
+        for l in range(L + 1):
+            f = {}
+            if l >= 1:
+                f["mask"] = masks[cfg.sliding_window if sliding[l - 1] else None]
+            if l < L and self.fam.USES_ROPE:
+                rope = cfg.layer_rope(l)
+                if rope not in tables:
+                    cos, sin = self.fam.rope_tables(cfg, np.arange(p0, p0 + S), l)
+                    tables[rope] = {"cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
+                f.update(tables[rope])
+            feeds.append(f)
+        return feeds
+
+    def _split(self, out: dict):
+        if "qkv" in out:
+            d, kv = self.cfg.d_model, self.cfg.kv_dim
+            qkv = out["qkv"]
+            return qkv[:, :d], qkv[0, d:d + kv, 0], qkv[0, d + kv:, 0]
+        return out["q"], out["k"][0, :, 0], out["v"][0, :, 0]
+
+    def _block(self, ids: Sequence[int], S: int) -> np.ndarray:
+        """Runs ``ids`` (at most S) at positions pos.. through the set (S, T); returns h [d, n] float32."""
+        cfg, T, p0, n = self.cfg, self.T, self.pos, len(ids)
+        if p0 + n > T:
+            raise InputError(f"internal: {p0 + n} positions exceed the cache bucket {T}")
+        key = (S, T)
+        stages = self.program_set(S, T)
+        self._sync(key, stages)
+        x = np.zeros((1, cfg.d_model, 1, S), np.float16)
+        e = self.fam.embed(cfg, self.w, ids, p0)
+        x[0, :, 0, :n] = e * np.float32(self.residual_scale) if self.residual_scale != 1.0 else e
+        feeds = self._layer_inputs(S, T, p0, n)
+        out = stages[0].run({"x": x, **feeds[0]})
+        resid = x
+        L = len(stages) - 1
+        for l in range(1, L + 1):
+            q, k, v = self._split(out)
+            self.k_host[l - 1, :, p0:p0 + n] = k[:, :n]
+            self.v_host[l - 1, :, p0:p0 + n] = v[:, :n]
+            c = stages[l].cache
+            c["k_cache"][:, p0:p0 + n] = k[:, :n]
+            c["v_cache"][:, p0:p0 + n] = v[:, :n]
+            out = stages[l].run({"x": resid, "q_attn": q, **feeds[l]})
+            if l < L:
+                resid = out["x_out"]
+        self.pos = p0 + n
+        self._synced[key] = self.pos
+        return out["h"]
+
+    def _logits(self, h: np.ndarray, cols: slice) -> np.ndarray:
+        """h [1, d, 1, S] fp16 -> logits [n, V] float32 for the selected columns."""
+        if self.classifier == "device":
+            S = h.shape[3]
+            parts = [st.run({"h": h})["logits"][0, :, 0, cols] for _, _, st in self._classifier_set(S)]
+            return self._softcap(np.concatenate(parts, axis=0).T.astype(np.float32))
+        if self._wcls is None:
+            self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
+        hh = np.ascontiguousarray(h[0, :, 0, cols], dtype=np.float16)[None]           # [1, d, n]
+        z = _native.gemm_f16(self._wcls, hh, trans_a=True, f32_out=True)               # [V/16, 16, n]
+        return self._softcap(z.reshape(-1, hh.shape[2])[:self.cfg.vocab_size].T)
+
+    def _softcap(self, z: np.ndarray) -> np.ndarray:
+        """Final logit soft-capping (Gemma): ``cap * tanh(z / cap)``, on the host in float32."""
+        cap = getattr(self.cfg, "final_softcap", None)
+        if not cap:
+            return z
+        return (np.tanh(z / np.float32(cap)) * np.float32(cap)).astype(np.float32)
+
+    def _grow(self, n: int) -> None:
+        if n > self.T:
+            self.T = self.ctx_bucket(n)
+        self._host_capacity(self.T)
+
+    def prefill(self, ids: Sequence[int], all_logits: bool = False) -> np.ndarray:
+        """Appends ``ids`` to the cache; returns the logits of the last position ``[V]`` (or of every
+        position, ``[n, V]``, with ``all_logits``)."""
+        ids = [int(t) for t in ids]
+        if not ids:
+            raise InputError("prefill needs at least one token")
+        self._check_ids(ids)
+        self._grow(self.pos + len(ids))
+        S = self._prefill_S(len(ids), self.T)
+        outs = []
+        for c0 in range(0, len(ids), S):
+            chunk = ids[c0:c0 + S]
+            h = self._block(chunk, S)
+            last = c0 + S >= len(ids)
+            if all_logits:
+                outs.append(self._logits(h, slice(0, len(chunk))))
+            elif last:
+                outs.append(self._logits(h, slice(len(chunk) - 1, len(chunk))))
+        logits = np.concatenate(outs, axis=0)
+        return logits if all_logits else logits[-1]
+
+    def step(self, token: int) -> np.ndarray:
+        """Appends one token (decode: S = 16, token in column 0); returns its logits ``[V]``."""
+        self._check_ids([token])
+        self._grow(self.pos + 1)
+        h = self._block([int(token)], DECODE_S)
+        return self._logits(h, slice(0, 1))[0]
+
+    def _check_ids(self, ids) -> None:
+        V = self.cfg.vocab_size
+        bad = [t for t in ids if not 0 <= int(t) < V]
+        if bad:
+            raise InputError(f"token id(s) {bad[:5]} outside the vocabulary [0, {V})")
+        if self.pos + len(ids) > self.cfg.n_ctx:
+            raise InputError(f"{self.pos + len(ids)} tokens exceed the model's context of {self.cfg.n_ctx}")

@@ -1,0 +1,210 @@
+"""The ``Model`` facade (encode, generate, stream, chat, logits, LoRA adapters) and :func:`load` (paths,
+names searched locally, Hub repository ids)."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..errors import InputError, ModelFormatError
+from .engine import Engine
+from .sampling import SamplingParams
+from .stream import Generation, TokenStream
+
+__all__ = ["Model", "load", "resolve_model_path"]
+
+
+class Model:
+    """A loaded language model on ANE programs.
+
+    >>> m = orion.models.load("stories260K.bin")
+    >>> for tok in m.stream([1], max_tokens=20): print(tok.id)
+    """
+
+    def __init__(self, config, weights: dict, tokenizer=None, *, device: str = "auto", profile=None,
+                 name: str | None = None, stop_tokens: Iterable[int] | None = None, add_bos: bool | None = None,
+                 **engine_options):
+        self.config, self.weights, self.tokenizer = config, weights, tokenizer
+        self.name = name or config.family
+        self.device, self.profile = device, profile
+        if tokenizer is not None and getattr(tokenizer, "vocab_size", config.vocab_size) > config.vocab_size:
+            raise ModelFormatError(f"tokenizer has {tokenizer.vocab_size} tokens but the model's vocabulary is "
+                                   f"{config.vocab_size}")
+        if stop_tokens is None:
+            stop_tokens = getattr(config, "eos_ids", None) or ([config.eos_id] if config.eos_id is not None else [])
+        self.stop_tokens = [int(t) for t in stop_tokens]
+        self.add_bos = (config.family == "llama") if add_bos is None else add_bos
+        self._engine_options = engine_options
+        self._engine: Engine | None = None
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"<orion.models.Model {self.name}: {c.family} d={c.d_model} L={c.n_layers} H={c.n_heads} "
+                f"V={c.vocab_size} ctx={c.n_ctx} tokenizer={type(self.tokenizer).__name__ if self.tokenizer else None}>")
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = Engine(self.config, self.weights, device=self.device, profile=self.profile,
+                                  **self._engine_options)
+            if getattr(self, "_lora_slots", None) is not None:      # adapter inputs survive release()
+                self._engine.graph_options["lora"] = self._lora_slots
+        return self._engine
+
+    def release(self) -> None:
+        if self._engine is not None:
+            self._engine.release()
+            self._engine = None
+
+    # -- LoRA ------------------------------------------------------------------------------------
+    def set_adapter(self, adapter, **options) -> None:
+        """Generate with a LoRA ``adapter`` (an :class:`orion.lora.Adapter`, a PEFT folder path, or None for
+        the base model) from the next evaluation on; swaps within the programs' adapter slots cost zero
+        compiles and zero loads. Options (``rank``, ``targets``, ``check_base``): :func:`orion.lora.set_adapter`."""
+        from ..lora import set_adapter
+        set_adapter(self, adapter, **options)
+
+    @property
+    def adapter(self):
+        """The current LoRA adapter (None: the base model)."""
+        return getattr(self, "_lora_adapter", None)
+
+    # -- text ------------------------------------------------------------------------------------
+    def encode(self, prompt) -> list[int]:
+        """Prompt (str or token ids) -> ids. Special tokens: a tokenizer.json decides through its
+        post-processor, as transformers does (Llama 3 adds BOS, Qwen nothing); other tokenizers
+        (SentencePiece, llama2.c) get the config's BOS when ``add_bos`` (Llama-family models)."""
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise InputError(f"model {self.name!r} has no tokenizer; pass token ids, or load it with "
+                                 f"tokenizer=PATH")
+            bos = self.config.bos_id
+            if hasattr(self.tokenizer, "adds_special_tokens"):
+                ids = list(self.tokenizer.encode(prompt, add_special_tokens=True))
+            else:
+                ids = list(self.tokenizer.encode(prompt))
+                if self.add_bos and bos is not None:
+                    ids = [bos] + ids
+            if not ids and bos is not None:
+                ids = [bos]
+        else:
+            ids = [int(t) for t in prompt]
+        if not ids:
+            raise InputError("the prompt is empty (and the model has no BOS token to start from)")
+        V = self.config.vocab_size
+        bad = [t for t in ids if not 0 <= t < V]
+        if bad:
+            raise InputError(f"prompt token id(s) {bad[:5]} outside the vocabulary [0, {V})")
+        if len(ids) > self.config.n_ctx:
+            raise InputError(f"the prompt has {len(ids)} tokens but the context of {self.name!r} is "
+                             f"{self.config.n_ctx}")
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        if self.tokenizer is None:
+            return " ".join(str(int(t)) for t in ids)
+        return self.tokenizer.decode(list(ids))
+
+    # -- generation ------------------------------------------------------------------------------
+    def stream(self, prompt, max_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+               repetition_penalty: float = 1.0, seed: int | None = None, stop_tokens: Iterable[int] | None = None,
+               keep_logits: bool = False) -> TokenStream:
+        """``for tok in model.stream("Once upon a time"): print(tok.text, end="")``"""
+        params = SamplingParams(max_tokens, temperature, top_k, top_p, repetition_penalty, seed,
+                                None if stop_tokens is None else list(stop_tokens))
+        params.validate()
+        return TokenStream(self, self.encode(prompt), params, keep_logits)
+
+    def generate(self, prompt, **kw) -> Generation:
+        """Same options as :meth:`stream`; returns the finished :class:`Generation`."""
+        s = self.stream(prompt, **kw)
+        for _ in s:
+            pass
+        return s.result
+
+    def chat(self, messages, *, add_generation_prompt: bool = True, stream: bool = False,
+             template_kwargs: dict | None = None, **generate_kw):
+        """Answers ``messages`` (``[{"role": "user", "content": "Hi"}, ...]``) through the tokenizer's chat
+        template (rendered as transformers renders it, tokenized without added special tokens) and
+        stops at end-of-turn: the model's stop tokens, the tokenizer's eos and the token the template
+        ends an answer with, unless ``stop_tokens`` is given. Options as :meth:`stream`; returns a
+        :class:`Generation` (``stream=True``: the :class:`TokenStream`). ``template_kwargs``: extra
+        template variables (e.g. enable_thinking)."""
+        from .tokenizers import chat_prompt_ids, end_of_turn_ids
+        ids = chat_prompt_ids(self.tokenizer, messages, add_generation_prompt, **(template_kwargs or {}))
+        if generate_kw.get("stop_tokens") is None:
+            eos = getattr(self.tokenizer, "eos_id", None)
+            stops = self.stop_tokens + ([eos] if eos is not None else []) + end_of_turn_ids(self.tokenizer)
+            generate_kw["stop_tokens"] = list(dict.fromkeys(stops))
+        s = self.stream(ids, **generate_kw)
+        if not stream:
+            for _ in s:
+                pass
+            return s.result
+        return s
+
+    def logits(self, ids: Sequence[int]) -> np.ndarray:
+        """Logits ``[n, V]`` of every position of ``ids`` (one prefill through the programs)."""
+        ids = self.encode(list(ids))
+        eng = self.engine
+        eng.reset(len(ids))
+        return eng.prefill(ids, all_logits=True)
+
+
+def _search_dirs() -> list[str]:
+    dirs = [d for d in os.environ.get("ORION_MODEL_PATH", "").split(os.pathsep) if d]
+    from .loaders import cache_dir
+    dirs += [os.path.join(cache_dir(), "models"), os.getcwd()]
+    return dirs
+
+
+def resolve_model_path(path_or_name: str) -> str:
+    """A path as given; a bare name in $ORION_MODEL_PATH, ~/.cache/orion/models, the current folder; a
+    Hub repo id (``Qwen/Qwen3-0.6B``) that is not a local path through :mod:`orion.models.hub`."""
+    p = os.path.expanduser(os.fspath(path_or_name))
+    if os.path.exists(p):
+        return p
+    if os.sep not in p and "/" not in p:
+        for d in _search_dirs():
+            for cand in (p, p + ".bin"):
+                full = os.path.join(d, cand)
+                if os.path.exists(full):
+                    return full
+    from .hub import is_repo_id, resolve_repo
+    if is_repo_id(p):
+        return resolve_repo(p)
+    raise ModelFormatError(f"{path_or_name}: no such model file or folder (searched the path as given and "
+                           f"$ORION_MODEL_PATH, ~/.cache/orion/models, the current folder; Hugging Face Hub names "
+                           f"look like org/name)")
+
+
+def load(path_or_name, *, tokenizer=None, device: str = "auto", profile=None, cache: str | None = None,
+         use_cache: bool = True, **options) -> Model:
+    """Loads a model: a Hugging Face folder (config.json + model.safetensors, GPT-2 or Llama) or a llama2.c
+    ``.bin``; by path, by name (searched in $ORION_MODEL_PATH, ~/.cache/orion/models and the current
+    folder) or by Hub repo id (``Qwen/Qwen3-0.6B``: the Hugging Face cache, else downloaded unless
+    HF_HUB_OFFLINE). Weights are converted to fp16 once and cached (``cache``: folder, default ~/.cache/orion).
+    ``tokenizer``: a tokenizer object or file path (default: found next to the checkpoint)."""
+    from .loaders import load_weights
+    from .tokenizers import find_tokenizer, load_tokenizer, stop_token_ids
+    path = resolve_model_path(path_or_name)
+    ck = load_weights(path, cache=cache, use_cache=use_cache)
+    if isinstance(tokenizer, (str, os.PathLike)):
+        tok = load_tokenizer(os.fspath(tokenizer), vocab_size=ck.config.vocab_size)
+    elif tokenizer is None:
+        tok = find_tokenizer(path, ck.config)
+    else:
+        tok = tokenizer
+    # fewer tokens than embedding rows is normal (Qwen pads 151,665 to 151,936); more is a mismatch
+    if tok is not None and tok.vocab_size > ck.config.vocab_size:
+        raise ModelFormatError(f"tokenizer {getattr(tok, 'path', tok)!r} has {tok.vocab_size} tokens, the model "
+                               f"{path} has only {ck.config.vocab_size}")
+    name = os.path.basename(os.path.normpath(path))
+    stop = options.pop("stop_tokens", None)
+    if stop is None and ck.kind.startswith("llama2c"):
+        stop = [1, 2]          # run.c stops at BOS (1), the separator its Stories data use; EOS (2) too
+    elif stop is None:         # end-of-text and end-of-turn (<|eot_id|>, <|im_end|>, <end_of_turn>, <|end|>)
+        stop = stop_token_ids(path, tok) or None
+    return Model(ck.config, ck.weights, tok, device=device, profile=profile, name=name, stop_tokens=stop, **options)

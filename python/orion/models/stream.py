@@ -1,0 +1,153 @@
+"""Generated text as it comes: :class:`Token`, the finished :class:`Generation`, incremental
+detokenisation and the :class:`TokenStream` iterator that drives the engine."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+import numpy as np
+
+from .sampling import SamplingParams, sample_next
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = ["Token", "Generation", "TokenStream"]
+
+
+class Token(tuple):
+    """A generated token: ``id`` and the text it completes (may be "" while a UTF-8 sequence is open)."""
+    __slots__ = ()
+
+    def __new__(cls, id: int, text: str):  # noqa: A002
+        return tuple.__new__(cls, (id, text))
+
+    id = property(lambda self: self[0])
+    text = property(lambda self: self[1])
+
+    def __repr__(self) -> str:
+        return f"Token(id={self[0]}, text={self[1]!r})"
+
+
+@dataclass
+class Generation:
+    text: str
+    tokens: list[int]
+    prompt_tokens: list[int]
+    stop_reason: str = ""               # "stop_token" | "max_tokens" | "context"
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    decode_steps: int = 0
+    compile_seconds: float = 0.0
+    logits: list = field(default_factory=list, repr=False)   # with keep_logits=True
+
+    @property
+    def prefill_tok_s(self) -> float:
+        return len(self.prompt_tokens) / self.prefill_seconds if self.prefill_seconds > 0 else float("nan")
+
+    @property
+    def decode_tok_s(self) -> float:
+        return self.decode_steps / self.decode_seconds if self.decode_seconds > 0 else float("nan")
+
+
+class _Detok:
+    """Incremental detokenisation that is exact for byte-level and SentencePiece vocabularies: decodes
+    a short context window plus the new ids and emits the new suffix, holding back open UTF-8."""
+
+    def __init__(self, tok, context: Sequence[int]):
+        self.tok = tok
+        self.ctx = list(context[-4:])
+        self.base = tok.decode(self.ctx) if tok else ""
+        self.ids: list[int] = []
+        self.emitted = ""
+
+    def push(self, t: int) -> str:
+        if self.tok is None:
+            return ""
+        self.ids.append(int(t))
+        full = self.tok.decode(self.ctx + self.ids)
+        text = full[len(self.base):] if full.startswith(self.base) else full
+        if text.endswith("\ufffd"):
+            return ""
+        new = text[len(self.emitted):] if text.startswith(self.emitted) else text
+        self.emitted = text
+        if len(self.ids) >= 32:
+            self.ctx = (self.ctx + self.ids)[-4:]
+            self.base = self.tok.decode(self.ctx)
+            self.ids, self.emitted = [], ""
+        return new
+
+
+    def flush(self) -> str:
+        """Text held back at the end (an unfinished UTF-8 sequence, rendered as U+FFFD)."""
+        if self.tok is None or not self.ids:
+            return ""
+        full = self.tok.decode(self.ctx + self.ids)
+        text = full[len(self.base):] if full.startswith(self.base) else full
+        return text[len(self.emitted):] if text.startswith(self.emitted) else ""
+
+
+class TokenStream:
+    """Iterator of :class:`Token`; ``.result`` (a :class:`Generation`) is complete when it is exhausted."""
+
+    def __init__(self, model: "Model", prompt_ids: list[int], params: SamplingParams, keep_logits: bool = False):
+        self.model, self.params = model, params
+        self.result = Generation("", [], prompt_ids)
+        self._keep = keep_logits
+        self._it = self._run()
+
+    def __iter__(self) -> "TokenStream":
+        return self
+
+    def __next__(self) -> Token:
+        return next(self._it)
+
+    def _run(self) -> Iterator[Token]:
+        m, p, r = self.model, self.params, self.result
+        eng = m.engine
+        ids = r.prompt_tokens
+        n_ctx = m.config.n_ctx
+        total = min(n_ctx, len(ids) + max(p.max_tokens, 1))
+        c0 = eng.compile_seconds
+        eng.prepare(len(ids), total)
+        eng.reset(total)
+        stops = set(m.stop_tokens if p.stop_tokens is None else (int(t) for t in p.stop_tokens))
+        rng = np.random.default_rng(p.seed)
+        detok = _Detok(m.tokenizer, ids)
+        history = list(ids)
+        t0 = time.perf_counter()
+        logits = eng.prefill(ids)
+        r.prefill_seconds = time.perf_counter() - t0
+        r.compile_seconds = eng.compile_seconds - c0
+        r.stop_reason = "max_tokens"
+        pieces = []
+        t_dec = 0.0
+        while len(r.tokens) < p.max_tokens:
+            if self._keep:
+                r.logits.append(logits)
+            t = sample_next(logits, p, history, rng)
+            r.tokens.append(t)
+            history.append(t)
+            if t in stops:
+                r.stop_reason = "stop_token"
+                break
+            text = detok.push(t)
+            pieces.append(text)
+            r.text = "".join(pieces)
+            yield Token(t, text)
+            if len(r.tokens) >= p.max_tokens:
+                break
+            if eng.pos >= n_ctx:
+                r.stop_reason = "context"
+                break
+            t1 = time.perf_counter()
+            c1 = eng.compile_seconds
+            logits = eng.step(t)
+            t_dec += time.perf_counter() - t1 - (eng.compile_seconds - c1)
+            r.compile_seconds += eng.compile_seconds - c1
+            r.decode_steps += 1
+            r.decode_seconds = t_dec
+        pieces.append(detok.flush())
+        r.text = "".join(pieces)
