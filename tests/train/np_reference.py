@@ -1,6 +1,11 @@
 """Float64 reference for the training tests: the Llama forward in token-major layout ([S, d], the
 opposite of the device's channel-major layout) with a tiny tape-based reverse-mode autodiff, so weight
 gradients come from the generic matmul rule and a transposed dW or a swapped output cannot be mirrored.
+
+Every LlamaConfig feature is written here from its definition (transformers' modules), independently of
+the training code: q/k/v biases, per-head q/k RMSNorm before RoPE, explicit head_dim, per-layer RoPE
+(angles from ``cfg.layer_rope(i)``), sliding windows, query scale, sandwich norms, tanh-GELU, embedding
+scale and final soft-capping.
 """
 
 from __future__ import annotations
@@ -70,6 +75,11 @@ def log(a):
 
 def power(a, p):
     return T(a.value ** p, (a,), lambda g: (g * p * a.value ** (p - 1),))
+
+
+def tanh(a):
+    t = np.tanh(a.value)
+    return T(t, (a,), lambda g: (g * (1 - t * t),))
 
 
 def sigmoid(a):
@@ -146,12 +156,14 @@ def softmax_last(s):
     return mul(e, power(sum_(e, -1), -1.0))
 
 
-def rope(x, heads, theta):
-    """x [S, heads*hd]: llama2.c adjacent pairs (2j, 2j+1) rotated by pos * theta^(-2j/hd)."""
+def rope(x, heads, theta, ang=None):
+    """x [S, heads*hd]: llama2.c adjacent pairs (2j, 2j+1) rotated by pos * theta^(-2j/hd) (or by
+    ``ang`` [S, hd/2])."""
     s, dd = x.shape
     hd = dd // heads
-    freq = theta ** (-np.arange(0, hd, 2) / hd)
-    ang = np.arange(s)[:, None] * freq[None, :]                       # [S, hd/2]
+    if ang is None:
+        freq = theta ** (-np.arange(0, hd, 2) / hd)
+        ang = np.arange(s)[:, None] * freq[None, :]                   # [S, hd/2]
     cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
     xr = reshape(x, (s, heads, hd // 2, 2))
     x0, x1 = getitem(xr, (..., 0)), getitem(xr, (..., 1))
@@ -160,7 +172,18 @@ def rope(x, heads, theta):
     return reshape(stack_last([y0, y1]), (s, dd))
 
 
-def attention(q, k, v, heads, kv_heads, clamp=None):
+def gelu_tanh(x):
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (transformers' gelu_pytorch_tanh)."""
+    u = mul(add(x, mul(power(x, 3), 0.044715)), np.sqrt(2 / np.pi))
+    return mul(mul(x, add(tanh(u), 1.0)), 0.5)
+
+
+def head_rmsnorm(x, w, heads, eps):
+    s, dd = x.shape
+    return reshape(rmsnorm(reshape(x, (s, heads, dd // heads)), w, eps), (s, dd))
+
+
+def attention(q, k, v, heads, kv_heads, clamp=None, scale=None, window=None):
     s, qd = q.shape
     hd = qd // heads
     g = heads // kv_heads
@@ -170,10 +193,12 @@ def attention(q, k, v, heads, kv_heads, clamp=None):
     if g > 1:   # repeat kv heads (gather along the head axis)
         idx = np.repeat(np.arange(kv_heads), g)
         kh, vh = take_rows(kh, idx), take_rows(vh, idx)
-    sc = mul(matmul(qh, transpose(kh, (0, 2, 1))), 1.0 / np.sqrt(hd))
+    sc = mul(matmul(qh, transpose(kh, (0, 2, 1))), 1.0 / np.sqrt(hd) if scale is None else scale)
     if clamp is not None:      # forward-only use (the clip has no gradient here)
         sc = T(np.clip(sc.value, -clamp, clamp))
-    mask = np.where(np.tril(np.ones((s, s))) > 0, 0.0, -1e30)
+    i, j = np.arange(s)[:, None], np.arange(s)[None, :]
+    visible = (j <= i) & ((j > i - window) if window is not None else True)
+    mask = np.where(visible, 0.0, -1e30)
     p = softmax_last(add(sc, mask))
     o = matmul(p, vh)                                                  # [H, S, hd]
     return reshape(transpose(o, (1, 0, 2)), (s, qd))
@@ -185,23 +210,41 @@ def loss_and_grads(cfg, params: dict, tokens: np.ndarray, targets: np.ndarray):
     total = None
     n = targets.size
     for b in range(tokens.shape[0]):
-        x = take_rows(P["tok_emb"], tokens[b])
+        x = mul(take_rows(P["tok_emb"], tokens[b]), float(getattr(cfg, "embed_scale", 1.0)))
+        S = tokens.shape[1]
+        feat = hasattr(cfg, "qk_norm")                                  # a LlamaConfig with feature fields
         for i in range(cfg.n_layers):
             p = f"layers.{i}."
+
+            def lin(t, name, bias=None):
+                y = matmul(t, transpose(P[p + name], (1, 0)))
+                return add(y, P[p + bias]) if feat and cfg.qkv_bias and bias else y
             xn = rmsnorm(x, P[p + "rms_att"], cfg.norm_eps)
-            q = rope(matmul(xn, transpose(P[p + "wq"], (1, 0))), cfg.n_heads, cfg.rope_theta)
-            k = rope(matmul(xn, transpose(P[p + "wk"], (1, 0))), cfg.n_kv_heads, cfg.rope_theta)
-            v = matmul(xn, transpose(P[p + "wv"], (1, 0)))
-            a = attention(q, k, v, cfg.n_heads, cfg.n_kv_heads)
-            h = add(x, matmul(a, transpose(P[p + "wo"], (1, 0))))
+            q, k, v = lin(xn, "wq", "bq"), lin(xn, "wk", "bk"), lin(xn, "wv", "bv")
+            if feat and cfg.qk_norm:
+                q = head_rmsnorm(q, P[p + "q_norm"], cfg.n_heads, cfg.norm_eps)
+                k = head_rmsnorm(k, P[p + "k_norm"], cfg.n_kv_heads, cfg.norm_eps)
+            ang = cfg.layer_rope(i).angles(cfg.head_dim, np.arange(S)).T if feat else None
+            q = rope(q, cfg.n_heads, cfg.rope_theta, ang)
+            k = rope(k, cfg.n_kv_heads, cfg.rope_theta, ang)
+            window = cfg.sliding_window if feat and cfg.layer_sliding(i) else None
+            a = attention(q, k, v, cfg.n_heads, cfg.n_kv_heads, scale=cfg.query_scale if feat else None,
+                          window=window)
+            o = matmul(a, transpose(P[p + "wo"], (1, 0)))
+            sandwich = feat and cfg.sandwich_norms
+            h = add(x, rmsnorm(o, P[p + "rms_att_post"], cfg.norm_eps) if sandwich else o)
             xn2 = rmsnorm(h, P[p + "rms_ffn"], cfg.norm_eps)
             h1 = matmul(xn2, transpose(P[p + "w1"], (1, 0)))
             h3 = matmul(xn2, transpose(P[p + "w3"], (1, 0)))
-            gg = mul(mul(h1, sigmoid(h1)), h3)
-            x = add(h, matmul(gg, transpose(P[p + "w2"], (1, 0))))
+            act = gelu_tanh(h1) if feat and cfg.mlp_act == "gelu_tanh" else mul(h1, sigmoid(h1))
+            f = matmul(mul(act, h3), transpose(P[p + "w2"], (1, 0)))
+            x = add(h, rmsnorm(f, P[p + "rms_ffn_post"], cfg.norm_eps) if sandwich else f)
         xf = rmsnorm(x, P["rms_final"], cfg.norm_eps)
         W = P.get("wcls", P["tok_emb"])
         logits = matmul(xf, transpose(W, (1, 0)))                       # [S, V]
+        cap = getattr(cfg, "final_softcap", None)
+        if cap:
+            logits = mul(tanh(mul(logits, 1.0 / cap)), cap)
         lse = add(log(sum_(exp(add(logits, mul(max_const(logits, -1), -1.0))), -1)), max_const(logits, -1))
         onehot = np.zeros(logits.shape)
         onehot[np.arange(len(targets[b])), targets[b]] = 1.0

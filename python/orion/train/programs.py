@@ -137,12 +137,14 @@ def attention_mask(s: int, window: int | None) -> np.ndarray:
     return m
 
 
-def _probs(qh, kh, scale: float, s: int, rank5: bool, clamp: float | None, window: int | None = None):
+def _probs(qh, kh, scale: float, s: int, rank5: bool, clamp: float | None, mask):
+    """Softmax of the masked scores; ``mask``: :func:`attention_mask`'s array, or a graph value of it."""
     scores = ops.matmul(ops.mul(qh, scale), kh, transpose_x=True)                       # [.., Sq, Skv]
     if clamp:
         scores = ops.clip(scores, -clamp, clamp)                                        # inf -> +-clamp, NaN stays
-    mask = attention_mask(s, window).reshape((1, 1, 1, s, s) if rank5 else (1, 1, s, s))
-    scores = ops.add(scores, ops.as_value(mask, scores))
+    shape = (1, 1, 1, s, s) if rank5 else (1, 1, s, s)
+    mask = ops.as_value(mask.reshape(shape), scores) if isinstance(mask, np.ndarray) else ops.reshape(mask, shape)
+    scores = ops.add(scores, mask)
     return ops.softmax(scores, axis=-1)
 
 
@@ -178,9 +180,19 @@ def attn_variant(cfg: LlamaConfig, layer: int) -> tuple:
     return (cfg.sliding_window if cfg.layer_sliding(layer) else None, cfg.layer_rope(layer))
 
 
-def _w(g: Graph, name: str, arr: np.ndarray):
+def _w(g: Graph, name: str, arr: np.ndarray, dynamic: bool = False):
     arr = np.asarray(arr)
-    return g.weight(name, arr, shape=(1, arr.shape[0], 1, 1)) if arr.ndim == 1 else g.weight(name, arr)
+    if arr.ndim == 1:
+        return g.weight(name, arr, shape=(1, arr.shape[0], 1, 1), dynamic=dynamic)
+    return g.weight(name, arr, dynamic=dynamic)
+
+
+def lean_baked(cfg: LlamaConfig, dynamic: bool) -> bool:
+    """Baked programs of a model with q/k/v biases or q/k norms would hold more weight tensors than the
+    ANE takes (C18/C19: the plain attention program is at the limit for small models, whose outputs each
+    need a widening const): they take their vector weights (norms, biases) and their constant tables
+    (RoPE, mask) as program inputs, set once (or staged by ``set_weights``) - the matrices stay baked."""
+    return not dynamic and (cfg.qkv_bias or cfg.qk_norm)
 
 
 def _linear(x, w, transpose: bool, dynamic: bool, lora=None):
@@ -218,9 +230,15 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
     window, rope = attn_variant(cfg, layer)
     ang = rope.angles(hd, np.arange(S))
     cos, sin = np.cos(ang).reshape(1, hd // 2, 1, S), np.sin(ang).reshape(1, hd // 2, 1, S)
+    mask = attention_mask(S, window)
     scale, eps, qkn = cfg.query_scale, cfg.norm_eps, cfg.qk_norm
     g = Graph(kind)
-    w = {n: _w(g, n, a) for n, a in weights.items()}
+    lean = lean_baked(cfg, dynamic)
+    w = {n: _w(g, n, a, dynamic=lean and np.ndim(a) == 1) for n, a in weights.items()}
+    if lean and kind.startswith("attn"):
+        cos, sin, mask = (g.weight(n, np.asarray(a, np.float32), dynamic=True)
+                          for n, a in (("rope_cos", cos), ("rope_sin", sin), ("attn_mask", mask)))
+    neg_sin = ops.mul(sin, -1.0) if lean and kind.startswith("attn") else -sin
     lw = {n: (g.weight(f"{n}_lora_a", a, dynamic=True), g.weight(f"{n}_lora_b", b, dynamic=True))
           for n, (a, b) in (lora or {}).items()}
     out32 = _FP32_OUT[kind]
@@ -239,7 +257,7 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
         qn = head_norm(ql, w["q_norm"], H, eps, fixes) if qkn else ql
         kn = head_norm(kl, w["k_norm"], KV, eps, fixes) if qkn else kl
         q, k = _rope(qn, H, cos, sin), _rope(kn, KV, cos, sin)
-        p = _probs(_heads(q, H, KV, hd, S, False), _heads(k, H, KV, hd, S, True), scale, S, rank5, clamp, window)
+        p = _probs(_heads(q, H, KV, hd, S, False), _heads(k, H, KV, hd, S, True), scale, S, rank5, clamp, mask)
         att = ops.reshape(ops.matmul(_heads(v, H, KV, hd, S, True), p, transpose_y=True), (1, qd, 1, S))
         outs = [("xn", xn), ("q", q), ("k", k), ("v", v), ("att", att), ("o", lin(att, "wo"))]
         for name, val in outs + ([("ql", ql), ("kl", kl)] if qkn else []):
@@ -258,7 +276,7 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
         k = g.input("k", (1, kvd, 1, S))
         v = g.input("v", (1, kvd, 1, S))
         qh, kh, vh = _heads(q, H, KV, hd, S, False), _heads(k, H, KV, hd, S, True), _heads(v, H, KV, hd, S, True)
-        p = _probs(qh, kh, scale, S, rank5, clamp, window)
+        p = _probs(qh, kh, scale, S, rank5, clamp, mask)
         dah = _heads(lin(dout, "wo", True), H, KV, hd, S, False)                 # da = Wo^T dout, [.., hd, Sq]
         dv = ops.matmul(dah, p)                                                  # dV[hd, j] = sum_i da[hd, i] P[i, j]
         dp = ops.matmul(dah, vh, transpose_x=True)                               # dP[i, j] = sum_hd da[hd, i] v[hd, j]
@@ -267,8 +285,8 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
         dk = ops.matmul(qh, ds)                                                  # dk[hd, j] = sum_i q[hd, i] dS[i, j]
         if rank5:
             dv, dk = ops.reduce_sum(dv, [2]), ops.reduce_sum(dk, [2])            # sum over the query group
-        dq = _rope(ops.reshape(dq, (1, qd, 1, S)), H, cos, -sin)                 # RoPE^T = rotation by -theta
-        dk = _rope(ops.reshape(dk, (1, kvd, 1, S)), KV, cos, -sin)
+        dq = _rope(ops.reshape(dq, (1, qd, 1, S)), H, cos, neg_sin)              # RoPE^T = rotation by -theta
+        dk = _rope(ops.reshape(dk, (1, kvd, 1, S)), KV, cos, neg_sin)
         dv = ops.reshape(dv, (1, kvd, 1, S))
         norm_grads = []
         if qkn:                                                                  # back through the q/k norms
@@ -482,8 +500,14 @@ class LayerPrograms:
         from ..compiler import lower
         for (kind, layer), cp in self._progs.items():
             g = self._graphs[(kind, layer)]
+            inputs = {}
             for name, arr in layer_weights(kind, self.params, layer).items():
+                if name in cp.io_plan.dynamic:              # lean programs' vector weights: staged, not baked
+                    inputs[name] = arr
+                    continue
                 g.weights[name].node.attrs["value"] = np.asarray(arr, np.float32).reshape(g.weights[name].shape)
+            if inputs:
+                cp.set_weights(**inputs)
             args = {k: v for k, v in cp._recompile_args.items() if k in ("target",)}
             low = lower(g, **args)
             if low.mil != cp.mil:
