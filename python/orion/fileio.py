@@ -62,3 +62,7 @@ def read_json(path: str, error: type[Exception], missing: str = "no such file", 
         raise error(f"{path}: {missing}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise error(f"{path}: {invalid} ({e})") from None
+    except RecursionError:
+        raise error(f"{path}: {invalid} (nested too deeply to be a configuration file)") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a folder, expected a JSON file") from None

@@ -7,6 +7,7 @@ the file, the tensor and the expectation (:class:`orion.ModelFormatError`)."""
 from __future__ import annotations
 
 import json
+import math
 import mmap
 import os
 import struct
@@ -60,6 +61,10 @@ class SafetensorsFile:
         if not isinstance(header, dict):
             raise ModelFormatError(f"{path}: corrupt safetensors header (expected a JSON object)")
         self.metadata = header.pop("__metadata__", None) or {}
+        if not isinstance(self.metadata, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                          for k, v in self.metadata.items()):
+            raise ModelFormatError(f"{path}: corrupt safetensors header: '__metadata__' must map strings to "
+                                   f"strings, got {str(self.metadata)[:200]}")
         self._data0 = 8 + n
         data_len = size - self._data0
         self._entries: dict[str, tuple[np.dtype, tuple, int, int, str]] = {}
@@ -76,7 +81,7 @@ class SafetensorsFile:
             dt = DTYPES[dt_name]
             if any(d < 0 for d in shape):
                 raise ModelFormatError(f"{path}: tensor {name!r}: negative dimension in shape {list(shape)}")
-            need = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            need = math.prod(shape) * dt.itemsize          # Python ints: a crafted shape cannot wrap around
             if not 0 <= b <= end or end - b != need:
                 raise ModelFormatError(f"{path}: tensor {name!r}: data_offsets [{b}, {end}] hold {end - b} bytes, "
                                        f"expected {need} for {dt_name}{list(shape)}")

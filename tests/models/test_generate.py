@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
+from orion.errors import InputError
 from orion.models import Model, SamplingParams, load, reference, sample_next
 from orion.models.tokenizers import GPT2Tokenizer
 
@@ -147,3 +148,32 @@ def test_kv_cache_is_sized_for_the_call_not_for_n_ctx():
         assert m.generate([1, 5, 9], max_tokens=8, stop_tokens=[]).tokens == want
     finally:
         m.release()
+
+
+def test_one_model_shared_by_threads_gives_each_the_answer_it_would_get_alone():
+    """Issue 12 §3: a Model used from two threads serialises its generations (each owns the KV cache
+    for its duration); a second generation inside an unfinished stream of the same thread is refused."""
+    import threading
+    cfg = tiny_llama()
+    m = Model(cfg, weights16(cfg), device="sim")
+    prompts = [[1, 5, 9, 30], [1, 7], [1, 100, 200, 3, 4, 5], [1, 2, 3]]
+    want = [m.generate(p, max_tokens=12, stop_tokens=[]).tokens for p in prompts]
+    got: dict = {}
+
+    def work(i):
+        for _ in range(3):
+            got.setdefault(i, []).append(m.generate(prompts[i], max_tokens=12, stop_tokens=[]).tokens)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(got[i] == [want[i]] * 3 for i in range(len(prompts)))
+    s = m.stream([1, 5], max_tokens=5, stop_tokens=[])
+    next(s)
+    with pytest.raises(InputError, match="unfinished stream"):
+        m.generate([1, 2], max_tokens=2)
+    s.close()
+    assert m.generate([1, 2], max_tokens=2, stop_tokens=[]).tokens == reference.greedy(cfg, m.weights, [1, 2], 2)
+    m.release()

@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import ModelFormatError
 from .config import LlamaConfig, ModelConfig, config_from_dict, config_from_hf, read_hf_config
 from .families import family_module
-from ..fileio import write_bytes_atomic
+from ..fileio import read_json, write_bytes_atomic
 from ..safetensors import SafetensorsFile, write_safetensors
 
 log = logging.getLogger("orion")
@@ -325,11 +325,12 @@ def _read_hf(directory: str) -> Checkpoint:
         for n in st.names:
             tensors[n] = (lambda st=st, n=n: st.get(n))
     elif os.path.exists(index):
-        try:
-            with open(index, encoding="utf-8") as f:
-                wm = json.load(f)["weight_map"]
-        except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
-            raise ModelFormatError(f"{index}: malformed safetensors index ({e})") from None
+        idx = read_json(index, ModelFormatError, invalid="malformed safetensors index")
+        wm = idx.get("weight_map") if isinstance(idx, dict) else None
+        if not isinstance(wm, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.endswith(".safetensors")
+                                               for k, v in wm.items()):
+            raise ModelFormatError(f"{index}: malformed safetensors index: 'weight_map' must map tensor names to "
+                                   f".safetensors file names, got {str(wm)[:200]}")
         opened: dict[str, SafetensorsFile] = {}
         files.append(index)
         for n, fn in wm.items():

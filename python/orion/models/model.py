@@ -3,7 +3,9 @@ names searched locally, Hub repository ids)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -38,6 +40,8 @@ class Model:
         self.add_bos = (config.family == "llama") if add_bos is None else add_bos
         self._engine_options = engine_options
         self._engine: Engine | None = None
+        self._lock = threading.Lock()          # one generation at a time owns the engine (KV cache, surfaces)
+        self._owner: int | None = None
 
     def __repr__(self) -> str:
         c = self.config
@@ -53,10 +57,29 @@ class Model:
                 self._engine.graph_options["lora"] = self._lora_slots
         return self._engine
 
+    @contextlib.contextmanager
+    def exclusive(self):
+        """Owns the model's programs and KV cache for a block: calls from other threads wait their turn
+        (a Model is safe to share between threads; its work is serialised), a second generation started
+        in the thread that holds it (an unfinished stream) is an :class:`InputError`."""
+        me = threading.get_ident()
+        if not self._lock.acquire(blocking=False):
+            if self._owner == me:
+                raise InputError(f"model {self.name!r} is busy with an unfinished stream in this thread: exhaust or "
+                                 f"close() it first, or load a second Model for concurrent generations")
+            self._lock.acquire()
+        self._owner = me
+        try:
+            yield self
+        finally:
+            self._owner = None
+            self._lock.release()
+
     def release(self) -> None:
-        if self._engine is not None:
-            self._engine.release()
-            self._engine = None
+        with self.exclusive():
+            if self._engine is not None:
+                self._engine.release()
+                self._engine = None
 
     # -- LoRA ------------------------------------------------------------------------------------
     def set_adapter(self, adapter, **options) -> None:
@@ -64,7 +87,8 @@ class Model:
         the base model) from the next evaluation on; swaps within the programs' adapter slots cost zero
         compiles and zero loads. Options (``rank``, ``targets``, ``check_base``): :func:`orion.lora.set_adapter`."""
         from ..lora import set_adapter
-        set_adapter(self, adapter, **options)
+        with self.exclusive():
+            set_adapter(self, adapter, **options)
 
     @property
     def adapter(self):
@@ -148,9 +172,10 @@ class Model:
     def logits(self, ids: Sequence[int]) -> np.ndarray:
         """Logits ``[n, V]`` of every position of ``ids`` (one prefill through the programs)."""
         ids = self.encode(list(ids))
-        eng = self.engine
-        eng.reset(len(ids))
-        return eng.prefill(ids, all_logits=True)
+        with self.exclusive():
+            eng = self.engine
+            eng.reset(len(ids))
+            return eng.prefill(ids, all_logits=True)
 
 
 def _search_dirs() -> list[str]:

@@ -104,7 +104,16 @@ class TokenStream:
     def __next__(self) -> Token:
         return next(self._it)
 
+    def close(self) -> None:
+        """Stops the generation early and hands the model back (also done when the stream is exhausted
+        or garbage-collected)."""
+        self._it.close()
+
     def _run(self) -> Iterator[Token]:
+        with self.model.exclusive():          # the stream owns the engine's KV cache until it ends
+            yield from self._steps()
+
+    def _steps(self) -> Iterator[Token]:
         m, p, r = self.model, self.params, self.result
         eng = m.engine
         ids = r.prompt_tokens
