@@ -263,6 +263,8 @@ class Trainer:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         t1 = time.perf_counter()
         self.grads.finish()
+        if self.lora is not None:            # a fused module's parts (Phi-3 qkv_proj) share one lora_A
+            self.lora.tie_gradients(self.grads.grads)
         gn = global_norm(self.grads) / scale if finite else float("nan")
         finite = finite and math.isfinite(gn)
         t_cpu += time.perf_counter() - t1
