@@ -49,7 +49,9 @@ def add_generate_parser(subparsers):
     g.add_argument("--adapter", default=None, metavar="DIR", help="LoRA adapter (PEFT folder: adapter_config.json + "
                    "adapter_model.safetensors, e.g. from orion train --lora); A/B become program inputs")
     g.add_argument("--cache-dir", default=None, help="weight cache folder (default $ORION_CACHE_DIR or "
-                   "~/.cache/orion)")
+                   "~/.cache/orion; kept under $ORION_CACHE_MAX_GB, default 32)")
+    g.add_argument("--no-cache", action="store_true", help="convert the weights in memory only: neither read nor "
+                   "write the weight cache")
     g.set_defaults(func=cmd_generate)
     return g
 
@@ -68,7 +70,7 @@ def cmd_generate(args, out=None, err=None) -> int:
         base = get_profile()
         profile = Profile(chip=args.chip, strictness=base.strictness)
     model = load(args.model, tokenizer=args.tokenizer, device=args.device, profile=profile, cache=args.cache_dir,
-                 classifier=args.classifier)
+                 use_cache=not getattr(args, "no_cache", False), classifier=args.classifier)
     if getattr(args, "adapter", None):
         model.set_adapter(args.adapter)
     if args.prompt_ids is not None:

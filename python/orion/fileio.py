@@ -8,6 +8,7 @@ folder so the rename itself is durable.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import tempfile
@@ -27,6 +28,45 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    """The process umask: Linux reports it in /proc (thread-safe); elsewhere setting it is the only way to
+    read it, which could race with other threads creating files, so that is done once."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return _umask_once()
+
+
+@functools.lru_cache(maxsize=None)
+def _umask_once() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def prune_stale_temps(folder: str, max_age_s: float = 3600.0) -> int:
+    """Removes ``.<name>.*.tmp`` files that :func:`atomic_write` left behind when a process was killed
+    mid-write (older than ``max_age_s``: a live writer's file is younger); returns how many."""
+    import time
+    n = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    now = time.time()
+    for e in entries:
+        if e.name.startswith(".") and e.name.endswith(".tmp") and e.is_file(follow_symlinks=False):
+            with contextlib.suppress(OSError):
+                if now - e.stat(follow_symlinks=False).st_mtime > max_age_s:
+                    os.unlink(e.path)
+                    n += 1
+    return n
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "wb"):
     """``with atomic_write(path) as f: f.write(...)`` — replaces ``path`` only when the block succeeds."""
@@ -35,6 +75,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb"):
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())        # mkstemp makes 0600; a user's files follow their umask
         with os.fdopen(fd, mode) as f:
             yield f
             f.flush()

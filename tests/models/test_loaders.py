@@ -328,3 +328,44 @@ def test_prompt_and_token_errors():
     g = m.generate([1] * 30, max_tokens=10, stop_tokens=[])     # runs into the context: stops cleanly
     assert g.stop_reason == "context" and len(g.tokens) == 3
     assert isinstance(e.value, orion.OrionError)
+
+
+def test_weight_cache_is_capped_pruned_and_can_be_turned_off(tmp_path, monkeypatch):
+    """Issue 12 §8: temp files of killed writes are pruned, the cache stays under ORION_CACHE_MAX_GB
+    (least recently used entries go first), ORION_CACHE_MAX_GB=0 and use_cache=False write nothing, and
+    files are created with the user's umask, not mkstemp's 0600."""
+    import time
+    srcs = []
+    for i in range(3):
+        cfg = tiny_gpt2(n_layers=1)
+        d = tmp_path / f"m{i}"
+        write_hf_gpt2(d, cfg, random_weights(cfg, seed=i))
+        srcs.append(d)
+    cache = tmp_path / "cache"
+    root = cache / "weights"
+    root.mkdir(parents=True)
+    stale = root / ".x.safetensors.abc.tmp"
+    stale.write_bytes(b"half")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    fresh = root / ".y.safetensors.abc.tmp"
+    fresh.write_bytes(b"being written")
+    old_mask = os.umask(0o027)
+    try:
+        first = load_weights(str(srcs[0]), cache=str(cache)).cache_file
+    finally:
+        os.umask(old_mask)
+    assert not stale.exists() and fresh.exists()
+    assert os.stat(first).st_mode & 0o777 == 0o640
+    size = os.path.getsize(first)
+    monkeypatch.setenv("ORION_CACHE_MAX_GB", str(2.5 * size / 2 ** 30))       # room for two entries
+    os.utime(first, (time.time() - 100, time.time() - 100))
+    second = load_weights(str(srcs[1]), cache=str(cache)).cache_file
+    os.utime(second, (time.time() - 50, time.time() - 50))
+    load_weights(str(srcs[0]), cache=str(cache))                                # a hit makes it recent
+    third = load_weights(str(srcs[2]), cache=str(cache)).cache_file
+    assert os.path.exists(first) and os.path.exists(third) and not os.path.exists(second)
+    monkeypatch.setenv("ORION_CACHE_MAX_GB", "0")
+    assert load_weights(str(srcs[1]), cache=str(cache)).cache_file is None
+    monkeypatch.setenv("ORION_CACHE_MAX_GB", "lots")
+    with pytest.raises(ModelFormatError, match="ORION_CACHE_MAX_GB"):
+        load_weights(str(srcs[1]), cache=str(cache))

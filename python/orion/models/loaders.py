@@ -19,12 +19,14 @@ and caches the result on disk keyed by the sources' content hash.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
 import struct
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -511,6 +513,49 @@ def cache_dir(cache_dir: str | None = None) -> str:
     return os.path.abspath(os.path.expanduser(cache_dir or os.environ.get("ORION_CACHE_DIR") or "~/.cache/orion"))
 
 
+DEFAULT_CACHE_GB = 32.0
+
+
+def cache_limit_bytes() -> int:
+    """The weight cache's size cap: $ORION_CACHE_MAX_GB (default 32 GB)."""
+    raw = os.environ.get("ORION_CACHE_MAX_GB")
+    try:
+        gb = DEFAULT_CACHE_GB if raw is None else float(raw)
+    except ValueError:
+        gb = float("nan")
+    if not gb >= 0:
+        raise ModelFormatError(f"ORION_CACHE_MAX_GB={raw!r}: expected a size in GB >= 0")
+    return int(gb * 2 ** 30)
+
+
+def prune_cache(root: str, keep: str | None = None) -> list[str]:
+    """Removes temp files of killed writes, then the least recently used entries until the weight cache
+    fits :func:`cache_limit_bytes` (``keep``: an entry never removed, the one just written). Returns the
+    removed entries."""
+    from ..fileio import prune_stale_temps
+    prune_stale_temps(root)
+    prune_stale_temps(os.path.join(root, "stat"))
+    try:
+        entries = [e for e in os.scandir(root) if e.name.endswith(".safetensors") and e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
+    stats = sorted(((max(e.stat().st_atime, e.stat().st_mtime), e.stat().st_size, e.path) for e in entries))
+    total, limit, removed = sum(sz for _, sz, _ in stats), cache_limit_bytes(), []
+    for _, size, p in stats:
+        if total <= limit:
+            break
+        if keep and os.path.abspath(p) == os.path.abspath(keep):
+            continue
+        try:
+            os.unlink(p)
+        except OSError:
+            continue
+        total -= size
+        removed.append(p)
+        log.info("orion: weight cache over %.1f GB: removed %s", limit / 2 ** 30, p)
+    return removed
+
+
 def _source_files(path: str) -> list[str]:
     if os.path.isdir(path):
         d = path
@@ -565,8 +610,10 @@ def _content_key(files: list[str], root: str) -> str:
 def load_weights(path: str, *, cache: str | None = None, use_cache: bool = True) -> Checkpoint:
     """Canonical fp16 weights of a checkpoint, converted once and cached on disk under
     ``<cache>/weights/<sha256 of the source files>.safetensors`` (atomic writes; a corrupt cache entry is
-    rebuilt). ``cache``: folder (default :func:`cache_dir`)."""
+    rebuilt; the cache is kept under $ORION_CACHE_MAX_GB by :func:`prune_cache`). ``cache``: folder (default
+    :func:`cache_dir`); ``use_cache=False`` neither reads nor writes it."""
     path = os.fspath(path)
+    use_cache = use_cache and cache_limit_bytes() > 0          # ORION_CACHE_MAX_GB=0: no cache at all
     root = os.path.join(cache_dir(cache), "weights")
     files = _source_files(path) if use_cache and os.path.exists(path) else []
     entry = None
@@ -583,6 +630,8 @@ def load_weights(path: str, *, cache: str | None = None, use_cache: bool = True)
             kind = st.metadata.get("orion_kind", "cached")
             w = {n: st.get(n) for n in st.names}
             check_weights(cfg, w, entry)
+            with contextlib.suppress(OSError):       # last use in the access time, for prune_cache's LRU order
+                os.utime(entry, (time.time(), os.stat(entry).st_mtime))
             return Checkpoint(cfg, w, kind, path, files, cache_file=entry)
         except (ModelFormatError, KeyError, ValueError, TypeError) as e:
             log.warning("orion: rebuilding corrupt weight cache entry %s (%s)", entry, e)
@@ -599,6 +648,7 @@ def load_weights(path: str, *, cache: str | None = None, use_cache: bool = True)
             write_safetensors(entry, w16, {"orion_config": json.dumps(ck.config.to_dict()), "orion_kind": ck.kind,
                                            "orion_source": os.path.abspath(path), "orion_format": CONVERTER_VERSION})
             ck.cache_file = entry
+            prune_cache(root, keep=entry)
         except OSError as e:
             log.warning("orion: could not write the weight cache %s (%s)", entry, e)
     return ck
