@@ -1,4 +1,5 @@
-"""``orion train``: train a Llama/Stories model with forward and backward passes as device programs.
+"""``orion train``: train a Llama-style model (a preset, or ``--init`` any family orion loads: Llama 2/3,
+SmolLM2, Qwen 2.5/3, Mistral, Gemma 3, Phi-3, llama2.c) with forward and backward passes as device programs.
 
 With no arguments it trains the small default model (``tiny``) on the story corpus shipped inside the
 package, with a SentencePiece tokenizer trained on the fly, on the default device (the ANE simulator
@@ -35,8 +36,9 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
                     "story corpus.")
     m = p.add_argument_group("model")
     m.add_argument("--model", default=None, choices=sorted(PRESETS), help="model preset (default: tiny)")
-    m.add_argument("--init", metavar="PATH", help="start from a llama2.c .bin, a Hugging Face Llama folder or an "
-                                                  "orion train checkpoint folder (read only; never overwritten)")
+    m.add_argument("--init", metavar="PATH", help="start from a llama2.c .bin, a Hugging Face folder (Llama, Qwen, "
+                                                  "Mistral, Gemma 3, Phi-3; its tokenizer comes along) or an orion "
+                                                  "train checkpoint folder (read only; never overwritten)")
     for flag, key in (("--dim", "dim"), ("--layers", "n_layers"), ("--heads", "n_heads"),
                       ("--kv-heads", "n_kv_heads"), ("--hidden", "hidden_dim"), ("--vocab", "vocab_size")):
         m.add_argument(flag, dest="m_" + key, type=int, default=None, metavar="N",
@@ -86,8 +88,8 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (0: greedy)")
     s.add_argument("--prompt", default=None, help="sample prompt (default: 'Once upon a time')")
     s.add_argument("--export-bin", metavar="PATH", help="also write the trained model as a llama2.c .bin")
-    s.add_argument("--export-hf", metavar="DIR", help="also write a Hugging Face folder (config.json + "
-                                                      "model.safetensors)")
+    s.add_argument("--export-hf", metavar="DIR", help="also write a Hugging Face folder (the family's config.json, "
+                                                      "model.safetensors, the --init folder's tokenizer files)")
     s.add_argument("--log-jsonl", metavar="PATH", help="append one JSON record per step")
     s.add_argument("--no-progress", action="store_true", help="no progress bar (one log line per 10 steps)")
     p.set_defaults(func=cmd_train)
@@ -264,11 +266,15 @@ def cmd_train(args) -> int:
 def _run(args) -> int:
     import json
 
-    from .train.model import n_params, write_hf, write_llama2c
+    from .train.errors import TrainError
+    from .train.model import llama2c_unsupported, n_params, write_hf, write_llama2c
     from .train.sample import generate
     from .train.trainer import Trainer
 
     cfg, params, tc, data, tok, resume, extras = _prepare(args)
+    if args.export_bin and llama2c_unsupported(cfg):            # refuse before training, not after
+        raise TrainError(f"--export-bin: a llama2.c .bin cannot hold this model "
+                         f"({', '.join(llama2c_unsupported(cfg))}); use --export-hf")
     lora_cfg = extras.pop("lora_config", None)
     adapter = None
     if lora_cfg is not None:

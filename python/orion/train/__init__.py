@@ -1,4 +1,6 @@
-"""Training Llama/Stories models with forward and backward passes as ANE programs (``orion train``).
+"""Training Llama-style models (every family of :class:`orion.models.config.LlamaConfig`: Llama 2/3, SmolLM2,
+Qwen 2.5/3, Mistral, Gemma 3, Phi-3, llama2.c Stories) with forward and backward passes as ANE programs
+(``orion train``).
 
 Device programs per layer (programs.py), CPU gradients and loss (step.py), AdamW + loss scaling
 (optim.py), fp16 safety (stability.py), data (data.py), atomic checkpoints (checkpoint.py), the loop

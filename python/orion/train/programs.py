@@ -1,20 +1,28 @@
-"""Per-layer device programs of a Llama training step, built with the graph compiler.
+"""Per-layer device programs of a training step for every Llama-style family, built with the graph compiler.
 
 Four programs per layer, on ``[1, C, 1, S]`` fp16 tensors, every result a NAMED output (the runtime binds
 by name, so the C03 slot order can never swap them — training-on-ane.md §4.1):
 
-``attn_fwd``  x → RMSNorm → Wq/Wk/Wv → RoPE (llama2.c adjacent pairs) → causal attention → Wo
-              outputs ``xn`` (normed input), ``q``/``k`` (after RoPE), ``v``, ``att`` (pre-Wo), ``o``
-``ffn_fwd``   x → RMSNorm → W1/W3 → SwiGLU → W2; outputs ``xn``, ``h1``, ``h3``, ``g`` (gate), ``f``
-``attn_bwd``  (dout, q, k, v) → da = Woᵀ dout → recomputed P → dV, dP, dS → dQ, dK → inverse RoPE →
-              outputs ``dq``/``dk`` (pre-RoPE), ``dv`` and ``dxn = Wqᵀdq + Wkᵀdk + Wvᵀdv``
-``ffn_bwd``   (df, h1, h3) → dg = W2ᵀ df → SwiGLU backward → outputs ``dh1``, ``dh3``, ``dxn``
+``attn_fwd``  x → RMSNorm → Wq/Wk/Wv (+ biases) → (per-head q/k RMSNorm) → RoPE (llama2.c adjacent pairs,
+              the layer's :class:`orion.models.rope.Rope`) → causal (or sliding-window) attention with the
+              config's query scale → Wo; outputs ``xn`` (normed input), ``q``/``k`` (after RoPE), ``v``,
+              ``att`` (pre-Wo), ``o``, and with q/k norms ``ql``/``kl`` (the projections before the norm)
+``ffn_fwd``   x → RMSNorm → W1/W3 → SwiGLU or GeGLU (tanh GELU) → W2; outputs ``xn``, ``h1``, ``h3``, ``g``, ``f``
+``attn_bwd``  (dout, q, k, v[, ql, kl]) → da = Woᵀ dout → recomputed P → dV, dP, dS → dQ, dK → inverse RoPE →
+              (q/k norm backward) → outputs ``dq``/``dk`` (at Wq/Wk's outputs), ``dv``,
+              ``dxn = Wqᵀdq + Wkᵀdk + Wvᵀdv`` and with q/k norms ``gqn``/``gkn`` (dy·x̂, summed on the CPU into
+              the norm weights' gradients)
+``ffn_bwd``   (df, h1, h3) → dg = W2ᵀ df → SwiGLU / GeGLU backward → outputs ``dh1``, ``dh3``, ``dxn``
+
+The rest of each feature runs on the CPU (step.py): embedding scale, Gemma's sandwich norms on the
+sublayer outputs, final soft-capping, bias gradients (row sums of dq/dk/dv).
 
 Weight gradients (dW = dY·Xᵀ, ``[out, in]``) and the RMSNorm backward run on the CPU (step.py).
 
 Weight-update strategies (training-on-ane.md §1):
 
-* ``dynamic``   weights are program inputs: four programs compiled once and shared by all layers; each
+* ``dynamic``   weights are program inputs: four programs compiled once and shared by all layers (the
+                attention pair once per window/RoPE variant: Gemma 3's sliding and global layers); each
                 layer's current weights are staged into the input surfaces right before that layer's
                 evals (a version counter makes a stale surface impossible). 0 compiles / loads per step.
                 Each linear is one ``matmul(W, x)`` on the weight surface as stored (``[out, in]``);

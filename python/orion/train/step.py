@@ -1,7 +1,9 @@
 """One training microbatch: forward and backward through the device programs, the rest on the CPU.
 
-CPU side (fp32, numpy BLAS): token embedding and its gradient, the residual stream, the final RMSNorm,
-the classifier and cross-entropy, every RMSNorm backward, and every weight gradient as
+CPU side (fp32, numpy BLAS): token embedding (times the config's embed_scale) and its gradient, the
+residual stream (with Gemma's post-attention/post-MLP norms when ``sandwich_norms``), the final RMSNorm,
+the classifier, soft-capping and cross-entropy, every RMSNorm backward, q/k/v bias and q/k norm weight
+gradients, and every weight gradient as
 ``dW[out, in] = dY · Xᵀ`` (training-on-ane.md §4.3: never the transpose). Gradients accumulate in
 ``grads`` (same names and shapes as the parameters) across microbatches; they are multiplied by the loss
 scale until the optimizer unscales them.
