@@ -51,11 +51,16 @@ class ModelFormatError(OrionError, ValueError):
     """A model, checkpoint or tokenizer file is missing, corrupt or of the wrong kind."""
 
 
+class QuantizationError(OrionError, ValueError):
+    """Weights, parameters or logits given to ``orion.quant`` that cannot be quantized or compared as asked."""
+
+
 class AneSimWarning(UserWarning):
     """The simulator reproduced a silent hardware behaviour (wrong data included)."""
 
 
 __all__ = [
     "OrionError", "MILSyntaxError", "CompileError", "EvalError", "BudgetExceeded", "WeightUpdateError",
-    "BlobFormatError", "ProgramStateError", "InputError", "ModelFormatError", "AneSimWarning",
+    "BlobFormatError", "ProgramStateError", "InputError", "ModelFormatError", "QuantizationError",
+    "AneSimWarning",
 ]

@@ -1,0 +1,84 @@
+"""What every quantizer shares: input checks, fp16 rounding of scales, and the one scale/shift arithmetic.
+
+Every quantizer first rounds the weight to fp16 (the precision the model runs in), so quantizing the
+fp32 checkpoint and the fp16 cache gives the same arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import QuantizationError
+
+__all__ = ["as_fp16_weight", "check_divides", "expand_shape", "covering_scale", "shift_scale"]
+
+_FP16_MAX = float(np.finfo(np.float16).max)
+
+
+def as_fp16_weight(w, where: str, min_rank: int = 2) -> np.ndarray:
+    """``w`` as a C-contiguous fp16 array; raises :class:`QuantizationError` for non-float, low-rank,
+    empty or non-finite input (values beyond the fp16 range included)."""
+    if not isinstance(w, np.ndarray):
+        raise QuantizationError(f"{where}: weights must be a numpy array, got {type(w).__name__}")
+    if w.dtype not in (np.float16, np.float32, np.float64):
+        raise QuantizationError(f"{where}: weights must be float16, float32 or float64, got {w.dtype}; "
+                                f"cast them to a float type first")
+    if w.ndim < min_rank or w.size == 0:
+        raise QuantizationError(f"{where}: weights must have rank >= {min_rank} [out, in, ...] and no empty "
+                                f"dimension, got shape {list(w.shape)}")
+    if not np.isfinite(w).all():
+        bad = np.argwhere(~np.isfinite(w))[0]
+        raise QuantizationError(f"{where}: weights hold a non-finite value at index {bad.tolist()}; "
+                                f"fix the checkpoint")
+    big = np.abs(w).max()
+    if big > _FP16_MAX:
+        raise QuantizationError(f"{where}: weights reach |w| = {float(big):g}, beyond the fp16 range "
+                                f"({_FP16_MAX:g}); they cannot run on the ANE as they are")
+    return np.ascontiguousarray(w, dtype=np.float16)
+
+
+def check_divides(size: int, part, what: str, where: str) -> int:
+    """``part`` as int when it is a positive divisor of ``size``; raises otherwise."""
+    if isinstance(part, bool) or not isinstance(part, (int, np.integer)) or part <= 0:
+        raise QuantizationError(f"{where}: {what} must be a positive int, got {part!r}")
+    if size % int(part):
+        raise QuantizationError(f"{where}: {what} {int(part)} does not divide the dimension {size}; "
+                                f"choose a divisor of {size}")
+    return int(part)
+
+
+def covering_scale(span: np.ndarray, steps: int) -> np.ndarray:
+    """The smallest fp16 ``s`` with ``s * steps >= span`` (elementwise), near ``span / steps``.
+
+    Rounding ``span / steps`` to fp16 can land one ulp below; bumping it keeps every weight inside the
+    integer grid, so the rounding error stays <= s/2 (no clipping). Zero spans get ``s = 1``.
+    """
+    span = np.asarray(span, np.float64)
+    s = (span / steps).astype(np.float16)
+    low = s.astype(np.float64) * steps < span
+    s = np.where(low, np.nextafter(s, np.float16(np.inf)), s)
+    return np.where(span > 0, s, np.float16(1.0)).astype(np.float16)
+
+
+def shift_scale(q: np.ndarray, scale: np.ndarray, offset: np.ndarray | None) -> np.ndarray:
+    """``fp16(scale * (q - offset))`` with ``scale`` and ``offset`` already broadcast to ``q``.
+
+    The arithmetic of ``constexpr_affine_dequantize`` and ``constexpr_blockwise_shift_scale`` as
+    coremltools evaluates them (``optimize._utils.dequantize_by_scale_and_zp``: fp32; iOS18 ``decompress``:
+    fp16): ``q - offset`` is an exact integer (|.| <= 255) and its product with an fp16 scale needs at
+    most 9 + 11 significant bits, so it is exact in fp32 and the result is that exact product rounded
+    once to fp16 (round to nearest even) - the same bits either way. This is the reference the
+    simulator's dequantizing kernels must equal.
+    """
+    d = q.astype(np.float32)
+    if offset is not None:
+        d = d - offset.astype(np.float32)
+    return (d * scale.astype(np.float32)).astype(np.float16)
+
+
+def expand_shape(shape: tuple, rank: int) -> tuple:
+    """``shape`` with unit dims appended up to ``rank`` (linear ``[out, in]`` -> conv ``[out, in, 1, 1]``)."""
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < len(shape):
+        raise QuantizationError(f"cannot expand shape {list(shape)} to rank {rank!r}: rank must be an int "
+                                f">= {len(shape)}")
+    return tuple(shape) + (1,) * (rank - len(shape))

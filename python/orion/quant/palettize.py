@@ -1,0 +1,118 @@
+"""k-means palettization for ``constexpr_lut_to_dense`` (iOS18 form, scalar LUTs).
+
+Op (coremltools ``iOS18.compression.constexpr_lut_to_dense``): ``indices`` uint{1,2,3,4,6,8} of the
+weight's shape, ``lut`` of rank ``indices.rank + 2`` shaped ``[G, 1, ..., 1, 2**bits, 1]``: dim 0 of
+the indices is split into ``G`` groups of ``group_size`` output channels, each with its own table;
+the last dim (VECTOR_SIZE) is 1, so there is no ``vector_axis``. Output = the LUT entry, no arithmetic:
+``y[i, ...] = lut[i // group_size, 0, ..., indices[i, ...], 0]`` in the LUT's dtype (fp16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import QuantizationError
+from .common import as_fp16_weight, check_divides, expand_shape
+from .kmeans import fp16_histogram, kmeans_1d, nearest_sorted
+from .packing import PackedInts, mil_int_dtype
+
+__all__ = ["LutQuantized", "palettize"]
+
+
+@dataclass(frozen=True, eq=False)
+class LutQuantized:
+    """Operands of one ``constexpr_lut_to_dense`` (iOS18, VECTOR_SIZE 1)."""
+
+    op: ClassVar[str] = "constexpr_lut_to_dense"
+    indices: PackedInts  #: uint{bits}, the weight's shape
+    lut: np.ndarray  #: fp16 [G, 1, ..., 1, 2**bits, 1], rank indices.rank + 2; each table ascending
+
+    def __post_init__(self):
+        ix = self.indices
+        if ix.signed:
+            raise QuantizationError(f"{self.op}: indices must be unsigned, got {ix.dtype}")
+        k = 1 << ix.bits
+        want_rank = len(ix.shape) + 2
+        ok = (self.lut.dtype == np.float16 and self.lut.ndim == want_rank and self.lut.shape[-2:] == (k, 1)
+              and all(s == 1 for s in self.lut.shape[1:-2]) and ix.shape[0] % self.lut.shape[0] == 0)
+        if not ok:
+            raise QuantizationError(f"{self.op}: lut must be fp16 [G, {', '.join(['1'] * (want_rank - 3))}, {k}, 1] "
+                                    f"with G dividing {ix.shape[0]}, got {self.lut.dtype} {list(self.lut.shape)}")
+
+    @property
+    def shape(self) -> tuple:
+        return self.indices.shape
+
+    @property
+    def bits(self) -> int:
+        return self.indices.bits
+
+    @property
+    def group_size(self) -> int:
+        """Output channels (dim 0) sharing one table; ``shape[0]`` for a per-tensor LUT."""
+        return self.shape[0] // self.lut.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        """Blob payload bytes: packed indices + fp16 tables."""
+        return sum(p.size for _, _, p in self.operands().values())
+
+    def operands(self) -> dict:
+        """MIL parameter name -> (MIL dtype, shape, blob payload as 1-D uint8)."""
+        ix = self.indices
+        return {"indices": (ix.dtype, ix.shape, ix.payload),
+                "lut": ("fp16", self.lut.shape, self.lut.view(np.uint8).reshape(-1))}
+
+    def dequantize(self) -> np.ndarray:
+        """The fp16 tensor the op produces: a pure table lookup."""
+        idx = self.indices.unpack().reshape(self.shape[0], -1)
+        tables = self.lut.reshape(self.lut.shape[0], -1)  # [G, 2**bits]
+        rows = np.repeat(np.arange(tables.shape[0]), self.group_size)[:, None]
+        return tables[rows, idx].reshape(self.shape)
+
+    def expand_rank(self, rank: int) -> "LutQuantized":
+        """The same weights with unit dims appended, e.g. linear ``[out, in]`` -> conv ``[out, in, 1, 1]``."""
+        shape = expand_shape(self.shape, rank)
+        lut = self.lut.reshape((self.lut.shape[0],) + (1,) * (rank - 1) + self.lut.shape[-2:])
+        return LutQuantized(self.indices.reshaped(shape), lut)
+
+
+def palettize(w: np.ndarray, bits: int, *, group_size: int | None = None, seed=0,
+              max_iter: int = 50) -> LutQuantized:
+    """Palettize ``w`` (``[out, in, ...]``) with a ``2**bits``-entry k-means LUT.
+
+    ``group_size=None``: one table for the tensor; otherwise one table per ``group_size`` consecutive
+    output channels (must divide ``out``). Deterministic for a given ``seed`` (an int or a sequence of
+    ints, as ``numpy.random.default_rng`` takes; k-means++ seeding, at
+    most ``max_iter`` Lloyd steps per table; tables are computed on the fp16 histogram, see
+    :mod:`orion.quant.kmeans`). Each table is sorted ascending and stored as fp16; every weight gets
+    the index of its nearest fp16 entry.
+    """
+    mil_int_dtype(bits, signed=False)
+    w16 = as_fp16_weight(w, "palettize")
+    out = w16.shape[0]
+    gs = out if group_size is None else check_divides(out, group_size, "group_size", "palettize")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 0:
+        raise QuantizationError(f"palettize: max_iter must be an int >= 0, got {max_iter!r}")
+    k = 1 << int(bits)
+    try:
+        rng = np.random.default_rng(seed)
+    except (TypeError, ValueError) as e:
+        raise QuantizationError(f"palettize: seed must be a non-negative int or sequence of them, got "
+                                f"{seed!r} ({e})") from None
+    groups = w16.reshape(out // gs, -1)
+    tables = np.empty((groups.shape[0], k), np.float16)
+    idx = np.empty(groups.shape, np.uint8)
+    for g in range(groups.shape[0]):
+        values, counts = fp16_histogram(groups[g])
+        table = np.sort(kmeans_1d(values, counts, k, rng, max_iter).astype(np.float16))
+        tables[g] = table
+        # index per distinct value, then gathered per element through the fp16 codes
+        code_to_idx = np.zeros(1 << 16, np.uint8)
+        code_to_idx[values.astype(np.float16).view(np.uint16)] = nearest_sorted(table, values)
+        idx[g] = code_to_idx[groups[g].view(np.uint16)]
+    lut = tables.reshape((tables.shape[0],) + (1,) * (w16.ndim - 1) + (k, 1))
+    return LutQuantized(PackedInts.pack(idx.reshape(w16.shape), int(bits)), lut)

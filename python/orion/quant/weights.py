@@ -1,0 +1,107 @@
+"""Quantize a model's canonical weights (names of ``orion.models.loaders.expected_shapes``) by scheme name.
+
+Only the 2-D linear weights are quantized (``wq wk wv wo w1 w2 w3 wcls``; GPT-2's ``wqkv wo wfc
+wproj``), and the token embedding (``tok_emb`` / ``wte``) on request; norms, biases and position
+embeddings stay fp16.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import QuantizationError
+from .blockwise import quantize_blockwise
+from .int8 import quantize_int8
+from .palettize import palettize
+
+__all__ = ["SCHEMES", "LINEAR_NAMES", "EMBEDDING_NAMES", "WeightReport", "quantize_weights", "quantize_tensor"]
+
+#: scheme -> what it is (the options of quantize_weights apply where named)
+SCHEMES = {
+    "int8": "per-channel symmetric int8, constexpr_affine_dequantize",
+    "uint8": "per-channel affine uint8 (zero point), constexpr_affine_dequantize",
+    "lut4": "4-bit k-means LUT per lut_group_size output channels, constexpr_lut_to_dense",
+    "lut6": "6-bit k-means LUT per lut_group_size output channels, constexpr_lut_to_dense",
+    "int4": "symmetric int4 in blocks of block_size inputs, constexpr_blockwise_shift_scale",
+    "uint4": "affine uint4 + uint4 offset in blocks of block_size inputs, constexpr_blockwise_shift_scale",
+}
+LINEAR_NAMES = frozenset({"wq", "wk", "wv", "wo", "w1", "w2", "w3", "wcls", "wqkv", "wfc", "wproj"})
+EMBEDDING_NAMES = frozenset({"tok_emb", "wte"})
+
+
+def _check_scheme(scheme) -> str:
+    if scheme not in SCHEMES:
+        raise QuantizationError(f"unknown quantization scheme {scheme!r}; choose one of {sorted(SCHEMES)}")
+    return scheme
+
+
+def quantize_tensor(w: np.ndarray, scheme: str, *, lut_group_size: int | None = 16, block_size: int = 32,
+                    seed=0):
+    """One tensor by scheme name; returns an ``AffineQuantized``, ``LutQuantized`` or ``BlockwiseQuantized``."""
+    scheme = _check_scheme(scheme)
+    if scheme in ("int8", "uint8"):
+        return quantize_int8(w, symmetric=scheme == "int8")
+    if scheme in ("lut4", "lut6"):
+        return palettize(w, int(scheme[3:]), group_size=lut_group_size, seed=seed)
+    return quantize_blockwise(w, 4, block_size=block_size, symmetric=scheme == "int4")
+
+
+@dataclass(frozen=True)
+class WeightReport:
+    """Bytes of a model's weights before (all fp16) and after quantization (blob payloads)."""
+
+    scheme: str
+    tensors: dict = field(default_factory=dict)  #: quantized name -> (fp16 bytes, compressed bytes)
+    kept: tuple = ()  #: names left in fp16
+    fp16_bytes: int = 0  #: every tensor at fp16
+    quantized_bytes: int = 0  #: quantized tensors compressed + kept tensors at fp16
+
+    @property
+    def ratio(self) -> float:
+        return self.quantized_bytes / self.fp16_bytes if self.fp16_bytes else 1.0
+
+    def __str__(self) -> str:
+        return (f"{self.scheme}: {len(self.tensors)} tensors quantized, {len(self.kept)} kept fp16; "
+                f"{self.quantized_bytes:,} bytes vs {self.fp16_bytes:,} fp16 ({100 * self.ratio:.1f}%)")
+
+
+def quantize_weights(weights: dict, scheme: str, *, include_embeddings: bool = False,
+                     lut_group_size: int | None = 16, block_size: int = 32, seed: int = 0):
+    """Quantize the linear weights of ``weights`` (canonical name -> array) with ``scheme``.
+
+    Returns ``(quantized, report)``: ``quantized`` maps each quantized name to its dataclass (shape
+    as given, ``[out, in]``; see ``expand_rank`` for conv layouts), ``report`` is a
+    :class:`WeightReport`. Names are matched on their last component (``layers.3.wq`` -> ``wq``).
+    ``lut_group_size`` (LUT schemes; None = one table per tensor) must divide the output dims and
+    ``block_size`` (int4/uint4) the input dims, else :class:`orion.QuantizationError` names the tensor.
+    Each tensor's k-means seed derives from ``seed`` and its name, so results do not depend on the
+    dict's order.
+    """
+    _check_scheme(scheme)
+    if not isinstance(weights, dict):
+        raise QuantizationError(f"weights must be a dict name -> array, got {type(weights).__name__}")
+    targets = LINEAR_NAMES | (EMBEDDING_NAMES if include_embeddings else frozenset())
+    quantized, sizes, kept = {}, {}, []
+    fp16_total = total = 0
+    for name, w in weights.items():
+        n = int(np.asarray(w).size) * 2
+        fp16_total += n
+        if name.rsplit(".", 1)[-1] not in targets:
+            kept.append(name)
+            total += n
+            continue
+        if np.ndim(w) != 2:
+            raise QuantizationError(f"{name}: a linear weight must be 2-D [out, in], got shape {list(np.shape(w))}")
+        try:
+            q = quantize_tensor(w, scheme, lut_group_size=lut_group_size, block_size=block_size,
+                                seed=[seed, zlib.crc32(name.encode())])
+        except QuantizationError as e:
+            raise QuantizationError(f"{name}: {e}") from None
+        quantized[name] = q
+        sizes[name] = (n, q.nbytes)
+        total += q.nbytes
+    report = WeightReport(scheme, sizes, tuple(kept), fp16_total, total)
+    return quantized, report
