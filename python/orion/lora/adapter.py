@@ -13,7 +13,7 @@ import numpy as np
 
 from .config import LoraConfig
 from .errors import AdapterFormatError, AdapterMismatch, AdapterShapeError
-from .targets import _family_of, fused_groups, linear_shapes, model_config, module_path, resolve_targets
+from .targets import _family_of, _kind, fused_groups, linear_shapes, model_config, module_path, resolve_targets
 
 
 _DIM_KEYS = ("family", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "vocab_size")
@@ -64,7 +64,7 @@ class Adapter:
             raise AdapterFormatError(f"{source}: the adapter has no tensors")
         for n in self.A:
             if n not in shapes:
-                raise AdapterMismatch(f"{source}: {n!r} is not a linear of this {self.family} model "
+                raise AdapterMismatch(f"{source}: {n!r} is not a linear of this {_kind(self.model_config)} model "
                                       f"({self.model_config.n_layers} layers)")
             out, inp = shapes[n]
             a, b = self.A[n], self.B[n]
@@ -102,7 +102,7 @@ class Adapter:
 
     def __repr__(self) -> str:
         keys = sorted({n.rsplit(".", 1)[-1] for n in self.A})
-        return (f"<orion.lora.Adapter {self.name or ''} {self.family}: r={self.rank} alpha={self.config.alpha:g} "
+        return (f"<orion.lora.Adapter {self.name or ''} {_kind(self.model_config)}: r={self.rank} alpha={self.config.alpha:g} "
                 f"on {len(self.A)} linears ({', '.join(keys)})>")
 
     def params(self) -> dict[str, np.ndarray]:
