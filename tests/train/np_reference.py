@@ -258,3 +258,33 @@ def loss_and_grads(cfg, params: dict, tokens: np.ndarray, targets: np.ndarray):
 
 def loss_only(cfg, params, tokens, targets) -> float:
     return loss_and_grads(cfg, params, tokens, targets)[0]
+
+
+def check_finite_differences(cfg, params: dict, tokens, targets, per_param: int = 3, seed: int = 0) -> None:
+    """Asserts that :func:`loss_and_grads` agrees with central differences at ``per_param`` random entries
+    of every (float64) parameter."""
+    _, g = loss_and_grads(cfg, params, tokens, targets)
+    rng = np.random.default_rng(seed)
+    eps = 1e-6
+    for name, arr in params.items():
+        for _ in range(per_param):
+            idx = tuple(rng.integers(0, s) for s in arr.shape)
+            old = arr[idx]
+            arr[idx] = old + eps
+            lp = loss_only(cfg, params, tokens, targets)
+            arr[idx] = old - eps
+            lm = loss_only(cfg, params, tokens, targets)
+            arr[idx] = old
+            fd = (lp - lm) / (2 * eps)
+            assert abs(fd - g[name][idx]) <= 1e-6 + 1e-5 * abs(fd), (name, idx, fd, g[name][idx])
+
+
+def adapter_grads(adapter, grads: dict) -> dict:
+    """LoRA adapter gradients from the weight gradients at the merged weights W + s·B·A (chain rule):
+    dA = s·Bᵀ·dW, dB = s·dW·Aᵀ."""
+    out = {}
+    for n in adapter.names:
+        s = adapter.scale(n)
+        out[n + ".lora_A"] = s * adapter.B[n].astype(np.float64).T @ grads[n]
+        out[n + ".lora_B"] = s * grads[n] @ adapter.A[n].astype(np.float64).T
+    return out
