@@ -163,7 +163,7 @@ def test_phi3_fused_modules_in_the_file(tmp_path):
     q, k, v = np.split(b, [cfg.q_dim, cfg.q_dim + cfg.kv_dim])
     hf = {"wq": q, "wk": k, "wv": v}
     for key, rows in hf.items():
-        np.testing.assert_array_equal(loaders._to_canonical(cfg, f"layers.0.{key}", rows), ad.B[f"layers.0.{key}"])
+        np.testing.assert_array_equal(loaders.to_canonical_tensor(cfg, f"layers.0.{key}", rows), ad.B[f"layers.0.{key}"])
     assert not np.array_equal(q, ad.B["layers.0.wq"])        # the permutation is really applied
     gu = t[p + "mlp.gate_up_proj.lora_B.weight"]
     np.testing.assert_array_equal(gu, np.concatenate([ad.B["layers.0.w1"], ad.B["layers.0.w3"]]))

@@ -26,15 +26,15 @@ def _to_hf_rows(cfg, name: str, b: np.ndarray) -> np.ndarray:
     loader's own conversion."""
     if cfg.family != "llama":
         return b
-    from ..models.loaders import _to_hf
-    return _to_hf(cfg, name, b)
+    from ..models.loaders import to_hf_tensor
+    return to_hf_tensor(cfg, name, b)
 
 
 def _from_hf_rows(cfg, name: str, b: np.ndarray) -> np.ndarray:
     if cfg.family != "llama":
         return b
-    from ..models.loaders import _to_canonical
-    return _to_canonical(cfg, name, b)
+    from ..models.loaders import to_canonical_tensor
+    return to_canonical_tensor(cfg, name, b)
 
 
 def _peft_tensors(adapter: Adapter) -> dict[str, tuple[np.ndarray, np.ndarray]]:

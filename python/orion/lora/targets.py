@@ -50,9 +50,6 @@ def _family_of(cfg) -> str:
 
 def _layer_tensors(cfg) -> dict:
     """HF tensor suffix inside a layer -> canonical key, or ((key, rows), ...) for a fused tensor."""
-    if cfg.family == "gpt2":
-        from ..models.loaders import _GPT2_LAYER        # GPT-2's family module has no layer_tensors
-        return _GPT2_LAYER
     from ..models.families import family_module
     return family_module(cfg.model_type).layer_tensors(cfg)
 

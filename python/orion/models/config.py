@@ -53,6 +53,10 @@ class GPT2Config:
         return self.n_heads
 
     @property
+    def model_type(self) -> str:
+        return "gpt2"
+
+    @property
     def kv_dim(self) -> int:
         return self.d_model
 

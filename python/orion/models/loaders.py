@@ -34,13 +34,14 @@ import numpy as np
 from ..errors import ModelFormatError
 from .config import LlamaConfig, ModelConfig, config_from_dict, config_from_hf, read_hf_config
 from .families import family_module
+from .families.gpt2 import LAYER as _GPT2_LAYER
 from ..fileio import read_json, write_bytes_atomic
 from ..safetensors import SafetensorsFile, write_safetensors
 
 log = logging.getLogger("orion")
 
 __all__ = ["Checkpoint", "read_checkpoint", "load_weights", "expected_shapes", "cache_dir",
-           "hf_to_canonical", "canonical_to_hf", "read_llama2c", "LLAMA2C_MAGIC", "CONVERTER_VERSION"]
+           "hf_to_canonical", "canonical_to_hf", "to_canonical_tensor", "to_hf_tensor", "read_llama2c", "LLAMA2C_MAGIC", "CONVERTER_VERSION"]
 
 CONVERTER_VERSION = "orion-weights-2"   # 2: Llama-family variants (norm offsets folded)
 LLAMA2C_MAGIC = 0x616B3432
@@ -104,11 +105,6 @@ def check_weights(cfg: ModelConfig, w: dict, source: str) -> None:
 
 
 # ------------------------------------------------------------------------------------- HF naming
-_GPT2_LAYER = {
-    "ln_1.weight": "ln1.g", "ln_1.bias": "ln1.b", "attn.c_attn.weight": "wqkv", "attn.c_attn.bias": "bqkv",
-    "attn.c_proj.weight": "wo", "attn.c_proj.bias": "bo", "ln_2.weight": "ln2.g", "ln_2.bias": "ln2.b",
-    "mlp.c_fc.weight": "wfc", "mlp.c_fc.bias": "bfc", "mlp.c_proj.weight": "wproj", "mlp.c_proj.bias": "bproj",
-}
 _GPT2_CONV1D = {"wqkv", "wo", "wfc", "wproj"}        # stored [in, out]
 _GPT2_IGNORE = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
 _LLAMA_IGNORE = re.compile(r"^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$")
@@ -184,7 +180,7 @@ def _rope_heads(cfg, key: str) -> int:
             "q_norm": 1, "k_norm": 1}.get(key, 0)
 
 
-def _to_canonical(cfg, name: str, arr: np.ndarray) -> np.ndarray:
+def to_canonical_tensor(cfg, name: str, arr: np.ndarray) -> np.ndarray:
     """An HF Llama-family tensor in orion's form: q/k rows (and their biases and per-head norm weights)
     from rotate-half to llama2.c's adjacent pairs; norm weights as the factor they multiply by
     (Gemma's ``1 + w``, computed in float32 as transformers does)."""
@@ -197,8 +193,8 @@ def _to_canonical(cfg, name: str, arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-def _to_hf(cfg, name: str, arr: np.ndarray) -> np.ndarray:
-    """The inverse of :func:`_to_canonical`."""
+def to_hf_tensor(cfg, name: str, arr: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`to_canonical_tensor`."""
     key = name.rsplit(".", 1)[-1]
     if key in _NORMS and cfg.norm_offset:
         arr = (np.asarray(arr, np.float32) - np.float32(cfg.norm_offset)).astype(np.float32)
@@ -232,7 +228,7 @@ def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict |
                                        f"for the configuration")
             arr, r0 = np.asarray(arr, np.float32), 0
             for k, r in canon:
-                out[k] = _to_canonical(cfg, k, arr[r0:r0 + r])
+                out[k] = to_canonical_tensor(cfg, k, arr[r0:r0 + r])
                 r0 += r
             continue
         if canon == "lm_head":
@@ -259,7 +255,7 @@ def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict |
                                        f"for the configuration")
             arr = np.asarray(arr, np.float32)
             if cfg.family == "llama":
-                arr = _to_canonical(cfg, canon, arr)
+                arr = to_canonical_tensor(cfg, canon, arr)
         out[canon] = arr
     if cfg.family == "gpt2" and lm_head is not None and "wte" in out:
         if not np.array_equal(np.asarray(lm_head[1], np.float32), out["wte"]):
@@ -298,16 +294,16 @@ def canonical_to_hf(cfg: ModelConfig, w: dict, prefix: bool = False, lm_head: bo
             if k == "tok_emb":
                 out["model.embed_tokens.weight"] = a
             elif k == "rms_final":
-                out["model.norm.weight"] = _to_hf(cfg, k, a)
+                out["model.norm.weight"] = to_hf_tensor(cfg, k, a)
             elif k == "wcls":
                 out["lm_head.weight"] = a
             else:
                 _, i, key = k.split(".", 2)
                 if key in inv:
-                    out[f"model.layers.{i}.{inv[key]}"] = _to_hf(cfg, k, a)
+                    out[f"model.layers.{i}.{inv[key]}"] = to_hf_tensor(cfg, k, a)
         for parts, hf in fused.items():
             for i in range(cfg.n_layers):
-                out[f"model.layers.{i}.{hf}"] = np.concatenate([_to_hf(cfg, key, w[f"layers.{i}.{key}"])
+                out[f"model.layers.{i}.{hf}"] = np.concatenate([to_hf_tensor(cfg, key, w[f"layers.{i}.{key}"])
                                                                 for key, _ in parts], axis=0)
         if lm_head and cfg.tie_embeddings:
             out["lm_head.weight"] = w["tok_emb"]

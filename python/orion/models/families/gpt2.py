@@ -14,6 +14,18 @@ HARMLESS = frozenset({"attn_pdrop", "summary_type", "summary_use_proj", "summary
                       "summary_proj_to_labels", "summary_first_dropout"})
 
 
+# Per-layer tensors: HF suffix (after ``h.{i}.``) -> canonical key
+LAYER = {
+    "ln_1.weight": "ln1.g", "ln_1.bias": "ln1.b", "attn.c_attn.weight": "wqkv", "attn.c_attn.bias": "bqkv",
+    "attn.c_proj.weight": "wo", "attn.c_proj.bias": "bo", "ln_2.weight": "ln2.g", "ln_2.bias": "ln2.b",
+    "mlp.c_fc.weight": "wfc", "mlp.c_fc.bias": "bfc", "mlp.c_proj.weight": "wproj", "mlp.c_proj.bias": "bproj",
+}
+
+
+def layer_tensors(cfg) -> dict:
+    return dict(LAYER)
+
+
 def read_config(r: ConfigReader):
     from ..config import GPT2Config, _build
     r.require("activation_function", ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"), " for GPT-2 (the tanh GELU)")
