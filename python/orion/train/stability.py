@@ -71,8 +71,10 @@ def count_norm_overflow(x: np.ndarray) -> int:
     return int(np.count_nonzero(ms > FP16_MAX))
 
 
-def count_score_clamps(q: np.ndarray, k: np.ndarray, n_heads: int, n_kv: int, clamp: float = SCORE_CLAMP) -> int:
-    """Causal attention scores |q_i·k_j|/sqrt(hd) > clamp, for q [H*hd, S] and k [KV*hd, S]."""
+def count_score_clamps(q: np.ndarray, k: np.ndarray, n_heads: int, n_kv: int, clamp: float = SCORE_CLAMP,
+                       scale: float | None = None) -> int:
+    """Causal attention scores |q_i·k_j|·scale > clamp (scale: the model's query scale, default
+    1/sqrt(hd)), for q [H*hd, S] and k [KV*hd, S]."""
     s = q.shape[-1]
     hd = q.shape[0] // n_heads
     g = n_heads // n_kv
@@ -81,7 +83,7 @@ def count_score_clamps(q: np.ndarray, k: np.ndarray, n_heads: int, n_kv: int, cl
     qn = np.sqrt(np.einsum("hds,hds->hs", qh, qh)).max(axis=1)
     kn = np.sqrt(np.einsum("hds,hds->hs", kh, kh)).max(axis=1)
     total = 0
-    scale = 1.0 / math.sqrt(hd)
+    scale = 1.0 / math.sqrt(hd) if scale is None else scale
     for h in range(n_heads):
         kv = h // g
         if not (qn[h] * kn[kv] * scale > clamp):

@@ -175,7 +175,7 @@ class StepEngine:
                 att.append(run("attn_fwd", layer, x=_dev(xi)))
                 if self.count_clamps:
                     stats.score_clamps += count_score_clamps(_flat(att[b]["q"]), _flat(att[b]["k"]),
-                                                             cfg.n_heads, cfg.n_kv_heads)
+                                                             cfg.n_heads, cfg.n_kv_heads, scale=cfg.query_scale)
             h = x + np.stack([self._post(_flat(a["o"]), layer, "rms_att_post") for a in att])
             ffn = []
             for b in range(B):
