@@ -40,7 +40,7 @@ def test_dynamic_and_recompile_give_the_same_losses():
 
 
 def _fresh_outputs(cfg, params, kind, layer, inputs):
-    g = build_graph(kind, cfg, cfg.n_ctx, layer_weights(kind, params, layer))
+    g = build_graph(kind, cfg, cfg.n_ctx, layer_weights(kind, params, layer), layer=layer)
     prog = orion.compile(g, device="sim")
     try:
         return prog.run(inputs)
@@ -48,11 +48,17 @@ def _fresh_outputs(cfg, params, kind, layer, inputs):
         prog.release()
 
 
+FEATURES = {"plain": {}, "families": dict(qkv_bias=True, qk_norm=True, sliding_window=8, local_rope_theta=100.0,
+                                         layer_types=["sliding", "full"])}
+
+
+@pytest.mark.parametrize("features", sorted(FEATURES))
 @pytest.mark.parametrize("strategy", ["dynamic", "recompile"])
-def test_updated_weights_reach_the_device(strategy):
+def test_updated_weights_reach_the_device(strategy, features):
     """After an update, every layer's program output equals a fresh compile with the new weights; a
-    missed or no-op update (the reference's 'reload') would still produce the old outputs."""
-    cfg = micro_config()
+    missed or no-op update (the reference's 'reload') would still produce the old outputs. With biases
+    and q/k norms the baked programs take those vectors as inputs (programs.lean_baked): staged too."""
+    cfg = micro_config(**FEATURES[features])
     p = lively_params(cfg)
     progs = LayerPrograms(cfg, cfg.n_ctx, p, strategy, "sim")
     rng = np.random.default_rng(0)
