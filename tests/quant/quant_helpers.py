@@ -1,0 +1,26 @@
+"""coremltools as the oracle of tests/quant (skipped cleanly where it is not installed)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import struct
+import warnings
+
+import numpy as np
+import pytest
+
+
+def coremltools_module(name: str):
+    """Import ``name`` (a coremltools module) or skip; coremltools prints noise on Linux at import."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        pytest.importorskip("coremltools")
+        return pytest.importorskip(name)
+
+
+def one_blob_file(dtype_code: int, payload: np.ndarray, padding_bits: int) -> bytes:
+    """A spec-exact MILBlob v2 file holding one payload (weight-blob-format.md §1.1-1.2)."""
+    header = struct.pack("<II", 1, 2).ljust(64, b"\0")
+    meta = struct.pack("<IIQQQ", 0xDEADBEEF, dtype_code, payload.size, 128, padding_bits).ljust(64, b"\0")
+    return header + meta + payload.tobytes()
