@@ -16,5 +16,5 @@ from .programs import BudgetExhausted, LayerPrograms  # noqa: F401
 from .trainer import TrainConfig, Trainer, TrainResult  # noqa: F401
 
 __all__ = ["TrainError", "DataError", "VocabMismatch", "CheckpointError", "ResumeMismatch", "StrategyUnavailable",
-           "LlamaConfig", "llama_config", "ModelConfig", "PRESETS", "init_params", "BudgetExhausted", "LayerPrograms", "TrainConfig", "Trainer",
-           "TrainResult"]
+           "LlamaConfig", "llama_config", "ModelConfig", "PRESETS", "init_params", "BudgetExhausted", "LayerPrograms",
+           "TrainConfig", "Trainer", "TrainResult"]

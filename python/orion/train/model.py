@@ -13,7 +13,6 @@ inference loaders on import and by :func:`orion.models.loaders.canonical_to_hf` 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os

@@ -7,9 +7,10 @@ by name, so the C03 slot order can never swap them — training-on-ane.md §4.1)
               the layer's :class:`orion.models.rope.Rope`) → causal (or sliding-window) attention with the
               config's query scale → Wo; outputs ``xn`` (normed input), ``q``/``k`` (after RoPE), ``v``,
               ``att`` (pre-Wo), ``o``, and with q/k norms ``ql``/``kl`` (the projections before the norm)
-``ffn_fwd``   x → RMSNorm → W1/W3 → SwiGLU or GeGLU (tanh GELU) → W2; outputs ``xn``, ``h1``, ``h3``, ``g``, ``f``
-``attn_bwd``  (dout, q, k, v[, ql, kl]) → da = Woᵀ dout → recomputed P → dV, dP, dS → dQ, dK → inverse RoPE →
-              (q/k norm backward) → outputs ``dq``/``dk`` (at Wq/Wk's outputs), ``dv``,
+``ffn_fwd``   x → RMSNorm → W1/W3 → SwiGLU or GeGLU (tanh GELU) → W2; outputs ``xn``, ``h1``, ``h3``, ``g``,
+              ``f``
+``attn_bwd``  (dout, q, k, v[, ql, kl]) → da = Woᵀ dout → recomputed P → dV, dP, dS → dQ, dK → inverse
+              RoPE → (q/k norm backward) → outputs ``dq``/``dk`` (at Wq/Wk's outputs), ``dv``,
               ``dxn = Wqᵀdq + Wkᵀdk + Wvᵀdv`` and with q/k norms ``gqn``/``gkn`` (dy·x̂, summed on the CPU into
               the norm weights' gradients)
 ``ffn_bwd``   (df, h1, h3) → dg = W2ᵀ df → SwiGLU / GeGLU backward → outputs ``dh1``, ``dh3``, ``dxn``
