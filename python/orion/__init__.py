@@ -15,6 +15,7 @@ from .ir import Graph, GraphError, ops  # noqa: E402
 from .passes import CompileWarning, default_pipeline  # noqa: E402
 from . import doctor  # noqa: E402
 
+# The one place the version lives: pyproject.toml reads it from here (scikit-build-core regex provider).
 __version__ = "0.1.0"
 
 __all__ = list(_error_names) + [

@@ -119,10 +119,42 @@ def cmd_constraints(args) -> int:
     return 0
 
 
+def version_text() -> str:
+    """``orion --version``: the release and what this build contains (one wheel runs on many CPUs)."""
+    import platform
+
+    from . import __version__, _native
+
+    b = _native.build_info()
+    abi = "abi3" if b["stable_abi"] else f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    return (f"orion {__version__} ({platform.system()} {platform.machine()}, Python {platform.python_version()}, "
+            f"{abi} build)\n"
+            f"  kernels: {', '.join(b['isas'])} compiled in, {b['isa']} in use\n"
+            f"  backends: {', '.join(b['backends'])} compiled in\n"
+            f"  compiler: {b['compiler']}")
+
+
+class _VersionAction(argparse.Action):
+    # argparse's own "version" action needs the text up front; this one asks the build (a backend probe) only
+    # when --version is given.
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kw):
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from . import _native
+
+        if not hasattr(_native, "build_info"):
+            parser.exit(1, f"orion: error: the native module {_native.__file__} is older than this orion package: "
+                        "rebuild it (scripts/dev_build.sh or pip install .)\n")
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="orion", description="Compile, run and train networks on the Apple Neural "
                                 "Engine or its faithful simulator.")
     p.add_argument("-v", "--verbose", action="store_true", help="log what orion does")
+    p.add_argument("-V", "--version", action=_VersionAction, help="version, kernels and backends of this build")
     sub = p.add_subparsers(dest="command")
 
     def common(sp):

@@ -11,4 +11,5 @@ void bind_blob(nb::module_& m);     // blob.cpp: MILBlob read/write
 void bind_sim(nb::module_& m);      // sim.cpp: kernels info, constraint/op catalogs, profiles
 void bind_runtime(nb::module_& m);  // runtime.cpp: Program, Surface, counters, budget
 void bind_kernels(nb::module_& m);  // kernels.cpp: underscore-prefixed kernel test hooks (tests, benchmarks)
+void bind_build_info(nb::module_& m);  // build_info.cpp: kernel tables and backends compiled in (orion --version)
 }  // namespace orion::bindings

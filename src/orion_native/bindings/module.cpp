@@ -8,4 +8,5 @@ NB_MODULE(_native, m) {
   orion::bindings::bind_sim(m);
   orion::bindings::bind_runtime(m);
   orion::bindings::bind_kernels(m);
+  orion::bindings::bind_build_info(m);
 }
