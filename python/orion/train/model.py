@@ -13,6 +13,7 @@ inference loaders on import and by :func:`orion.models.loaders.canonical_to_hf` 
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -79,26 +80,22 @@ def config_from_state(d: dict, source: str = "state.json") -> LlamaConfig:
     llama2.c names (dim, hidden_dim, seq_len, multiple_of), converted on read."""
     if not isinstance(d, dict):
         raise CheckpointError(f"{source}: 'model' must be an object, got {type(d).__name__}")
-    try:
-        if "family" in d:
-            cfg = config_from_dict(d)
-            if cfg.family != "llama":
-                raise CheckpointError(f"{source}: orion train trains Llama-style models, got family {cfg.family!r}")
-            return cfg
-        old = {k: v for k, v in d.items() if k != "multiple_of"}
-        unknown = sorted(set(old) - set(inspect_params(llama_config)))
+    if "family" not in d:                                    # written before training used LlamaConfig
+        known = set(inspect.signature(llama_config).parameters) - {"features"}
+        unknown = sorted(set(d) - known)
         if unknown:
-            raise CheckpointError(f"{source}: unknown model keys {unknown}")
-        return llama_config(**old)
-    except (ModelFormatError, TrainError, TypeError) as e:
-        if isinstance(e, CheckpointError):
-            raise
+            raise CheckpointError(f"{source}: unknown model keys {unknown} (expected {sorted(known)})")
+        try:
+            return llama_config(**d)
+        except TrainError as e:
+            raise CheckpointError(f"{source}: {e}") from None
+    try:
+        cfg = config_from_dict(d)
+    except (ModelFormatError, TypeError) as e:
         raise CheckpointError(f"{source}: model config: {e}") from None
-
-
-def inspect_params(fn) -> list[str]:
-    import inspect
-    return [n for n, p in inspect.signature(fn).parameters.items() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    if cfg.family != "llama":
+        raise CheckpointError(f"{source}: orion train trains Llama-style models, got family {cfg.family!r}")
+    return cfg
 
 
 PRESETS = {
