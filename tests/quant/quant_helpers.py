@@ -13,7 +13,8 @@ import pytest
 
 def coremltools_module(name: str):
     """Import ``name`` (a coremltools module) or skip; coremltools prints noise on Linux at import."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    quiet = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
         warnings.simplefilter("ignore")
         pytest.importorskip("coremltools")
         return pytest.importorskip(name)

@@ -16,14 +16,15 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import QuantizationError
-from .common import as_fp16_weight, check_divides, covering_scale, expand_shape, shift_scale
+from .common import (QuantizedTensor, as_fp16_weight, check_divides, covering_scale, expand_shape,
+                     shift_scale)
 from .packing import PackedInts
 
 __all__ = ["BlockwiseQuantized", "quantize_blockwise"]
 
 
 @dataclass(frozen=True, eq=False)
-class BlockwiseQuantized:
+class BlockwiseQuantized(QuantizedTensor):
     """Operands of one ``constexpr_blockwise_shift_scale``."""
 
     op: ClassVar[str] = "constexpr_blockwise_shift_scale"
@@ -50,11 +51,6 @@ class BlockwiseQuantized:
     def block_sizes(self) -> tuple:
         """Block size per dim (``data.shape[i] // scale.shape[i]``)."""
         return tuple(n // s for n, s in zip(self.shape, self.scale.shape))
-
-    @property
-    def nbytes(self) -> int:
-        """Blob payload bytes: packed data + fp16 scales + packed offsets."""
-        return sum(p.size for _, _, p in self.operands().values())
 
     def operands(self) -> dict:
         """MIL parameter name -> (MIL dtype, shape, blob payload as 1-D uint8); no ``offset`` when None."""

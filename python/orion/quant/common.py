@@ -6,13 +6,36 @@ fp32 checkpoint and the fp16 cache gives the same arrays.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from ..errors import QuantizationError
 
-__all__ = ["as_fp16_weight", "check_divides", "expand_shape", "covering_scale", "shift_scale"]
+__all__ = ["QuantizedTensor", "as_fp16_weight", "check_divides", "expand_shape", "covering_scale", "shift_scale"]
 
 _FP16_MAX = float(np.finfo(np.float16).max)
+
+
+class QuantizedTensor:
+    """Base of the quantizers' results: the operands of one MIL constexpr op (``op``) for one weight.
+
+    Subclasses give ``shape`` (the dense weight's), ``operands()`` (MIL parameter name -> (MIL dtype,
+    shape, blob payload as 1-D uint8)), ``dequantize()`` (the op's fp16 result) and ``expand_rank()``.
+    """
+
+    op: ClassVar[str]
+
+    @property
+    def nbytes(self) -> int:
+        """Blob payload bytes of all operands, sub-byte packing included (no 64-byte blob records)."""
+        return sum(p.size for _, _, p in self.operands().values())
+
+    def operands(self) -> dict:
+        raise NotImplementedError
+
+    def dequantize(self) -> np.ndarray:
+        raise NotImplementedError
 
 
 def as_fp16_weight(w, where: str, min_rank: int = 2) -> np.ndarray:

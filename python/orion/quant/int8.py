@@ -14,14 +14,14 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import QuantizationError
-from .common import as_fp16_weight, covering_scale, expand_shape, shift_scale
+from .common import QuantizedTensor, as_fp16_weight, covering_scale, expand_shape, shift_scale
 from .packing import PackedInts
 
 __all__ = ["AffineQuantized", "quantize_int8"]
 
 
 @dataclass(frozen=True, eq=False)
-class AffineQuantized:
+class AffineQuantized(QuantizedTensor):
     """Operands of one ``constexpr_affine_dequantize``."""
 
     op: ClassVar[str] = "constexpr_affine_dequantize"
@@ -46,11 +46,6 @@ class AffineQuantized:
     @property
     def shape(self) -> tuple:
         return self.quantized_data.shape
-
-    @property
-    def nbytes(self) -> int:
-        """Blob payload bytes of all operands (data + scale + zero_point)."""
-        return sum(p.size for _, _, p in self.operands().values())
 
     def operands(self) -> dict:
         """MIL parameter name -> (MIL dtype, shape, blob payload as 1-D uint8)."""

@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import QuantizationError
-from .common import as_fp16_weight, check_divides, expand_shape
+from .common import QuantizedTensor, as_fp16_weight, check_divides, expand_shape
 from .kmeans import fp16_histogram, kmeans_1d, nearest_sorted
 from .packing import PackedInts, mil_int_dtype
 
@@ -23,7 +23,7 @@ __all__ = ["LutQuantized", "palettize"]
 
 
 @dataclass(frozen=True, eq=False)
-class LutQuantized:
+class LutQuantized(QuantizedTensor):
     """Operands of one ``constexpr_lut_to_dense`` (iOS18, VECTOR_SIZE 1)."""
 
     op: ClassVar[str] = "constexpr_lut_to_dense"
@@ -39,8 +39,9 @@ class LutQuantized:
         ok = (self.lut.dtype == np.float16 and self.lut.ndim == want_rank and self.lut.shape[-2:] == (k, 1)
               and all(s == 1 for s in self.lut.shape[1:-2]) and ix.shape[0] % self.lut.shape[0] == 0)
         if not ok:
-            raise QuantizationError(f"{self.op}: lut must be fp16 [G, {', '.join(['1'] * (want_rank - 3))}, {k}, 1] "
-                                    f"with G dividing {ix.shape[0]}, got {self.lut.dtype} {list(self.lut.shape)}")
+            want = ", ".join(["G"] + ["1"] * (want_rank - 3) + [str(k), "1"])
+            raise QuantizationError(f"{self.op}: lut must be fp16 [{want}] with G dividing {ix.shape[0]}, got "
+                                    f"{self.lut.dtype} {list(self.lut.shape)}")
 
     @property
     def shape(self) -> tuple:
@@ -54,11 +55,6 @@ class LutQuantized:
     def group_size(self) -> int:
         """Output channels (dim 0) sharing one table; ``shape[0]`` for a per-tensor LUT."""
         return self.shape[0] // self.lut.shape[0]
-
-    @property
-    def nbytes(self) -> int:
-        """Blob payload bytes: packed indices + fp16 tables."""
-        return sum(p.size for _, _, p in self.operands().values())
 
     def operands(self) -> dict:
         """MIL parameter name -> (MIL dtype, shape, blob payload as 1-D uint8)."""
