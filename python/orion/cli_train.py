@@ -55,7 +55,9 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     d.add_argument("--tokenizer", metavar="PATH", help="tokenizer for text data: SentencePiece .model, tokenizer.json, "
                                                        "llama2.c tokenizer.bin; default: the --init checkpoint's own, "
                                                        "else train one on the data (vocab = --vocab)")
-    d.add_argument("--seq-len", type=int, default=None, help="tokens per training sequence (default: model context)")
+    d.add_argument("--seq-len", type=int, default=None,
+                   help="tokens per training sequence (default: the preset's context; with --init the model's "
+                        "context up to 512)")
     d.add_argument("--val-fraction", type=float, default=None, help="tail of the data held out for validation")
     o = p.add_argument_group("optimization")
     o.add_argument("--steps", type=int, default=None, help="total optimizer steps")
@@ -111,7 +113,7 @@ def _prepare(args):
     from .models.tokenizers import find_tokenizer, load_tokenizer
     from .train import checkpoint as ck
     from .train import data as D
-    from .train.defaults import DEFAULT_CKPT_DIR, DEFAULTS, default_corpus
+    from .train.defaults import DEFAULT_CKPT_DIR, DEFAULTS, INIT_SEQ_LEN, default_corpus
     from .train.errors import DataError, VocabMismatch
     from .train.model import PRESETS, init_params, load_pretrained
     from .train.trainer import TrainConfig
@@ -224,7 +226,8 @@ def _prepare(args):
     if params is None:
         params = init_params(cfg, int(base["seed"]))
     base["ckpt_dir"] = ckpt_dir
-    seq = base.get("seq_len") or cfg.n_ctx
+    # a pretrained model's context (32k-128k today) is no training window: --init starts at INIT_SEQ_LEN
+    seq = base.get("seq_len") or (min(cfg.n_ctx, INIT_SEQ_LEN) if init_path else cfg.n_ctx)
     base["seq_len"] = seq
     tc = TrainConfig(**{k: v for k, v in base.items() if k in fields})
     dataset = D.TokenDataset(tokens, seq, cfg.vocab_size, tc.val_fraction, tc.seed, source=data_path)

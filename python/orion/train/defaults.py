@@ -35,6 +35,9 @@ DEFAULTS = dict(
     keep=2,
 )
 
+# Training window of ``--init`` runs without --seq-len (at most the model's context).
+INIT_SEQ_LEN = 512
+
 # What ``--lora`` changes (adapters start at B = 0 and learn faster than a whole model; no weight decay
 # on them, as PEFT's usual recipes).
 LORA_DEFAULTS = dict(
