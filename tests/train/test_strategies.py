@@ -133,8 +133,9 @@ def test_delta_needs_a_doctor_verdict():
         LayerPrograms(cfg, cfg.n_ctx, lively_params(cfg), "delta", "sim")
 
 
-def test_delta_with_a_verified_verdict_updates_weights():
-    cfg = micro_config()
+@pytest.mark.parametrize("features", sorted(FEATURES))
+def test_delta_with_a_verified_verdict_updates_weights(features):
+    cfg = micro_config(**FEATURES[features])
     from orion.doctor import machine
     from orion.sim import Profile
     verdict = {"machine": machine("sim"), "results": {
@@ -145,7 +146,14 @@ def test_delta_with_a_verified_verdict_updates_weights():
     assert progs.delta_method == "delta_reload"
     x = np.ones((1, cfg.d_model, 1, cfg.n_ctx), np.float32)
     p["layers.1.w1"] *= -1.5
+    for k in ("layers.1.rms_att", "layers.1.bq", "layers.1.q_norm"):   # vector inputs of lean programs
+        if k in p:
+            p[k] *= 1.5
     progs.update(p)
     want = _fresh_outputs(cfg, p, "ffn_fwd", 1, {"x": x})["f"]
     np.testing.assert_array_equal(progs.run("ffn_fwd", 1, x=x)["f"], want)
+    want = _fresh_outputs(cfg, p, "attn_fwd", 1, {"x": x})
+    got = progs.run("attn_fwd", 1, x=x)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
     progs.release()
