@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from train_helpers import lively_params, micro_config
-from orion.train.model import classifier, to_models_config
+from orion.train.model import classifier
 from orion.train.programs import LayerPrograms
 from orion.train.stability import StabilityStats
 from orion.train.step import StepEngine, cross_entropy, rms_forward
@@ -30,7 +30,7 @@ def _our_logits(cfg, p, ids, seq):
 
 def _check(cfg, p, ids, seq, tol):
     ours = _our_logits(cfg, p, ids, seq)
-    ref = reference.llama_forward(to_models_config(cfg), p, ids)
+    ref = reference.llama_forward(cfg, p, ids)
     assert ours.shape == ref.shape
     err = np.abs(ours - ref).max() / np.abs(ref).max()
     assert err < tol, f"max logit error {err:.3g} of the logit range"
@@ -57,6 +57,6 @@ def test_stories260k_matches_the_inference_reference():
     cfg, p = load_pretrained(STORIES260K)
     assert (cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size) == (64, 5, 8, 4, 512)
     # a continuation the model itself likes (greedy from BOS) makes a meaningful, low-loss sequence
-    ids = [1] + reference.greedy(to_models_config(cfg), p, [1], 63)
+    ids = [1] + reference.greedy(cfg, p, [1], 63)
     loss = _check(cfg, p, ids, 64, 2e-2)
     assert loss < 2.0

@@ -11,10 +11,10 @@ implementation is built to make impossible.
 from .errors import (CheckpointError, DataError, ResumeMismatch, StrategyUnavailable, TrainError,  # noqa: F401
                      VocabMismatch)
 from ..models.config import LlamaConfig  # noqa: F401
-from .model import PRESETS, ModelConfig, init_params, llama_config  # noqa: F401
+from .model import PRESETS, init_params, llama_config  # noqa: F401
 from .programs import BudgetExhausted, LayerPrograms  # noqa: F401
 from .trainer import TrainConfig, Trainer, TrainResult  # noqa: F401
 
 __all__ = ["TrainError", "DataError", "VocabMismatch", "CheckpointError", "ResumeMismatch", "StrategyUnavailable",
-           "LlamaConfig", "llama_config", "ModelConfig", "PRESETS", "init_params", "BudgetExhausted", "LayerPrograms",
+           "LlamaConfig", "llama_config", "PRESETS", "init_params", "BudgetExhausted", "LayerPrograms",
            "TrainConfig", "Trainer", "TrainResult"]

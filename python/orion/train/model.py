@@ -52,9 +52,6 @@ def llama2c_hidden(dim: int, multiple_of: int = 32) -> int:
     return multiple_of * ((h + multiple_of - 1) // multiple_of)
 
 
-ModelConfig = llama_config      # the pre-LlamaConfig name of the constructor (returns a LlamaConfig)
-
-
 def resized(cfg: LlamaConfig, **over) -> LlamaConfig:
     """``cfg`` with llama2.c-named overrides (``dim``, ``n_layers``, ``n_heads``, ``n_kv_heads``, ``hidden_dim``,
     ``vocab_size``, ``seq_len``; the CLI's --dim/--layers/...): a new ``dim`` without ``hidden_dim`` takes
@@ -241,14 +238,3 @@ def load_pretrained(path: str) -> tuple[LlamaConfig, dict[str, np.ndarray]]:
     params = {k: np.array(v, dtype=np.float32) for k, v in ck.weights.items()}
     check_params(ck.config, params, path)
     return ck.config, params
-
-
-# ------------------------------------------------------------- orion.models interoperability
-def from_models_config(c) -> LlamaConfig:
-    """Kept for callers of the two-config era: the training config IS the models config."""
-    if getattr(c, "family", None) != "llama":
-        raise CheckpointError(f"orion train trains Llama models; got a {getattr(c, 'family', '?')} config")
-    return c
-
-
-to_models_config = from_models_config
