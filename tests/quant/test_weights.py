@@ -8,7 +8,8 @@ import pytest
 from orion.errors import QuantizationError
 from orion.models.config import GPT2Config, LlamaConfig
 from orion.models.loaders import expected_shapes
-from orion.quant import SCHEMES, AffineQuantized, BlockwiseQuantized, LutQuantized, quantize_weights
+from orion.quant import (SCHEMES, AffineQuantized, BlockwiseQuantized, LutQuantized, QuantizedTensor,
+                         quantize_weights)
 
 LINEAR = {"wq", "wk", "wv", "wo", "w1", "w2", "w3", "wcls"}
 
@@ -33,7 +34,9 @@ def test_only_linear_weights_are_quantized(scheme):
     kind = {"int8": AffineQuantized, "uint8": AffineQuantized, "lut4": LutQuantized, "lut6": LutQuantized,
             "int4": BlockwiseQuantized, "uint4": BlockwiseQuantized}[scheme]
     for name, t in q.items():
-        assert isinstance(t, kind) and t.shape == w[name].shape
+        assert isinstance(t, kind) and isinstance(t, QuantizedTensor) and t.shape == w[name].shape
+        assert t.op == {AffineQuantized: "constexpr_affine_dequantize", LutQuantized: "constexpr_lut_to_dense",
+                        BlockwiseQuantized: "constexpr_blockwise_shift_scale"}[kind]
     assert report.fp16_bytes == sum(a.size for a in w.values()) * 2
     assert report.quantized_bytes == sum(t.nbytes for t in q.values()) + sum(w[k].size * 2 for k in report.kept)
     assert report.tensors["layers.0.wq"] == (64 * 64 * 2, q["layers.0.wq"].nbytes)

@@ -67,9 +67,16 @@ def pack_bits(values, bits: int, signed: bool = False) -> np.ndarray:
     if bits == 8:
         return flat.astype(np.int8 if signed else np.uint8).view(np.uint8).copy()
     g, b = _group(bits)
-    words = np.zeros(-(-n // g) * g, np.uint32)
-    words[:n] = flat.astype(np.int64) & ((1 << bits) - 1)  # two's complement for signed values
+    # 1/2/4 bits fill one byte per group: stay in uint8; 3/6 bits need 24-bit words
+    wide = np.uint8 if b == 1 else np.uint32
+    words = np.zeros(-(-n // g) * g, wide)
+    words[:n] = flat.astype(np.uint8, casting="unsafe") & np.uint8((1 << bits) - 1)  # two's complement
     words = words.reshape(-1, g)
+    if b == 1:
+        acc = words[:, 0].copy()
+        for i in range(1, g):
+            acc |= words[:, i] << np.uint8(i * bits)
+        return acc[:packed_size(n, bits)]
     acc = np.zeros(words.shape[0], np.uint32)
     for i in range(g):
         acc |= words[:, i] << np.uint32(i * bits)
