@@ -262,10 +262,11 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
     if kind == "attn_fwd":
         x = g.input("x", (1, d, 1, S))
         xn = rms_norm(x, w["rms"], eps, stable=fixes)
-        ql, kl, v = lin(xn, "wq", bias="bq"), lin(xn, "wk", bias="bk"), lin(xn, "wv", bias="bv")
-        qn = head_norm(ql, w["q_norm"], H, eps, fixes) if qkn else ql
-        kn = head_norm(kl, w["k_norm"], KV, eps, fixes) if qkn else kl
-        q, k = _rope(qn, H, cos, sin), _rope(kn, KV, cos, sin)
+        ql = lin(xn, "wq", bias="bq")
+        q = _rope(head_norm(ql, w["q_norm"], H, eps, fixes) if qkn else ql, H, cos, sin)
+        kl = lin(xn, "wk", bias="bk")
+        k = _rope(head_norm(kl, w["k_norm"], KV, eps, fixes) if qkn else kl, KV, cos, sin)
+        v = lin(xn, "wv", bias="bv")
         p = _probs(_heads(q, H, KV, hd, S, False), _heads(k, H, KV, hd, S, True), scale, S, rank5, clamp, mask)
         att = ops.reshape(ops.matmul(_heads(v, H, KV, hd, S, True), p, transpose_y=True), (1, qd, 1, S))
         outs = [("xn", xn), ("q", q), ("k", k), ("v", v), ("att", att), ("o", lin(att, "wo"))]
