@@ -9,7 +9,7 @@ from orion.errors import QuantizationError
 from orion.models.config import GPT2Config, LlamaConfig
 from orion.models.loaders import expected_shapes
 from orion.quant import (SCHEMES, AffineQuantized, BlockwiseQuantized, LutQuantized, QuantizedTensor,
-                         quantize_weights)
+                         dequantized_weights, quantize_weights)
 
 LINEAR = {"wq", "wk", "wv", "wo", "w1", "w2", "w3", "wcls"}
 
@@ -92,3 +92,13 @@ def test_errors_name_the_tensor():
         quantize_weights({"layers.0.wv": np.zeros((2, 3, 4), np.float32)}, "int8")
     with pytest.raises(QuantizationError, match="dict"):
         quantize_weights([("wq", np.zeros((2, 2)))], "int8")
+
+
+def test_dequantized_weights_replace_only_the_quantized_tensors():
+    w = _weights(_llama())
+    q, _ = quantize_weights(w, "int4")
+    d = dequantized_weights(w, q)
+    assert set(d) == set(w) and d["layers.0.rms_att"] is w["layers.0.rms_att"]
+    assert d["layers.1.w2"].dtype == np.float16 and np.array_equal(d["layers.1.w2"], q["layers.1.w2"].dequantize())
+    with pytest.raises(QuantizationError, match="not in the weights"):
+        dequantized_weights({}, q)

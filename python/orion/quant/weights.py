@@ -17,7 +17,8 @@ from .blockwise import quantize_blockwise
 from .int8 import quantize_int8
 from .palettize import palettize
 
-__all__ = ["SCHEMES", "LINEAR_NAMES", "EMBEDDING_NAMES", "WeightReport", "quantize_weights", "quantize_tensor"]
+__all__ = ["SCHEMES", "LINEAR_NAMES", "EMBEDDING_NAMES", "WeightReport", "quantize_weights", "quantize_tensor",
+           "dequantized_weights"]
 
 #: scheme -> what it is (the options of quantize_weights apply where named)
 SCHEMES = {
@@ -105,3 +106,12 @@ def quantize_weights(weights: dict, scheme: str, *, include_embeddings: bool = F
         total += q.nbytes
     report = WeightReport(scheme, sizes, tuple(kept), fp16_total, total)
     return quantized, report
+
+
+def dequantized_weights(weights: dict, quantized: dict) -> dict:
+    """``weights`` with every quantized tensor replaced by what its constexpr op computes (fp16): the
+    dense weights a quantized model runs with, e.g. for a CPU reference or :mod:`orion.quant.quality`."""
+    missing = [k for k in quantized if k not in weights]
+    if missing:
+        raise QuantizationError(f"quantized tensor(s) {missing[:5]} are not in the weights")
+    return {k: quantized[k].dequantize() if k in quantized else v for k, v in weights.items()}
