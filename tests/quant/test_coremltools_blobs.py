@@ -93,13 +93,20 @@ def test_blockwise_operands_as_coremltools_writes_them(tmp_path):
         _assert_stored(records, q)
 
 
-def test_affine_operands_as_coremltools_writes_them(tmp_path):
+def test_ios16_operands_as_coremltools_writes_them(tmp_path):
     qs = [quantize_int8(_weight(4)), quantize_int8(_weight(5), symmetric=False)]
+    lut = palettize(_weight(6), 4)
+    o = lut.ios16_operands()
 
     def build(mb, arr):
         return [mb.constexpr_affine_dequantize(quantized_data=arr(q.quantized_data), zero_point=q.zero_point,
-                                               scale=q.scale, axis=q.axis) for q in qs]
+                                               scale=q.scale, axis=q.axis) for q in qs] + [
+            mb.constexpr_lut_to_dense(indices=o["indices"][2], lut=o["lut"][2].view(np.float16),
+                                      shape=o["shape"][2].view(np.uint32))]
 
     records = _convert(tmp_path, build, "iOS16")
     for q in qs:
         _assert_stored(records, q)
+    for name in ("indices", "lut"):
+        dtype, _, payload = o[name]
+        assert (CODES[dtype], payload.tobytes()) in records, f"iOS16 lut {name} not in coremltools' blob"

@@ -144,3 +144,22 @@ def test_dataclass_checks_operand_layout():
         LutQuantized(q.indices, np.zeros((3, 1, 4, 1), np.float16))  # 3 groups do not divide 8 channels
     with pytest.raises(QuantizationError, match="unsigned"):
         LutQuantized(PackedInts.pack(np.zeros((8, 16), np.int8), 4, signed=True), q.lut)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4, 6, 8])
+def test_ios16_form_of_a_per_tensor_lut(bits):
+    ops = coremltools_module("coremltools.converters.mil.mil.ops.defs.iOS16.constexpr_ops")
+    q = palettize(_gauss((16, 40), seed=bits), bits)
+    o = q.ios16_operands()
+    assert o["indices"][:2] == ("uint8", (16 * 40 * bits // 8,)) and np.array_equal(o["indices"][2], q.indices.payload)
+    assert o["shape"][0] == "uint32" and o["shape"][2].view(np.uint32).tolist() == [16, 40]
+    lut = o["lut"][2].view(np.float16)
+    ct = ops.constexpr_lut_to_dense.decompress(lut, o["indices"][2], np.array([16, 40], np.uint32))
+    assert np.array_equal(ct.view(np.uint16), q.dequantize().view(np.uint16))
+
+
+def test_ios16_form_refuses_grouped_tables_and_3_bits():
+    with pytest.raises(QuantizationError, match="use the iOS18 form"):
+        palettize(_gauss((16, 40)), 4, group_size=8).ios16_operands()
+    with pytest.raises(QuantizationError, match="use the iOS18 form"):
+        palettize(_gauss((16, 40)), 3).ios16_operands()

@@ -4,7 +4,8 @@ Op (coremltools ``iOS18.compression.constexpr_lut_to_dense``): ``indices`` uint{
 weight's shape, ``lut`` of rank ``indices.rank + 2`` shaped ``[G, 1, ..., 1, 2**bits, 1]``: dim 0 of
 the indices is split into ``G`` groups of ``group_size`` output channels, each with its own table;
 the last dim (VECTOR_SIZE) is 1, so there is no ``vector_axis``. Output = the LUT entry, no arithmetic:
-``y[i, ...] = lut[i // group_size, 0, ..., indices[i, ...], 0]`` in the LUT's dtype (fp16).
+``y[i, ...] = lut[i // group_size, 0, ..., indices[i, ...], 0]`` in the LUT's dtype (fp16). A per-tensor
+LUT also has the iOS16 form (``ios16_operands``): the same packed index bytes as a uint8 vector.
 """
 
 from __future__ import annotations
@@ -61,6 +62,18 @@ class LutQuantized(QuantizedTensor):
         ix = self.indices
         return {"indices": (ix.dtype, ix.shape, ix.payload),
                 "lut": ("fp16", self.lut.shape, self.lut.view(np.uint8).reshape(-1))}
+
+    def ios16_operands(self) -> dict:
+        """The iOS16 form of the op (ios16 / ``program(1.0)`` dialect): ``indices`` uint8 [M] = the same
+        packed bytes, ``lut`` [2**bits], ``shape`` uint32. Per-tensor LUTs of 1/2/4/6/8 bits only."""
+        if self.lut.shape[0] != 1 or self.bits == 3:
+            raise QuantizationError(f"the iOS16 {self.op} takes one table of 2, 4, 16, 64 or 256 entries; this "
+                                    f"weight has {self.lut.shape[0]} tables of {1 << self.bits}: use the iOS18 form")
+        ix = self.indices
+        shape = np.asarray(ix.shape, np.uint32)
+        return {"indices": ("uint8", (ix.nbytes,), ix.payload),
+                "lut": ("fp16", (1 << self.bits,), self.lut.view(np.uint8).reshape(-1)),
+                "shape": ("uint32", shape.shape, shape.view(np.uint8).reshape(-1))}
 
     def dequantize(self) -> np.ndarray:
         """The fp16 tensor the op produces: a pure table lookup."""
