@@ -145,3 +145,31 @@ def test_lora_adapter_gradients_on_a_feature_model(feature):
     for name in ref:
         err = np.linalg.norm(g[name] - ref[name]) / np.linalg.norm(ref[name])
         assert err < 1.5e-2, f"{name}: relative gradient error {err:.3g}"
+
+
+def test_residual_stream_beyond_fp16_is_carried_scaled():
+    """A stream peaking far beyond fp16 (bf16-trained models such as Gemma 3): the trainer's scale (a power
+    of two from orion.models.fp16_safety) brings it inside the programs, whose input norms take eps·s² -
+    the same math, no clamping; at scale 1 the boundary clamps it and the gradients are wrong. (Gradients
+    at such a stream are ~1/|x| small: a loss scale of 2^18 keeps them clear of fp16's subnormals.)"""
+    from orion.models.fp16_safety import resolve_fp16_plan
+    cfg = _cfg("scales", embed_scale=3e6)
+    p = lively_params(cfg)
+    X, Y = _batch(cfg)
+    s = resolve_fp16_plan(cfg, p).scale
+    assert s < 1 / 16
+    ref_loss, ref = R.loss_and_grads(cfg, p, X, Y)
+    for scale, ok in ((s, True), (1.0, False)):
+        progs = LayerPrograms(cfg, cfg.n_ctx, p, "dynamic", "sim", residual_scale=scale)
+        eng = StepEngine(cfg, progs, p)
+        g = zero_grads(p)
+        res = eng.microbatch(X, Y, g, 2 ** 18 / X.size)
+        eng.close()
+        progs.release()
+        err = max(np.linalg.norm(g[k] / 2 ** 18 - ref[k]) / np.linalg.norm(ref[k]) for k in ref)
+        if ok:
+            assert res.finite and res.stats.boundary_clamps == 0
+            assert abs(res.loss_sum / res.n_tokens - ref_loss) < 2e-3 * ref_loss
+            assert err < 1.5e-2, err
+        else:
+            assert res.stats.boundary_clamps > 0 and not (res.finite and err < 1.5e-2)

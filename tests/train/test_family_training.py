@@ -169,3 +169,27 @@ def test_old_state_json_resumes(tmp_path):
                  resume=state)
     assert t2.train().step == 3
     t2.close()
+
+
+def test_residual_scale_is_chosen_once_and_resumed(tmp_path):
+    """The trainer takes the stream's scale from orion.models.fp16_safety for the initial weights, records it
+    in state.json, and a resumed run keeps the recorded one (its programs must not change mid-run)."""
+    from train_helpers import lively_params, micro_config, token_stream
+    cfg = micro_config(seq_len=32, embed_scale=3e6)
+    tc = TrainConfig(steps=2, batch=2, lr=1e-3, warmup=0, seed=1, device="sim", val_fraction=0.0,
+                     ckpt_dir=str(tmp_path / "run"), loss_scale=2.0 ** 18)
+    data = TokenDataset(token_stream(), 32, cfg.vocab_size, 0.0, 1)
+    t = Trainer(cfg, tc, lively_params(cfg), data)
+    assert t.residual_scale == t.progs.residual_scale < 1 / 16
+    t.train(stop_after=1)
+    t.close()
+    state = ck.load(str(tmp_path / "run"))
+    assert state.state["residual_scale"] == t.residual_scale
+    state.state["residual_scale"] = 2.0 ** -12
+    t2 = Trainer(cfg, tc, lively_params(cfg), TokenDataset(token_stream(), 32, cfg.vocab_size, 0.0, 1), resume=state)
+    assert t2.progs.residual_scale == 2.0 ** -12
+    assert t2.train().stats["boundary_clamps"] == 0
+    t2.close()
+    plain = Trainer(micro_config(), tc, lively_params(micro_config()), TokenDataset(token_stream(), 64, 96, 0.0, 1))
+    assert plain.residual_scale == 1.0
+    plain.close()

@@ -225,13 +225,16 @@ def _linear(x, w, transpose: bool, dynamic: bool, lora=None):
 
 
 def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.ndarray], fixes: bool = True,
-                dynamic: bool = False, lora: dict | None = None, layer: int = 0) -> Graph:
+                dynamic: bool = False, lora: dict | None = None, layer: int = 0, residual_scale: float = 1.0) -> Graph:
     """One program's graph. ``dynamic``: the linear layers are written for weights passed as program
     inputs (compile with ``dynamic_weights=True``); otherwise for baked weights. ``fixes=False`` gives the
     unprotected fp16 variant (plain RMSNorm, no score clamp) used to demonstrate the overflow cascade.
     ``lora``: ``{weight: (A [r, in], scale·B [out, r])}`` — adapters as program inputs ``<weight>_lora_a`` /
     ``<weight>_lora_b`` (marked dynamic, so only they become inputs when the base is baked).
-    ``layer``: whose window and RoPE the attention programs use (:func:`attn_variant`)."""
+    ``layer``: whose window and RoPE the attention programs use (:func:`attn_variant`). ``residual_scale``: the
+    factor s the host multiplies the residual stream ``x`` by before it enters (a power of two that keeps
+    bf16-trained models' streams inside fp16, :mod:`orion.models.fp16_safety`); ``x`` only feeds the input
+    RMSNorm, which gives the same result with eps·s²."""
     d, h, H, KV, hd, S = cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, seq
     qd, kvd = cfg.q_dim, cfg.kv_dim
     rank5 = H != KV
@@ -261,7 +264,7 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
 
     if kind == "attn_fwd":
         x = g.input("x", (1, d, 1, S))
-        xn = rms_norm(x, w["rms"], eps, stable=fixes)
+        xn = rms_norm(x, w["rms"], eps * residual_scale ** 2, stable=fixes)
         ql = lin(xn, "wq", bias="bq")
         q = _rope(head_norm(ql, w["q_norm"], H, eps, fixes) if qkn else ql, H, cos, sin)
         kl = lin(xn, "wk", bias="bk")
@@ -274,7 +277,7 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
             out(name, val)
     elif kind == "ffn_fwd":
         x = g.input("x", (1, d, 1, S))
-        xn = rms_norm(x, w["rms"], eps, stable=fixes)
+        xn = rms_norm(x, w["rms"], eps * residual_scale ** 2, stable=fixes)
         h1 = lin(xn, "w1")
         h3 = lin(xn, "w3")
         gate = ops.mul(ops.silu(h1) if cfg.mlp_act == "silu" else ops.gelu(h1), h3)
@@ -357,7 +360,7 @@ class LayerPrograms:
     """
 
     def __init__(self, cfg: LlamaConfig, seq: int, params: dict, strategy: str = "dynamic", device: str = "sim",
-                 fixes: bool = True, profile=None, doctor_verdict=None, lora=None):
+                 fixes: bool = True, profile=None, doctor_verdict=None, lora=None, residual_scale: float = 1.0):
         from ..runtime import resolve_device
         if strategy not in STRATEGIES:
             raise TrainError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
@@ -369,6 +372,7 @@ class LayerPrograms:
         self.delta_method = _delta_allowed(self.device, doctor_verdict) if strategy == "delta" else None
         self.params = params
         self.lora = lora
+        self.residual_scale = float(residual_scale)        # the step engine scales the stream it feeds in
         self.version = 0
         self.stats = {"stage_s": 0.0, "update_s": 0.0, "eval_s": 0.0, "evals": 0, "stages": 0}
         self._progs: dict = {}
@@ -382,7 +386,8 @@ class LayerPrograms:
             for layer in range(cfg.n_layers):
                 for kind in KINDS:
                     g = build_graph(kind, cfg, seq, layer_weights(kind, params, layer), fixes,
-                                    lora=self._lora_values(kind, layer), layer=layer)
+                                    lora=self._lora_values(kind, layer), layer=layer,
+                                    residual_scale=self.residual_scale)
                     self._progs[(kind, layer)] = self._compile(g, dynamic=False)
                     self._staged[(kind, layer)] = self.version
         elif strategy == "dynamic":
@@ -391,14 +396,15 @@ class LayerPrograms:
                     key = self._key(kind, layer)
                     if key not in self._progs:
                         g = build_graph(kind, cfg, seq, layer_weights(kind, params, layer), fixes, dynamic=True,
-                                        layer=layer)
+                                        layer=layer, residual_scale=self.residual_scale)
                         self._progs[key] = self._compile(g, dynamic=True)
                         self._staged[key] = (0, 0)
         else:
             self._check_budget(len(KINDS) * cfg.n_layers, "compile the per-layer programs")
             for layer in range(cfg.n_layers):
                 for kind in KINDS:
-                    g = build_graph(kind, cfg, seq, layer_weights(kind, params, layer), fixes, layer=layer)
+                    g = build_graph(kind, cfg, seq, layer_weights(kind, params, layer), fixes, layer=layer,
+                                    residual_scale=self.residual_scale)
                     self._graphs[(kind, layer)] = g
                     self._progs[(kind, layer)] = self._compile(g, dynamic=False)
 

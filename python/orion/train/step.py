@@ -166,12 +166,17 @@ class StepEngine:
         if cfg.embed_scale != 1.0:
             x *= np.float32(cfg.embed_scale)
         saved = []
+        rs = self.progs.residual_scale         # the programs' input norms expect the stream times rs
+
+        def to_device(v):
+            return to_device_activation(v if rs == 1.0 else v * np.float32(rs), stats, self.fixes)
+
         for layer in range(cfg.n_layers):
             att = []
             for b in range(B):
-                xi = to_device_activation(x[b], stats, self.fixes)
+                xi = to_device(x[b])
                 if self.count_clamps:
-                    stats.norm_rescues += count_norm_overflow(x[b])
+                    stats.norm_rescues += count_norm_overflow(xi)
                 att.append(run("attn_fwd", layer, x=_dev(xi)))
                 if self.count_clamps:
                     stats.score_clamps += count_score_clamps(_flat(att[b]["q"]), _flat(att[b]["k"]),
@@ -179,9 +184,9 @@ class StepEngine:
             h = x + np.stack([self._post(_flat(a["o"]), layer, "rms_att_post") for a in att])
             ffn = []
             for b in range(B):
-                hi = to_device_activation(h[b], stats, self.fixes)
+                hi = to_device(h[b])
                 if self.count_clamps:
-                    stats.norm_rescues += count_norm_overflow(h[b])
+                    stats.norm_rescues += count_norm_overflow(hi)
                 ffn.append(run("ffn_fwd", layer, x=_dev(hi)))
             x_next = h + np.stack([self._post(_flat(f["f"]), layer, "rms_ffn_post") for f in ffn])
             if keep:

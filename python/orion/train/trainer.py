@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 
 from ..errors import AneSimWarning
+from ..models.fp16_safety import resolve_fp16_plan
 from . import checkpoint as ckpt_mod
 from .data import TokenDataset
 from .errors import ResumeMismatch, TrainError
@@ -202,9 +203,14 @@ class Trainer:
                 if hasattr(self.stability, k):
                     setattr(self.stability, k, int(v))
             self.history = list(resume.state.get("history", []))
+        # the residual stream's scale inside the programs: fixed for the run (resumed runs keep theirs)
+        if resume is not None and "residual_scale" in resume.state:
+            self.residual_scale = float(resume.state["residual_scale"])
+        else:
+            self.residual_scale = resolve_fp16_plan(cfg, params).scale if tc.fixes else 1.0
         # ... then the device programs (compiled with the weights they will run)
         self.progs = LayerPrograms(cfg, tc.seq_len, params, tc.strategy, tc.device, fixes=tc.fixes, profile=profile,
-                                   doctor_verdict=doctor_verdict, lora=lora)
+                                   doctor_verdict=doctor_verdict, lora=lora, residual_scale=self.residual_scale)
         self.engine = StepEngine(cfg, self.progs, params, fixes=tc.fixes, lora=lora)
         self.grads = GradAccumulator(zero_grads(self.trainable))
 
@@ -215,7 +221,8 @@ class Trainer:
                 "scaler": self.scaler.state(), "data": self.data.state(),
                 "rng": {"seed": self.tc.seed, "data_epoch": self.data.pos.epoch, "data_cursor": self.data.pos.cursor},
                 "stability": self.stability.as_dict(), "history": self.history[-5000:],
-                "tokenizer": getattr(self.tokenizer, "fingerprint", None), **self.extra_state}
+                "tokenizer": getattr(self.tokenizer, "fingerprint", None), "residual_scale": self.residual_scale,
+                **self.extra_state}
 
     def save(self) -> str | None:
         if not self.tc.ckpt_dir:
