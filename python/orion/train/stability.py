@@ -2,9 +2,12 @@
 
 Where overflow really occurs, and what is done about it:
 
-* host → device activations (the fp32 residual stream written into fp16 surfaces): finite values beyond
-  ±65,504 would become ±inf. They are clamped to ±65,504 and counted (``boundary_clamps``); NaN and inf
-  are never rewritten (they propagate and the step is counted and skipped).
+* host → device activations (the fp32 residual stream written into fp16 surfaces): a stream that the
+  initial weights drive beyond fp16 (bf16-trained models, Gemma 3) is written scaled by a power of two
+  (``Trainer.residual_scale``, from :mod:`orion.models.fp16_safety`; the programs' input norms take
+  eps·s²). Finite values still beyond ±65,504 would become ±inf: they are clamped to ±65,504 and counted
+  (``boundary_clamps``); NaN and inf are never rewritten (they propagate and the step is counted and
+  skipped).
 * RMSNorm on the device: the sum of squares overflows fp16 once the RMS of a column exceeds ~256 and the
   plain norm silently returns zeros. The programs prescale by 1/max|x| (programs.rms_norm); columns that
   the plain norm would have broken are counted (``norm_rescues``) from the fp32 copy on the host.
