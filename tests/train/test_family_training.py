@@ -173,14 +173,16 @@ def test_old_state_json_resumes(tmp_path):
 
 def test_residual_scale_is_chosen_once_and_resumed(tmp_path):
     """The trainer takes the stream's scale from orion.models.fp16_safety for the initial weights, records it
-    in state.json, and a resumed run keeps the recorded one (its programs must not change mid-run)."""
+    in state.json, and a resumed run keeps the recorded one (its programs must not change mid-run); the loss
+    scale starts that much higher (gradients at the stream are that much smaller)."""
     from train_helpers import lively_params, micro_config, token_stream
     cfg = micro_config(seq_len=32, embed_scale=3e6)
     tc = TrainConfig(steps=2, batch=2, lr=1e-3, warmup=0, seed=1, device="sim", val_fraction=0.0,
-                     ckpt_dir=str(tmp_path / "run"), loss_scale=2.0 ** 18)
+                     ckpt_dir=str(tmp_path / "run"))
     data = TokenDataset(token_stream(), 32, cfg.vocab_size, 0.0, 1)
     t = Trainer(cfg, tc, lively_params(cfg), data)
     assert t.residual_scale == t.progs.residual_scale < 1 / 16
+    assert t.scaler.scale == tc.loss_scale / t.residual_scale
     t.train(stop_after=1)
     t.close()
     state = ck.load(str(tmp_path / "run"))
@@ -191,5 +193,5 @@ def test_residual_scale_is_chosen_once_and_resumed(tmp_path):
     assert t2.train().stats["boundary_clamps"] == 0
     t2.close()
     plain = Trainer(micro_config(), tc, lively_params(micro_config()), TokenDataset(token_stream(), 64, 96, 0.0, 1))
-    assert plain.residual_scale == 1.0
+    assert plain.residual_scale == 1.0 and plain.scaler.scale == tc.loss_scale
     plain.close()

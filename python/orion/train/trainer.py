@@ -177,7 +177,14 @@ class Trainer:
         # what the optimizer trains: every parameter, or (LoRA) only the adapter tensors, updated in place
         self.trainable = lora.params() if lora is not None else params
         self.opt = AdamW(self.trainable, weight_decay=tc.weight_decay)
-        self.scaler = LossScaler(scale=tc.loss_scale)
+        # the residual stream's scale inside the programs: chosen once from the initial weights (a resumed
+        # run keeps its own); gradients at a stream that large are as small, so the loss scale starts higher
+        if resume is not None and "residual_scale" in resume.state:
+            self.residual_scale = float(resume.state["residual_scale"])
+        else:
+            self.residual_scale = resolve_fp16_plan(cfg, params).scale if tc.fixes else 1.0
+        s0 = tc.loss_scale / self.residual_scale
+        self.scaler = LossScaler(scale=s0, max_scale=max(LossScaler.max_scale, s0))
         self.sched = Schedule(tc.lr, tc.warmup, tc.steps, tc.min_lr_ratio)
         self.stability = StabilityStats()
         self.step = 0
@@ -203,11 +210,6 @@ class Trainer:
                 if hasattr(self.stability, k):
                     setattr(self.stability, k, int(v))
             self.history = list(resume.state.get("history", []))
-        # the residual stream's scale inside the programs: fixed for the run (resumed runs keep theirs)
-        if resume is not None and "residual_scale" in resume.state:
-            self.residual_scale = float(resume.state["residual_scale"])
-        else:
-            self.residual_scale = resolve_fp16_plan(cfg, params).scale if tc.fixes else 1.0
         # ... then the device programs (compiled with the weights they will run)
         self.progs = LayerPrograms(cfg, tc.seq_len, params, tc.strategy, tc.device, fixes=tc.fixes, profile=profile,
                                    doctor_verdict=doctor_verdict, lora=lora, residual_scale=self.residual_scale)
