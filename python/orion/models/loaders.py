@@ -204,9 +204,25 @@ def to_hf_tensor(cfg, name: str, arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict | None = None) -> dict:
+def _store(arr: np.ndarray, name: str, source: str, fp16: bool) -> np.ndarray:
+    if not fp16:
+        return arr
+    return to_fp16(arr, name, source)
+
+
+def to_fp16(arr, name: str, source: str) -> np.ndarray:
+    """A weight as the programs hold it: fp16, refusing values beyond its range (no silent inf) [C37]."""
+    a32 = np.asarray(arr, np.float32)
+    if np.abs(a32).max(initial=0.0) > 65504:
+        raise ModelFormatError(f"{source}: tensor {name!r} has values beyond the fp16 range (+-65504) [C37]")
+    return a32.astype(np.float16)
+
+
+def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict | None = None,
+                    fp16: bool = False) -> dict:
     """Maps HF-named tensors (arrays, or zero-arg callables returning arrays) to canonical float32 arrays,
-    validating names and shapes against ``cfg``."""
+    validating names and shapes against ``cfg``. ``fp16``: each tensor is range-checked and stored as fp16
+    as soon as it is converted, so a big checkpoint never exists in memory as float32 all at once."""
     names = list(tensors)
     nmap = _hf_name_map(cfg, names, source)
     exp = expected_shapes(cfg)
@@ -228,7 +244,7 @@ def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict |
                                        f"for the configuration")
             arr, r0 = np.asarray(arr, np.float32), 0
             for k, r in canon:
-                out[k] = to_canonical_tensor(cfg, k, arr[r0:r0 + r])
+                out[k] = _store(to_canonical_tensor(cfg, k, arr[r0:r0 + r]), k, source, fp16)
                 r0 += r
             continue
         if canon == "lm_head":
@@ -256,7 +272,7 @@ def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict |
             arr = np.asarray(arr, np.float32)
             if cfg.family == "llama":
                 arr = to_canonical_tensor(cfg, canon, arr)
-        out[canon] = arr
+        out[canon] = _store(arr, canon, source, fp16)
     if cfg.family == "gpt2" and lm_head is not None and "wte" in out:
         if not np.array_equal(np.asarray(lm_head[1], np.float32), out["wte"]):
             raise ModelFormatError(f"{source}: tensor {lm_head[0]!r} differs from wte.weight; GPT-2 with an untied "
@@ -310,7 +326,7 @@ def canonical_to_hf(cfg: ModelConfig, w: dict, prefix: bool = False, lm_head: bo
     return out
 
 
-def _read_hf(directory: str) -> Checkpoint:
+def _read_hf(directory: str, fp16: bool = False) -> Checkpoint:
     cfg_path = os.path.join(directory, "config.json")
     cfg = config_from_hf(read_hf_config(cfg_path), cfg_path)
     single = os.path.join(directory, "model.safetensors")
@@ -346,7 +362,7 @@ def _read_hf(directory: str) -> Checkpoint:
                                    f"(convert with safetensors first)")
         raise ModelFormatError(f"{single}: no such file (expected model.safetensors or "
                                f"model.safetensors.index.json next to config.json)")
-    w = hf_to_canonical(cfg, tensors, files[-1] if len(files) == 2 else directory)
+    w = hf_to_canonical(cfg, tensors, files[-1] if len(files) == 2 else directory, fp16=fp16)
     return Checkpoint(cfg, w, "hf", directory, files)
 
 
@@ -483,14 +499,15 @@ def read_llama2c(path: str) -> Checkpoint:
 
 
 # ------------------------------------------------------------------------------------------ entry
-def read_checkpoint(path: str) -> Checkpoint:
+def read_checkpoint(path: str, fp16: bool = False) -> Checkpoint:
     """Reads a checkpoint (HF folder, its config.json or model.safetensors, or a llama2.c ``.bin``) into
-    canonical weights (arrays as stored, float32 values; no cache). Raises ModelFormatError."""
+    canonical weights (arrays as stored, float32 values; no cache; ``fp16``: HF tensors converted to fp16
+    one at a time, see :func:`hf_to_canonical`). Raises ModelFormatError."""
     path = os.fspath(path)
     if os.path.isdir(path):
-        ck = _read_hf(path)
+        ck = _read_hf(path, fp16)
     elif os.path.basename(path) in ("config.json", "model.safetensors", "model.safetensors.index.json"):
-        ck = _read_hf(os.path.dirname(os.path.abspath(path)))
+        ck = _read_hf(os.path.dirname(os.path.abspath(path)), fp16)
     elif not os.path.exists(path):
         raise ModelFormatError(f"{path}: no such file or folder")
     elif path.endswith((".safetensors", ".json")):
@@ -631,13 +648,10 @@ def load_weights(path: str, *, cache: str | None = None, use_cache: bool = True)
             return Checkpoint(cfg, w, kind, path, files, cache_file=entry)
         except (ModelFormatError, KeyError, ValueError, TypeError) as e:
             log.warning("orion: rebuilding corrupt weight cache entry %s (%s)", entry, e)
-    ck = read_checkpoint(path)
+    ck = read_checkpoint(path, fp16=True)
     w16 = {}
-    for k, a in ck.weights.items():
-        a32 = np.asarray(a, np.float32)
-        if np.abs(a32).max(initial=0.0) > 65504:
-            raise ModelFormatError(f"{path}: tensor {k!r} has values beyond the fp16 range (+-65504) [C37]")
-        w16[k] = a32.astype(np.float16)
+    for k in list(ck.weights):                      # llama2.c views / v2 dequantised arrays: one at a time
+        w16[k] = to_fp16(ck.weights.pop(k), k, path)
     ck.weights = w16
     if entry:
         try:
