@@ -540,9 +540,14 @@ def test_constraint_catalog():
         assert by[cid]["where"] == "cost-model"
     assert by["C31"]["where"] == "none" and not by["C31"]["active"] and "unknown" in by["C31"]["reaction"]
     for c in cat:
-        assert set(c) == {"id", "rule", "kind", "confidence", "reaction", "where", "active"}
+        assert set(c) == {"id", "rule", "kind", "confidence", "reaction", "where", "active", "limits"}
         assert c["rule"] and c["confidence"].startswith("[")
     assert by["C20"]["reaction"] == "compile-reject" and by["C18"]["confidence"] == "[X]"
+    # the numbers the checks use, published once for the compiler's validation
+    assert by["C23"]["limits"] == {"max_rank": 5} and by["C22"]["limits"] == {"max_axis": 65536}
+    assert by["C24"]["limits"] == {"max_kernel_width": 15}
+    assert by["C25"]["limits"] == {"reject_input_channels": 32000, "warn_input_channels": 8192}
+    assert _native.sim_constraints("m1", "strict")[23]["limits"] == {"max_kernel_width": 13}
 
 
 def test_constraint_catalog_follows_profile():
@@ -566,6 +571,14 @@ def test_op_catalog():
              "silu", "quantize", "dequantize", "constexpr_affine_dequantize"]
     assert set(brief) <= set(ops)
     assert ops["conv"]["params"] == ["x", "weight", "bias?", "strides?", "pad_type?", "pad?", "dilations?", "groups?"]
+    # the schema row: types per parameter (in params order), family, output rule, ANE facts
+    assert list(ops["conv"]["types"]) == [p.rstrip("?") for p in ops["conv"]["params"]]
+    assert ops["conv"]["types"]["groups"] == "const int32" and ops["concat"]["types"]["values"] == "tuple<tensor>"
+    assert ops["select"]["types"]["cond"] == "tensor<bool>" and ops["add"]["output"] == "broadcast(x, y)"
+    assert ops["conv"]["family"] == "linear" and ops["reduce_sum"]["family"] == "reduction"
+    assert ops["rsqrt"]["constraints"] == ["C20"] and "pow(x, -0.5)" in ops["rsqrt"]["lowering"]
+    assert ops["silu"]["lowering"] and not ops["sigmoid"]["lowering"]
+    assert ops["constexpr_affine_dequantize"]["attr_params"] and not ops["conv"]["attr_params"]
     assert ops["rsqrt"]["status"] == "rejected (C20)"
     assert ops["gelu"]["status"] == "rejected (C10)"
     assert "C10" in {o["name"]: o for o in _native.sim_ops("m4", "permissive")}["gelu"]["status"]

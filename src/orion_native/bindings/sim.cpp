@@ -168,6 +168,9 @@ void bind_sim(nb::module_& m) {
       d["reaction"] = c.reaction;
       d["where"] = c.where;
       d["active"] = c.active;
+      nb::dict lim;
+      for (const auto& [k, v] : c.limits) lim[nb::str(k.c_str())] = v;
+      d["limits"] = lim;
       l.append(d);
     }
     return l;
@@ -178,14 +181,25 @@ void bind_sim(nb::module_& m) {
     for (const auto& o : sim::op_catalog(make_profile(chip, strictness))) {
       nb::dict d;
       d["name"] = o.name;
+      d["family"] = o.family;
       nb::list ps;
       for (const auto& p : o.params) ps.append(nb::str(p.c_str()));
       d["params"] = ps;
+      nb::dict ts;
+      for (const auto& [k, t] : o.types) ts[nb::str(k.c_str())] = t;
+      d["types"] = ts;
+      d["attr_params"] = o.attr_params;
+      d["output"] = o.output;
+      d["evidence"] = o.evidence;
+      d["constraints"] = o.constraints;
+      d["lowering"] = o.lowering;
       d["status"] = o.status;
       l.append(d);
     }
     return l;
-  }, nb::arg("chip") = "m4", nb::arg("strictness") = "strict", "Every MIL op the simulator knows.");
+  }, nb::arg("chip") = "m4", nb::arg("strictness") = "strict",
+     "The op schema: every MIL op the simulator knows (name, family, params, types, output rule, ANE evidence, "
+     "constraint IDs, the compiler's lowering) with its status under a profile.");
 
   m.def("_sim_run", &sim_run, nb::arg("mil_text"), nb::arg("weights"), nb::arg("inputs"), nb::arg("chip") = "m4",
         nb::arg("strictness") = "strict", nb::arg("concurrent") = 1,

@@ -16,6 +16,15 @@ const std::string kAnec = "ANECCompile() FAILED: err=(CompilationFailure) ";
 
 bool pow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
+// The numeric limits, defined once: used by the checks below and published in the catalog
+// (orion.sim.constraints()[...]["limits"]) for the compiler's own validation.
+constexpr int64_t kMaxRank = 5;              // C23
+constexpr int64_t kMaxAxis = 65536;          // C22
+constexpr int64_t kConvRejectCin = 32000;    // C25
+constexpr int64_t kConvWarnCin = 8192;       // C25
+constexpr int64_t kMaxWeightTensors = 16;    // C18
+int64_t conv_max_kernel_width(const Profile& p) { return p.chip == Chip::m1 ? 13 : 15; }  // C24
+
 }  // namespace
 
 std::string warning_text(const std::string& detail, const std::string& constraint) {
@@ -30,10 +39,10 @@ void check_dialect(const mil::Program& prog, const Profile& p) {
 }
 
 void check_shape(const Shape& s, const std::string& stmt) {
-  if (s.size() > 5) throw_compile("C23", stmt, kAnec + "rank " + std::to_string(s.size()) + " exceeds 5 (" + shape_str(s) + ")");
+  if ((int64_t)s.size() > kMaxRank) throw_compile("C23", stmt, kAnec + "rank " + std::to_string(s.size()) + " exceeds 5 (" + shape_str(s) + ")");
   for (int64_t d : s)
-    if (d > 65536 || d < 1)
-      throw_compile("C22", stmt, kAnec + "dimension " + std::to_string(d) + (d < 1 ? " is below 1" : " exceeds 65536") + " in " + shape_str(s));
+    if (d > kMaxAxis || d < 1)
+      throw_compile("C22", stmt, kAnec + "dimension " + std::to_string(d) + (d < 1 ? " is below 1" : " exceeds " + std::to_string(kMaxAxis)) + " in " + shape_str(s));
 }
 
 void check_io_dtype(DType d, const std::string& name, bool is_output, const Profile& p) {
@@ -72,13 +81,15 @@ void check_op(ops::OpCtx& ctx) {
   } else if (op == "conv") {
     if (ctx.has("bias")) throw_compile("C16", s, kInvalid + "conv bias not supported");
     const ops::Value& w = ctx.v("weight");
-    int64_t kw = w.shape.back(), lim = p.chip == Chip::m1 ? 13 : 15;
+    int64_t kw = w.shape.back(), lim = conv_max_kernel_width(p);
     if (kw > lim)
       throw_compile("C24", s, kAnec + "conv kernel width " + std::to_string(kw) + " exceeds " + std::to_string(lim) + " on " + chip_name(p.chip));
     int64_t cin = ctx.v("x").shape[1];
-    if (cin >= 32000) throw_compile("C25", s, kAnec + "conv with " + std::to_string(cin) + " input channels (>= 32000) rejected");
-    if (cin > 8192)
-      ctx.env.warn("C25", "conv '" + s + "' has " + std::to_string(cin) + " input channels (> 8192 untested on hardware; 32000 is rejected)");
+    if (cin >= kConvRejectCin)
+      throw_compile("C25", s, kAnec + "conv with " + std::to_string(cin) + " input channels (>= " + std::to_string(kConvRejectCin) + ") rejected");
+    if (cin > kConvWarnCin)
+      ctx.env.warn("C25", "conv '" + s + "' has " + std::to_string(cin) + " input channels (> " + std::to_string(kConvWarnCin) +
+                              " untested on hardware; " + std::to_string(kConvRejectCin) + " is rejected)");
   } else if (op == "rsqrt") {
     throw_compile("C20", s, kAnec + "rsqrt not supported (use pow(x, -0.5))");
   } else if (op == "softmax") {
@@ -111,7 +122,7 @@ void check_op(ops::OpCtx& ctx) {
 void check_program(const ProgramFacts& f, const Profile& p, std::vector<Warning>* warnings) {
   // C18/C19: at most 16 weight tensors — best reading: distinct files; strict also counts tensors.
   // pow or add(x, scalar const) anywhere lowers the ceiling to 15 (no stacking).
-  int limit = (f.has_pow || f.has_add_scalar_const) ? 15 : 16;
+  int limit = (int)kMaxWeightTensors - ((f.has_pow || f.has_add_scalar_const) ? 1 : 0);
   std::set<std::string> paths;
   int n = 0;
   std::string at;
@@ -126,7 +137,7 @@ void check_program(const ProgramFacts& f, const Profile& p, std::vector<Warning>
     std::string msg = kInvalid + "too many weight tensors (" + std::to_string(n) + " > " + std::to_string(limit) + ")" +
                       (limit == 15 ? "; the program has pow or add with a scalar const, which costs one slot" : "") +
                       " (counted " + what + ")";
-    throw_compile(n > 16 ? "C18" : "C19", at, msg);
+    throw_compile(n > kMaxWeightTensors ? "C18" : "C19", at, msg);
   }
   // C34: slice_by_index of a function input + RMSNorm (pow + reduce_sum) + conv: Espresso saw
   // InvalidMILProgram, Orion's ffn_bwd compiles — disputed, so strict warns only.
@@ -144,7 +155,9 @@ std::string op_status(const std::string& op, const Profile& p) {
   if (op == "matmul") return legacy_strict ? "rejected on m1/m2 (C30)" : "supported; named transpose flags (C15), saturates at +-32752 (C36)";
   if (op == "scaled_dot_product_attention")
     return legacy_strict ? "rejected on m1/m2 (C30)" : p.strict() ? "supported without attn_mask (C06)" : "supported; attn_mask ignored (C06)";
-  if (op == "conv") return "supported; no bias (C16), kernel width <= " + std::string(p.chip == Chip::m1 ? "13" : "15") + " (C24), input channels < 32000 (C25)";
+  if (op == "conv")
+    return "supported; no bias (C16), kernel width <= " + std::to_string(conv_max_kernel_width(p)) + " (C24), input channels < " +
+           std::to_string(kConvRejectCin) + " (C25)";
   if (op == "cast") return p.legacy_chip() ? "supported except fp16<->fp32 (C28)" : "supported";
   if (op == "softmax") return p.strict() ? "supported; last-axis length must be a power of two (C21)" : "supported";
   if (op == "reduce_mean") return "supported (disputed on hardware, C27)";
@@ -209,7 +222,18 @@ std::vector<ConstraintInfo> catalog(const Profile& p) {
       {"C46", "1x1 conv ~3x faster than matmul; deep programs needed for throughput", "perf", "[C]", "cost-model", "cost-model", true},
   };
   std::vector<ConstraintInfo> out;
-  for (auto& r : rows) out.push_back({r.id, r.rule, r.kind, r.conf, r.reaction, r.where, r.active});
+  for (auto& r : rows) out.push_back({r.id, r.rule, r.kind, r.conf, r.reaction, r.where, r.active, {}});
+  auto set = [&](const char* id, std::vector<std::pair<std::string, int64_t>> l) {
+    for (auto& c : out) if (c.id == id) c.limits = std::move(l);
+  };
+  set("C04", {{"min_surface_bytes", p.min_surface_bytes}});
+  set("C05", {{"compile_budget", p.compile_budget}});
+  set("C18", {{"max_weight_tensors", kMaxWeightTensors}});
+  set("C19", {{"max_weight_tensors_with_pow", kMaxWeightTensors - 1}});
+  set("C22", {{"max_axis", kMaxAxis}});
+  set("C23", {{"max_rank", kMaxRank}});
+  set("C24", {{"max_kernel_width", conv_max_kernel_width(p)}});
+  set("C25", {{"reject_input_channels", kConvRejectCin}, {"warn_input_channels", kConvWarnCin}});
   return out;
 }
 
@@ -221,7 +245,15 @@ std::vector<ConstraintInfo> constraint_catalog(const Profile& profile) { return 
 
 std::vector<OpInfo> op_catalog(const Profile& profile) {
   std::vector<OpInfo> out;
-  for (const auto& d : ops::registry()) out.push_back({d.name, d.params, constraints::op_status(d.name, profile)});
+  for (const auto& d : ops::registry()) {
+    OpInfo o{d.name, d.family, {}, {}, d.attr_params, d.output, d.ane.evidence, d.ane.constraints, d.ane.lowering,
+             constraints::op_status(d.name, profile)};
+    for (const auto& p : d.params) {
+      o.params.push_back(p.spelling());
+      o.types.push_back({p.name, p.type});
+    }
+    out.push_back(std::move(o));
+  }
   return out;
 }
 

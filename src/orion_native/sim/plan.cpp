@@ -209,11 +209,7 @@ class Builder : public ops::Env {
   // Parameter names and attributes against the registry entry.
   void check_signature(const mil::Stmt& st, const ops::OpDef& def) {
     auto fail = [&](const std::string& m) { throw_compile("", st.out, "InvalidMILProgram: " + st.op + ": " + m); };
-    auto known = [&](const std::string& n) {
-      for (const auto& p : def.params)
-        if (p == n || p == n + "?") return true;
-      return false;
-    };
+    auto known = [&](const std::string& n) { return def.param(n) != nullptr; };
     std::set<std::string> seen;
     bool has_name = false;
     for (const auto& at : st.attrs) {
@@ -227,13 +223,13 @@ class Builder : public ops::Env {
       if (def.attr_params) fail("takes its parameters in the attribute list, got argument '" + a.name + "'");
       if (!known(a.name)) {
         std::string list;
-        for (const auto& p : def.params) list += (list.empty() ? "" : ", ") + p;
+        for (const auto& p : def.params) list += (list.empty() ? "" : ", ") + p.spelling();
         fail("unknown parameter '" + a.name + "' (expected: " + list + ")");
       }
     }
     for (const auto& p : def.params)
-      if (p.back() != '?' && !(def.attr_params ? (bool)st.attr(p) : (bool)st.arg(p)))
-        fail("missing required parameter '" + p + "'");
+      if (!p.optional && !(def.attr_params ? (bool)st.attr(p.name) : (bool)st.arg(p.name)))
+        fail("missing required parameter '" + p.name + "'");
   }
 
   void resolve(const mil::Stmt& st) {

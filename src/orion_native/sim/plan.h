@@ -69,13 +69,21 @@ struct ConstraintInfo {
                            // "reproduce", "warn", "count", "cost-model", "inactive", ...
   std::string where;       // where it is enforced: "plan", "runtime", "compiler", "none"
   bool active = true;      // false when this profile does not apply it
+  std::vector<std::pair<std::string, int64_t>> limits;  // the numbers the check uses under this profile
 };
 std::vector<ConstraintInfo> constraint_catalog(const Profile& profile);
 
-// Every op the simulator knows, with its MIL parameter names (required first; "?" suffix = optional).
+// Every op the simulator knows: its schema row (sim/ops/op.h) and its status under a profile.
 struct OpInfo {
   std::string name;
-  std::vector<std::string> params;
+  std::string family;
+  std::vector<std::string> params;  // MIL spelling, required first; "?" suffix = optional
+  std::vector<std::pair<std::string, std::string>> types;  // (param, type) in params order
+  bool attr_params = false;
+  std::string output;
+  std::string evidence;
+  std::vector<std::string> constraints;
+  std::string lowering;
   std::string status;  // "supported", "rejected (C20)", "permissive only (C10)", ...
 };
 std::vector<OpInfo> op_catalog(const Profile& profile);

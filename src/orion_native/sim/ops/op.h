@@ -147,12 +147,40 @@ class OpCtx {
   std::map<std::string, int> cache_;  // parameter -> value id (inline literals become one const each)
 };
 
+// One MIL parameter: name, type as the simulator accepts it ("tensor" = any runtime or const tensor,
+// "tensor<int>" / "tensor<bool>" restrict the dtype, "const ..." must be a const: "const int32",
+// "const int32[]", "const bool", "const fp", "const string", "const tensor<fp>"; "tuple<tensor>").
+struct Param {
+  std::string name;
+  std::string type;
+  bool optional = false;
+  std::string spelling() const { return optional ? name + "?" : name; }  // mil-dialect.md §4 form
+};
+
+// ANE facts about an op (mil-dialect.md §4, ane-constraints.md): the evidence for it on the in-memory
+// path, the constraints that concern it, and the lowering the compiler applies instead of emitting it
+// (empty: the compiler may emit it).
+struct AneInfo {
+  std::string evidence;                  // "[C]", "[S]", "[X]", "unverified", "rejected"
+  std::vector<std::string> constraints;  // constraint IDs, the one explaining a lowering first
+  std::string lowering;
+};
+
+// The op schema: one row per op (registry.cpp). Everything else about an op — the Python builders,
+// the compiler's validation and legalisation lists, the ANE test programs — is derived from it.
 struct OpDef {
   std::string name;
-  std::vector<std::string> params;  // required first; "?" suffix = optional
-  bool attr_params = false;         // constexpr ops: parameters sit in the attribute list
+  std::string family;                    // coremltools-style group: elementwise, activation, linear, ...
+  std::vector<Param> params;             // required first
+  std::string output;                    // output rule: "broadcast(x, y)", "elementwise(x)", "like(x)", ...
+  AneInfo ane;
+  bool attr_params = false;              // constexpr ops: parameters sit in the attribute list
   void (*infer)(OpCtx&) = nullptr;
-  RunFn (*lower)(OpCtx&) = nullptr;  // null for const / constexpr (folded at build)
+  RunFn (*lower)(OpCtx&) = nullptr;      // null for const / constexpr (folded at build)
+  const Param* param(const std::string& n) const {
+    for (const auto& p : params) if (p.name == n) return &p;
+    return nullptr;
+  }
 };
 
 const std::vector<OpDef>& registry();

@@ -1,63 +1,135 @@
-// The single list of ops the simulator knows (mil-dialect.md §4): MIL parameter names as in the
-// coremltools 9.0 registry (required first, "?" = optional) and the family functions implementing them.
+// THE op schema (mil-dialect.md §4): one row per op the simulator knows — MIL parameter names as in the
+// coremltools 9.0 registry (required first, "?" = optional) with the type the simulator accepts, the
+// output rule, the ANE facts (evidence, constraint IDs, the compiler's lowering) and the family
+// functions implementing it. orion.sim.ops() and orion.ops.schema() expose it; the Python op builders,
+// the compiler's validation and legalisation lists and the ANE test programs are views of it.
 #include "sim/ops/op.h"
 
 namespace orion::sim::ops {
 
-const std::vector<OpDef>& registry() {
-  static const std::vector<OpDef> ops = {
-      {"const", {"val"}, true, const_infer, nullptr},
-      {"constexpr_affine_dequantize", {"quantized_data", "zero_point", "scale", "axis"}, true,
-       constexpr_affine_dequantize_infer, nullptr},
-      // convolution / contraction
-      {"conv", {"x", "weight", "bias?", "strides?", "pad_type?", "pad?", "dilations?", "groups?"}, false, conv_infer, conv_lower},
-      {"matmul", {"x", "y", "transpose_x?", "transpose_y?"}, false, matmul_infer, matmul_lower},
-      {"scaled_dot_product_attention", {"query", "key", "value", "attn_mask?"}, false, sdpa_infer, sdpa_lower},
-      // element-wise binary (numpy broadcasting)
-      {"add", {"x", "y"}, false, binary_infer, binary_lower},
-      {"sub", {"x", "y"}, false, binary_infer, binary_lower},
-      {"mul", {"x", "y"}, false, binary_infer, binary_lower},
-      {"real_div", {"x", "y"}, false, binary_infer, binary_lower},
-      {"pow", {"x", "y"}, false, binary_infer, binary_lower},
-      {"maximum", {"x", "y"}, false, binary_infer, binary_lower},
-      {"minimum", {"x", "y"}, false, binary_infer, binary_lower},
-      // element-wise unary
-      {"sqrt", {"x"}, false, unary_infer, unary_lower},
-      {"rsqrt", {"x", "epsilon?"}, false, unary_infer, unary_lower},
-      {"exp", {"x"}, false, unary_infer, unary_lower},
-      {"log", {"x", "epsilon?"}, false, unary_infer, unary_lower},
-      {"tanh", {"x"}, false, unary_infer, unary_lower},
-      {"sigmoid", {"x"}, false, unary_infer, unary_lower},
-      {"relu", {"x"}, false, unary_infer, unary_lower},
-      {"silu", {"x"}, false, unary_infer, unary_lower},
-      {"gelu", {"x", "mode?"}, false, gelu_infer, gelu_lower},
-      {"clip", {"x", "alpha", "beta"}, false, clip_infer, clip_lower},
+namespace {
+
+// "bias?: tensor" style parameter list -> Params.
+std::vector<Param> ps(std::initializer_list<std::pair<const char*, const char*>> l) {
+  std::vector<Param> out;
+  for (const auto& [n, t] : l) {
+    std::string name = n;
+    bool opt = !name.empty() && name.back() == '?';
+    if (opt) name.pop_back();
+    out.push_back({name, t, opt});
+  }
+  return out;
+}
+
+OpDef op(const char* name, const char* family, std::vector<Param> params, const char* output, AneInfo ane,
+         void (*infer)(OpCtx&), RunFn (*lower)(OpCtx&), bool attr_params = false) {
+  return {name, family, std::move(params), output, std::move(ane), attr_params, infer, lower};
+}
+
+const char* T = "tensor";
+const char* I32 = "const int32";
+const char* I32V = "const int32[]";
+const char* B = "const bool";
+const char* F = "const fp";
+const char* STR = "const string";
+
+const char* kEw = "elementwise(x)";
+const char* kGelu = "x * 0.5 * (1 + tanh(0.7978846 * (x + 0.044715 * x^3))) (C10)";
+
+std::vector<OpDef> make_registry() {
+  std::vector<Param> bin = ps({{"x", T}, {"y", T}}), un = ps({{"x", T}});
+  auto red = ps({{"x", T}, {"axes?", I32V}, {"keep_dims?", B}});
+  const char* bc = "broadcast(x, y)";
+  const char* rd = "reduce(x, axes, keep_dims)";
+  return {
+      op("const", "const", ps({{"val", "const any"}}), "val", {"[C]", {"C08", "C18"}, ""}, const_infer, nullptr, true),
+      op("constexpr_affine_dequantize", "quantization",
+         ps({{"quantized_data", "const tensor<int8|uint8>"}, {"zero_point", "const tensor<int8|uint8>"},
+             {"scale", "const tensor<fp>"}, {"axis", I32}}),
+         "shape of quantized_data, dtype of scale", {"[S]", {}, ""}, constexpr_affine_dequantize_infer, nullptr, true),
+      // linear: convolution, contraction, attention
+      op("conv", "linear",
+         ps({{"x", T}, {"weight", T}, {"bias?", T}, {"strides?", I32V}, {"pad_type?", STR}, {"pad?", I32V},
+             {"dilations?", I32V}, {"groups?", I32}}),
+         "conv(x, weight): [N, Cout, H', W'], dtype of x", {"[C]", {"C16", "C24", "C25", "C46"}, ""}, conv_infer, conv_lower),
+      op("matmul", "linear", ps({{"x", T}, {"y", T}, {"transpose_x?", B}, {"transpose_y?", B}}),
+         "matmul(x, y): broadcast(batch axes) + [M, N]", {"[C]", {"C15", "C30", "C36"}, ""}, matmul_infer, matmul_lower),
+      op("scaled_dot_product_attention", "linear",
+         ps({{"query", T}, {"key", T}, {"value", T}, {"attn_mask?", T}}), "[..., L, Ev], dtype of query",
+         {"[C]", {"C06", "C30", "C45"}, "explicit masked attention: matmul, add mask, softmax, matmul (C06)"},
+         sdpa_infer, sdpa_lower),
+      // elementwise binary (numpy broadcasting)
+      op("add", "elementwise", bin, bc, {"[C]", {"C19"}, ""}, binary_infer, binary_lower),
+      op("sub", "elementwise", bin, bc, {"[C]", {}, ""}, binary_infer, binary_lower),
+      op("mul", "elementwise", bin, bc, {"[C]", {"C33"}, ""}, binary_infer, binary_lower),
+      op("real_div", "elementwise", bin, bc, {"unverified", {}, "mul by a reciprocal const, or x * pow(y, -1)"},
+         binary_infer, binary_lower),
+      op("pow", "elementwise", bin, bc, {"[C]", {"C19"}, ""}, binary_infer, binary_lower),
+      op("maximum", "elementwise", bin, bc, {"unverified", {}, ""}, binary_infer, binary_lower),
+      op("minimum", "elementwise", bin, bc, {"unverified", {}, ""}, binary_infer, binary_lower),
+      // elementwise unary
+      op("sqrt", "elementwise", un, kEw, {"[S]", {}, ""}, unary_infer, unary_lower),
+      op("rsqrt", "elementwise", ps({{"x", T}, {"epsilon?", F}}), kEw, {"rejected", {"C20"}, "pow(x, -0.5) (C20)"},
+         unary_infer, unary_lower),
+      op("exp", "elementwise", un, kEw, {"[S]", {}, ""}, unary_infer, unary_lower),
+      op("log", "elementwise", ps({{"x", T}, {"epsilon?", F}}), kEw, {"unverified", {}, ""}, unary_infer, unary_lower),
+      op("tanh", "elementwise", un, kEw, {"[C]", {}, ""}, unary_infer, unary_lower),
+      // activations
+      op("sigmoid", "activation", un, kEw, {"[C]", {}, ""}, unary_infer, unary_lower),
+      op("relu", "activation", un, kEw, {"[S]", {}, ""}, unary_infer, unary_lower),
+      op("silu", "activation", un, kEw, {"[S]", {}, "x * sigmoid(x) (treated as unsupported)"}, unary_infer, unary_lower),
+      op("gelu", "activation", ps({{"x", T}, {"mode?", STR}}), kEw, {"[X]", {"C10"}, kGelu}, gelu_infer, gelu_lower),
+      op("clip", "activation", ps({{"x", T}, {"alpha", F}, {"beta", F}}), kEw, {"unverified", {}, ""}, clip_infer, clip_lower),
+      op("softmax", "activation", ps({{"x", T}, {"axis?", I32}}), "like(x)", {"[C]", {"C21"}, ""}, softmax_infer, softmax_lower),
       // reductions and normalisation
-      {"reduce_sum", {"x", "axes?", "keep_dims?"}, false, reduce_infer, reduce_lower},
-      {"reduce_mean", {"x", "axes?", "keep_dims?"}, false, reduce_infer, reduce_lower},
-      {"reduce_max", {"x", "axes?", "keep_dims?"}, false, reduce_infer, reduce_lower},
-      {"reduce_min", {"x", "axes?", "keep_dims?"}, false, reduce_infer, reduce_lower},
-      {"reduce_prod", {"x", "axes?", "keep_dims?"}, false, reduce_infer, reduce_lower},
-      {"softmax", {"x", "axis?"}, false, softmax_infer, softmax_lower},
-      {"layer_norm", {"x", "axes?", "gamma?", "beta?", "epsilon?"}, false, layer_norm_infer, layer_norm_lower},
-      // shape / layout
-      {"reshape", {"x", "shape"}, false, reshape_infer, reshape_lower},
-      {"transpose", {"x", "perm"}, false, transpose_infer, transpose_lower},
-      {"cast", {"x", "dtype"}, false, cast_infer, cast_lower},
-      {"slice_by_index", {"x", "begin", "end", "stride?", "begin_mask?", "end_mask?", "squeeze_mask?"}, false,
-       slice_by_index_infer, slice_by_index_lower},
-      {"slice_by_size", {"x", "begin", "size"}, false, slice_by_size_infer, slice_by_size_lower},
-      {"concat", {"values", "axis", "interleave?"}, false, concat_infer, concat_lower},
-      {"split", {"x", "axis", "num_splits?", "split_sizes?"}, false, split_infer, split_lower},
-      {"identity", {"x"}, false, identity_infer, identity_lower},
-      // indexing / masking
-      {"gather", {"x", "indices", "axis?", "batch_dims?", "validate_indices?"}, false, gather_infer, gather_lower},
-      {"select", {"cond", "a", "b"}, false, select_infer, select_lower},
-      {"band_part", {"x", "lower?", "upper?"}, false, band_part_infer, band_part_lower},
+      op("reduce_sum", "reduction", red, rd, {"[C]", {}, ""}, reduce_infer, reduce_lower),
+      op("reduce_mean", "reduction", red, rd, {"[X]", {"C27"}, "reduce_sum * (1/N) (C27)"}, reduce_infer, reduce_lower),
+      op("reduce_max", "reduction", red, rd, {"unverified", {}, ""}, reduce_infer, reduce_lower),
+      op("reduce_min", "reduction", red, rd, {"unverified", {}, ""}, reduce_infer, reduce_lower),
+      op("reduce_prod", "reduction", red, rd, {"unverified", {}, ""}, reduce_infer, reduce_lower),
+      op("layer_norm", "normalization", ps({{"x", T}, {"axes?", I32V}, {"gamma?", T}, {"beta?", T}, {"epsilon?", F}}),
+         "like(x)", {"[S]", {"C38"}, ""}, layer_norm_infer, layer_norm_lower),
+      // tensor transformation: shape / layout / indexing
+      op("reshape", "tensor_transformation", ps({{"x", T}, {"shape", I32V}}), "reshape(x, shape)", {"[C]", {}, ""},
+         reshape_infer, reshape_lower),
+      op("transpose", "tensor_transformation", ps({{"x", T}, {"perm", I32V}}), "permute(x, perm)", {"[C]", {}, ""},
+         transpose_infer, transpose_lower),
+      op("cast", "elementwise", ps({{"x", T}, {"dtype", STR}}), "elementwise(x), dtype from dtype", {"[C]", {"C28"}, ""},
+         cast_infer, cast_lower),
+      op("slice_by_index", "tensor_transformation",
+         ps({{"x", T}, {"begin", I32V}, {"end", I32V}, {"stride?", I32V}, {"begin_mask?", "const bool[]"},
+             {"end_mask?", "const bool[]"}, {"squeeze_mask?", "const bool[]"}}),
+         "slice(x, begin, end, stride)", {"[C]", {"C34"}, ""}, slice_by_index_infer, slice_by_index_lower),
+      op("slice_by_size", "tensor_transformation", ps({{"x", T}, {"begin", I32V}, {"size", I32V}}),
+         "slice(x, begin, size)", {"[C]", {"C35"}, ""}, slice_by_size_infer, slice_by_size_lower),
+      op("concat", "tensor_transformation", ps({{"values", "tuple<tensor>"}, {"axis", I32}, {"interleave?", B}}),
+         "concat(values, axis)", {"[X]", {"C01"}, ""}, concat_infer, concat_lower),
+      op("split", "tensor_transformation", ps({{"x", T}, {"axis", I32}, {"num_splits?", I32}, {"split_sizes?", I32V}}),
+         "split(x, axis): one part", {"unverified", {}, ""}, split_infer, split_lower),
+      op("identity", "tensor_transformation", un, kEw, {"[C]", {"C17"}, ""}, identity_infer, identity_lower),
+      op("gather", "tensor_transformation",
+         ps({{"x", T}, {"indices", "tensor<int>"}, {"axis?", I32}, {"batch_dims?", I32}, {"validate_indices?", B}}),
+         "x.shape[:axis] + indices.shape + x.shape[axis+1:]", {"[S]", {}, ""}, gather_infer, gather_lower),
+      op("select", "elementwise", ps({{"cond", "tensor<bool>"}, {"a", T}, {"b", T}}), "broadcast(cond, a, b), dtype of a",
+         {"unverified", {"C39"}, ""}, select_infer, select_lower),
+      op("band_part", "tensor_transformation", ps({{"x", T}, {"lower?", I32}, {"upper?", I32}}), "like(x)",
+         {"unverified", {}, ""}, band_part_infer, band_part_lower),
       // quantisation
-      {"quantize", {"input", "scale", "output_dtype", "zero_point?", "axis?"}, false, quantize_infer, quantize_lower},
-      {"dequantize", {"input", "scale", "zero_point?", "axis?"}, false, dequantize_infer, dequantize_lower},
+      op("quantize", "quantization",
+         ps({{"input", T}, {"scale", "const tensor<fp>"}, {"output_dtype", STR}, {"zero_point?", "const tensor<int8|uint8>"},
+             {"axis?", I32}}),
+         "shape of input, dtype output_dtype", {"[S]", {}, ""}, quantize_infer, quantize_lower),
+      op("dequantize", "quantization",
+         ps({{"input", "tensor<int8|uint8>"}, {"scale", "const tensor<fp>"}, {"zero_point?", "const tensor<int8|uint8>"},
+             {"axis?", I32}}),
+         "shape of input, dtype of scale", {"[S]", {}, ""}, dequantize_infer, dequantize_lower),
   };
+}
+
+}  // namespace
+
+const std::vector<OpDef>& registry() {
+  static const std::vector<OpDef> ops = make_registry();
   return ops;
 }
 
