@@ -1,6 +1,8 @@
 """One small MIL program per simulator op (ios18 dialect, every tensor 4-D with S >= 16), for running
 every op on the ANE backend and comparing it with the simulator. ``OPS[name]() -> (mil, weights,
-inputs)``; ops the simulator marks "rejected" are not listed (they must fail at compile instead)."""
+inputs)``, derived from the op schema (``orion.sim.ops()``): binary, unary and reduction programs are
+generated from the output rule and parameters of each row; the other ops have a written program below.
+Every schema op gets one (ops the simulator marks "rejected" must fail at compile instead)."""
 
 from __future__ import annotations
 
@@ -213,6 +215,13 @@ def band_part():
     return program({"x": ("fp16", s)}, body, ["y"]), {}, {"x": rnd(s, 32)}
 
 
+def concat():
+    """The full form (named axis and interleave consts), the only one that compiles (C01; strict rejects all)."""
+    body = [scalar("ax", 1, "int32"), scalar("il", False, "bool"),
+            stmt("y", "fp16", (1, 128, 1, 64), "concat", values="(x, z)", axis="ax", interleave="il")]
+    return program({"x": ("fp16", X), "z": ("fp16", X)}, body, ["y"]), {}, {"x": rnd(X, 34), "z": rnd(X, 35)}
+
+
 def quantize_dequantize():
     body = [scalar("s", 0.03125, "fp16"), scalar("zp", 3, "int8"), scalar("od", "int8", "string"),
             stmt("q", "int8", X, "quantize", input="x", scale="s", zero_point="zp", output_dtype="od"),
@@ -220,18 +229,42 @@ def quantize_dequantize():
     return program({"x": ("fp16", X)}, body, ["y"]), {}, {"x": rnd(X, 33, scale=2)}
 
 
-OPS = {
+# input domain (lo, hi) or scale per generated op, where the default standard normal does not fit
+_DOMAIN = {"real_div": {"lo": 0.5, "hi": 2.0}, "sqrt": {"lo": 0.0, "hi": 9.0}, "rsqrt": {"lo": 0.5, "hi": 4.0},
+           "exp": {"scale": 2.0}, "tanh": {"scale": 2.0}, "sigmoid": {"scale": 3.0}, "silu": {"scale": 3.0}}
+_WRITTEN = {
     "conv": conv, "constexpr_affine_dequantize": constexpr_affine_dequantize, "matmul": matmul,
-    "scaled_dot_product_attention": scaled_dot_product_attention,
-    "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"), "real_div": _binary("real_div", 0.5, 2.0),
-    "maximum": _binary("maximum"), "minimum": _binary("minimum"), "pow": pow_,
-    "sqrt": _unary("sqrt", 0.0, 9.0), "exp": _unary("exp", scale=2.0), "log": log, "tanh": _unary("tanh", scale=2.0),
-    "sigmoid": _unary("sigmoid", scale=3.0), "relu": _unary("relu"), "silu": _unary("silu", scale=3.0), "clip": clip,
-    "reduce_sum": _reduce("reduce_sum"), "reduce_mean": _reduce("reduce_mean"), "reduce_max": _reduce("reduce_max"),
-    "reduce_min": _reduce("reduce_min"), "reduce_prod": _reduce("reduce_prod"), "softmax": softmax,
-    "layer_norm": layer_norm, "reshape": reshape, "transpose": transpose, "cast": cast,
+    "scaled_dot_product_attention": scaled_dot_product_attention, "pow": pow_, "log": log, "clip": clip,
+    "softmax": softmax, "layer_norm": layer_norm, "reshape": reshape, "transpose": transpose, "cast": cast,
     "slice_by_index": slice_by_index, "slice_by_size": slice_by_size, "split": split, "identity": identity,
-    "gather": gather, "select": select, "band_part": band_part,
+    "gather": gather, "select": select, "band_part": band_part, "concat": concat,
     "quantize": quantize_dequantize, "dequantize": quantize_dequantize,
     "const": identity,  # every program uses const; identity is the smallest one that runs
 }
+
+
+def _generated(row):
+    required = [p for p in row["params"] if not p.endswith("?")]
+    dom = _DOMAIN.get(row["name"], {})
+    if row["output"] == "broadcast(x, y)":
+        return _binary(row["name"], dom.get("lo"), dom.get("hi"))
+    if row["output"] == "elementwise(x)" and required == ["x"]:
+        return _unary(row["name"], dom.get("lo"), dom.get("hi"), dom.get("scale", 1.0))
+    if row["output"].startswith("reduce("):
+        return _reduce(row["name"])
+    return None
+
+
+def _derive() -> dict:
+    import orion
+
+    out = {}
+    for row in orion.sim.ops():
+        build = _WRITTEN.get(row["name"]) or _generated(row)
+        if build is None:
+            raise KeyError(f"tests/ane/op_programs.py: no program for the schema op {row['name']!r}; add one to _WRITTEN")
+        out[row["name"]] = build
+    return out
+
+
+OPS = _derive()

@@ -575,7 +575,7 @@ def test_op_catalog():
     assert list(ops["conv"]["types"]) == [p.rstrip("?") for p in ops["conv"]["params"]]
     assert ops["conv"]["types"]["groups"] == "const int32" and ops["concat"]["types"]["values"] == "tuple<tensor>"
     assert ops["select"]["types"]["cond"] == "tensor<bool>" and ops["add"]["output"] == "broadcast(x, y)"
-    assert ops["conv"]["family"] == "linear" and ops["reduce_sum"]["family"] == "reduction"
+    assert ops["conv"]["family"] == "contraction" and ops["reduce_sum"]["family"] == "reduction"
     assert ops["rsqrt"]["constraints"] == ["C20"] and "pow(x, -0.5)" in ops["rsqrt"]["lowering"]
     assert ops["silu"]["lowering"] and not ops["sigmoid"]["lowering"]
     assert ops["constexpr_affine_dequantize"]["attr_params"] and not ops["conv"]["attr_params"]

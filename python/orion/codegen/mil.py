@@ -107,6 +107,17 @@ def _attr_literal(d: Dialect, kind: str, value) -> tuple[str, str]:
     return d.scalar_type(dtype), d.literal(dtype, [], value)
 
 
+def _attr_list(d: Dialect, node, v) -> str:
+    """``axis = int32(0), name = string("w"), quantized_data = tensor<int8, [..]>([..]), ...`` (sorted)."""
+    items = [("name", d.string(v.mil_name))]
+    for k, val in node.attrs.items():
+        arr = np.asarray(val)
+        dtype = "int32" if arr.dtype.kind in "iu" and arr.dtype.itemsize > 1 else \
+            {"i": "int8", "u": "uint8", "f": "fp16", "b": "bool"}[arr.dtype.kind]
+        items.append((k, d.literal(dtype, arr.shape, arr)))
+    return ", ".join(f"{k} = {t}" for k, t in sorted(items))
+
+
 def emit(graph: Graph, ctx: CompileContext, weights: WeightFiles) -> str:
     d = Dialect(ctx.options.target)
     header, bi_type, pairs = BUILD_INFO[ctx.options.target]
@@ -129,12 +140,15 @@ def emit(graph: Graph, ctx: CompileContext, weights: WeightFiles) -> str:
             out.append(d.const_stmt(d.type_of(v.dtype, v.shape), v.mil_name, val))
             continue
         spec = OPS[node.op]
+        if spec.attrs and spec.attrs[0].kind == "attr":       # constexpr: parameters in the attribute list
+            out.append(f"        {d.type_of(v.dtype, v.shape)} {v.mil_name} = {spec.mil}()[{_attr_list(d, node, v)}];\n")
+            continue
         args: list[tuple[str, str]] = []
         for k, x in node.inputs.items():
             ref = "(" + ", ".join(e.mil_name for e in x) + ")" if isinstance(x, tuple) else x.mil_name
             args.append((k, ref))
         for ad in spec.attrs:
-            if not ad.mil:
+            if not ad.mil or node.attrs[ad.name] is None:     # None: an optional parameter left out
                 continue
             cname = attr_names.get((node.id, ad.name))
             if cname is None:

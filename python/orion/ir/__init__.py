@@ -1,4 +1,5 @@
-"""Graph IR: ``Graph`` / ``Value`` / ``Node``, the op registry (``ops.OPS``) and composites."""
+"""Graph IR: ``Graph`` / ``Value`` / ``Node``, the op builders and their registry (``ops``, one module per op
+family, derived from the op schema: ``ops.schema()``) and composites."""
 
 from .graph import DTYPES, Graph, GraphError, Node, Value
 from . import ops

@@ -1,8 +1,8 @@
 """Graph IR: typed SSA values produced by nodes, kept in build (= topological) order.
 
 A ``Graph`` is what users build and what every compiler pass rewrites. Each ``Node`` is one op of the
-registry in ``ops.py``; its tensor operands are ``Value``s, its non-tensor operands plain Python
-``attrs`` (the codegen turns those into named MIL consts, C15). Shapes and dtypes are inferred when a
+registry (``ops/``, derived from the op schema); its tensor operands are ``Value``s, its non-tensor
+operands plain Python ``attrs`` (the codegen turns those into named MIL consts, C15). Shapes and dtypes are inferred when a
 node is built, so a bad graph fails at the line that builds it, with the op and the shapes in the
 message.
 
@@ -20,9 +20,10 @@ import numpy as np
 
 from ..errors import OrionError
 
-DTYPES = ("fp16", "fp32", "int32", "bool")
-NP_DTYPES = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "bool": np.bool_}
-ITEMSIZE = {"fp16": 2, "fp32": 4, "int32": 4, "bool": 1}
+DTYPES = ("fp16", "fp32", "int32", "bool", "int8", "uint8")  # int8/uint8: quantized intermediates only
+NP_DTYPES = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "bool": np.bool_, "int8": np.int8,
+             "uint8": np.uint8}
+ITEMSIZE = {"fp16": 2, "fp32": 4, "int32": 4, "bool": 1, "int8": 1, "uint8": 1}
 MAX_RANK = 5  # C23
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -313,7 +314,7 @@ class Graph:
         return f"{stem}_{k}"
 
     def __getattr__(self, item: str):
-        # g.gelu(x), g.linear(x, w) ... forward to the op builders in ops.py
+        # g.gelu(x), g.linear(x, w) ... forward to the op builders in ops/ (composites included)
         if item.startswith("_"):
             raise AttributeError(item)
         from . import ops

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import ops
-from ..ir.graph import Graph, Node
+from ..ir.graph import NP_DTYPES, Graph, Node
 from ..ir.ops import OPS, evaluate_node
 from .context import CompileContext
 
@@ -62,8 +62,8 @@ def run(graph: Graph, ctx: CompileContext) -> None:
         with np.errstate(all="ignore"):
             results = evaluate_node(node.op, args, node.attrs)
         ctx.count("constant_fold", node.op)
-        return [graph.const(r.reshape(o.shape).astype(np.int32 if o.dtype == "int32" else np.float32), o.dtype,
-                            name=name)
+        return [graph.const(r.reshape(o.shape).astype(np.float32 if o.dtype in ("fp16", "fp32") else NP_DTYPES[o.dtype]),
+                            o.dtype, name=name)
                 for r, o in zip(results, node.outputs)]
 
     graph.rewrite(visit)

@@ -1,4 +1,5 @@
-"""Decompose ops the ANE rejects or that are disputed into ops it runs.
+"""Decompose ops the ANE rejects or that are disputed into ops it runs (the ops whose schema row names a
+lowering, ``orion.ops.schema()``, plus the conditional rewrites).
 
 gelu → tanh form (C10) · silu → x·sigmoid(x) · rsqrt → pow(x, −0.5) (C20) · real_div → mul by a
 reciprocal · reduce_mean → reduce_sum × 1/N (C27) · conv bias → separate add (C16) · SDPA → explicit
@@ -95,10 +96,13 @@ def _softmax(node: Node, ctx):
     return None
 
 
-RULES = {
+# One rule per op whose schema row names a lowering (the op is never emitted; tests check the two agree),
+# plus the conditional ones: conv with bias (C16), last-axis non-power-of-two softmax (C21).
+LOWERINGS = {
     "gelu": _gelu, "silu": _silu, "rsqrt": _rsqrt, "real_div": _real_div, "reduce_mean": _reduce_mean,
-    "conv": _conv, "scaled_dot_product_attention": _sdpa, "softmax": _softmax,
+    "scaled_dot_product_attention": _sdpa,
 }
+RULES = {**LOWERINGS, "conv": _conv, "softmax": _softmax}
 
 
 def _split_concat_outputs(graph: Graph, ctx: CompileContext) -> None:

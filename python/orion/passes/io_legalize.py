@@ -22,11 +22,18 @@ import numpy as np
 
 from ..ir import ops
 from ..ir.graph import Graph, Node, Value
+from ..ir.ops import SCHEMA
 from .context import CompileContext, compile_error
 
 
 class _Unsafe(Exception):
     pass
+
+
+# Column-independent ops, read from the schema's output rules: per-element with broadcasting, and
+# per-element on x alone (cast and identity included).
+_BROADCASTING = frozenset(n for n, r in SCHEMA.items() if r["output"].startswith("broadcast("))
+_PER_ELEMENT = frozenset(n for n, r in SCHEMA.items() if r["output"].startswith("elementwise(x)"))
 
 
 def _round16(n: int) -> int:
@@ -97,10 +104,9 @@ def _plan_retrace(graph: Graph, keys: list[str], s: int):
         op, at = node.op, node.attrs
         x = node.inputs.get("x")
         a = axis_of.get(id(x)) if x is not None else None
-        if op in ("add", "sub", "mul", "real_div", "pow"):
+        if op in _BROADCASTING:
             out_axis = elementwise(node)
-        elif op in ("exp", "sqrt", "tanh", "sigmoid", "relu", "rsqrt", "gelu", "silu", "log", "clip", "cast",
-                    "identity"):
+        elif op in _PER_ELEMENT:
             out_axis = a
         elif op == "softmax":
             if at["axis"] == a:

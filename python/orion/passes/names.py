@@ -82,6 +82,6 @@ def run(graph: Graph, ctx: CompileContext) -> None:
     for node in graph.nodes:
         d = OPS[node.op]
         for ad in d.attrs:
-            if ad.mil:
+            if ad.mil and node.attrs[ad.name] is not None:
                 attr_names[(node.id, ad.name)] = table.take(f"{node.out.mil_name}_{ad.name}")
     ctx.attr_names = attr_names

@@ -2,26 +2,44 @@
 checked, and a violation raises CompileError with the constraint ID and the offending node.
 
 (Constraints fixed by earlier passes are re-checked here, so a custom pipeline that drops a pass gets a
-precise error instead of a program the ANE rejects.)
+precise error instead of a program the ANE rejects.) Nothing here is a table of its own: which ops must
+not reach the ANE (the schema's ``lowering``) and the numeric limits (the constraint catalog's
+``limits``) come from the simulator, so both sides apply the same facts.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
-from ..ir.graph import MAX_RANK, Graph
-from ..ir.ops import OPS
+from ..ir.ops import OPS, SCHEMA
+from ..ir.graph import Graph
 from .context import CompileContext, compile_error
 from .names import collation_consistent
 
-REJECTED = {  # op -> (constraint, why)
-    "gelu": ("C10", "gelu is rejected on the in-memory path; run the decompose pass (tanh form)"),
-    "rsqrt": ("C20", "rsqrt is rejected by the ANE compiler; run decompose (pow(x, -0.5))"),
-    "scaled_dot_product_attention": ("C06", "SDPA ignores attn_mask on the ANE; run decompose (explicit attention)"),
-    "reduce_mean": ("C27", "reduce_mean is disputed in raw MIL; run decompose (reduce_sum * 1/N)"),
-    "silu": (None, "silu is treated as unsupported; run decompose (x * sigmoid(x))"),
-    "real_div": (None, "real_div is unverified on the ANE; run decompose (mul by a reciprocal)"),
-}
+# families whose ops move or reinterpret data rather than compute in fp16 (C37 does not apply)
+_DTYPE_FREE = ("source", "tensor_transformation", "quantization")
+
+
+@lru_cache(maxsize=None)
+def limits(chip: str | None) -> dict[str, int]:
+    """The numbers the simulator's constraint checks use for ``chip`` (default m4), by name."""
+    from .. import _native
+
+    out: dict[str, int] = {}
+    for c in _native.sim_constraints(chip or "m4", "strict"):
+        out.update(c["limits"])
+    return out
+
+
+def _not_emitted(op: str) -> tuple[str | None, str] | None:
+    """(constraint, why) when the schema says the compiler lowers ``op`` instead of emitting it."""
+    row = SCHEMA.get(op)
+    if row is None or not row["lowering"]:
+        return None
+    cid = row["constraints"][0] if row["constraints"] else None
+    return cid, f"{op} is not emitted for the ANE (evidence {row['evidence']}); run decompose ({row['lowering']})"
 
 
 def _is_pow2(n: int) -> bool:
@@ -30,7 +48,8 @@ def _is_pow2(n: int) -> bool:
 
 def run(graph: Graph, ctx: CompileContext) -> None:
     opts = ctx.options
-    kw_limit = 13 if opts.chip == "m1" else 15
+    lim = limits(opts.chip)
+    max_axis = min(opts.max_axis, lim["max_axis"])
     graph.topo_check()
     names: set[str] = set()
     for node in graph.nodes:
@@ -38,20 +57,20 @@ def run(graph: Graph, ctx: CompileContext) -> None:
         d = OPS.get(node.op)
         if d is None or (d.mil is None and node.op != "input"):
             raise compile_error(f"{node.describe()}: op has no MIL form", None, where)
-        if node.op in REJECTED:
-            cid, why = REJECTED[node.op]
-            raise compile_error(f"{node.describe()}: {why}", cid, where)
+        rejected = _not_emitted(node.op)
+        if rejected:
+            raise compile_error(f"{node.describe()}: {rejected[1]}", rejected[0], where)
         for v in node.outputs:
-            if v.rank > MAX_RANK:
-                raise compile_error(f"{node.describe()}: rank {v.rank} exceeds 5", "C23", where)
-            if any(dim > opts.max_axis or dim < 1 for dim in v.shape):
-                raise compile_error(f"{node.describe()}: axis length outside 1..{opts.max_axis}; chunk the tensor "
+            if v.rank > lim["max_rank"]:
+                raise compile_error(f"{node.describe()}: rank {v.rank} exceeds {lim['max_rank']}", "C23", where)
+            if any(dim > max_axis or dim < 1 for dim in v.shape):
+                raise compile_error(f"{node.describe()}: axis length outside 1..{max_axis}; chunk the tensor "
                                     f"(a returned conv is chunked automatically)", "C22", where)
             if v.mil_name is not None:
                 if v.mil_name in names:
                     raise compile_error(f"duplicate SSA name {v.mil_name!r}", "C40", v.mil_name)
                 names.add(v.mil_name)
-            if d.category not in ("source", "layout") and v.dtype != "fp16":
+            if d.category not in _DTYPE_FREE and node.op != "cast" and v.dtype != "fp16":
                 raise compile_error(f"{node.describe()}: the ANE computes in fp16; cast only at program I/O", "C37",
                                     where)
         if node.op == "concat" and not opts.allow_concat:
@@ -64,9 +83,10 @@ def run(graph: Graph, ctx: CompileContext) -> None:
             if not w.is_const:
                 raise compile_error(f"{node.describe()}: conv weight must be a constant (dynamic weights lower to "
                                     f"matmul in the dynamic_weights pass)", None, where)
-            if w.shape[3] > kw_limit:
-                raise compile_error(f"{node.describe()}: kernel width {w.shape[3]} exceeds {kw_limit}", "C24", where)
-            if node.inputs["x"].shape[1] >= 32000:
+            if w.shape[3] > lim["max_kernel_width"]:
+                raise compile_error(f"{node.describe()}: kernel width {w.shape[3]} exceeds {lim['max_kernel_width']}",
+                                    "C24", where)
+            if node.inputs["x"].shape[1] >= lim["reject_input_channels"]:
                 raise compile_error(f"{node.describe()}: {node.inputs['x'].shape[1]} input channels are rejected; "
                                     f"the limits pass splits contractions above {opts.conv_split_channels}", "C25",
                                     where)

@@ -170,7 +170,7 @@ struct AneInfo {
 // the compiler's validation and legalisation lists, the ANE test programs — is derived from it.
 struct OpDef {
   std::string name;
-  std::string family;                    // coremltools-style group: elementwise, activation, linear, ...
+  std::string family;                    // coremltools-style group: elementwise, activation, contraction, ... (= the Python module in orion/ir/ops/)
   std::vector<Param> params;             // required first
   std::string output;                    // output rule: "broadcast(x, y)", "elementwise(x)", "like(x)", ...
   AneInfo ane;

@@ -47,14 +47,14 @@ std::vector<OpDef> make_registry() {
          ps({{"quantized_data", "const tensor<int8|uint8>"}, {"zero_point", "const tensor<int8|uint8>"},
              {"scale", "const tensor<fp>"}, {"axis", I32}}),
          "shape of quantized_data, dtype of scale", {"[S]", {}, ""}, constexpr_affine_dequantize_infer, nullptr, true),
-      // linear: convolution, contraction, attention
-      op("conv", "linear",
+      // contraction: convolution, matmul, attention
+      op("conv", "contraction",
          ps({{"x", T}, {"weight", T}, {"bias?", T}, {"strides?", I32V}, {"pad_type?", STR}, {"pad?", I32V},
              {"dilations?", I32V}, {"groups?", I32}}),
          "conv(x, weight): [N, Cout, H', W'], dtype of x", {"[C]", {"C16", "C24", "C25", "C46"}, ""}, conv_infer, conv_lower),
-      op("matmul", "linear", ps({{"x", T}, {"y", T}, {"transpose_x?", B}, {"transpose_y?", B}}),
+      op("matmul", "contraction", ps({{"x", T}, {"y", T}, {"transpose_x?", B}, {"transpose_y?", B}}),
          "matmul(x, y): broadcast(batch axes) + [M, N]", {"[C]", {"C15", "C30", "C36"}, ""}, matmul_infer, matmul_lower),
-      op("scaled_dot_product_attention", "linear",
+      op("scaled_dot_product_attention", "contraction",
          ps({{"query", T}, {"key", T}, {"value", T}, {"attn_mask?", T}}), "[..., L, Ev], dtype of query",
          {"[C]", {"C06", "C30", "C45"}, "explicit masked attention: matmul, add mask, softmax, matmul (C06)"},
          sdpa_infer, sdpa_lower),

@@ -1,0 +1,58 @@
+"""The op builders, one module per op family (as coremltools groups them), and ``schema()``.
+
+Each op is described once, in the simulator's registry (``src/orion_native/sim/ops/registry.cpp``: MIL
+parameters with types and optionality, family, output rule, ANE evidence, constraint IDs, the lowering
+the compiler applies). ``_core.define`` builds every IR ``OpDef`` from that row and adds what only
+Python knows (shape rule, float64 reference, builder defaults); the compiler's validation and
+legalisation lists are read from the same rows. Every simulator op has a builder here.
+
+Composites (linear, norms, attention, RoPE, SwiGLU, LoRA) live in ``..composites`` and are reachable as
+``ops.<name>`` too (loaded on first use, so ``composites`` can import the families without a cycle).
+"""
+
+from __future__ import annotations
+
+from ._core import (  # noqa: F401  (the registry API the passes and codegen use)
+    BUILDERS, MAX_AXIS, OPS, REQUIRED, SCHEMA, AttrDef, OpDef, as_value, broadcast_shapes, builder, evaluate_node,
+    infer_types, make, register,
+)
+from .elementwise import add, cast, div, exp, log, maximum, minimum, mul, pow, real_div, rsqrt, select, sqrt, sub, tanh  # noqa: F401,A004
+from .activation import clip, gelu, relu, sigmoid, silu, softmax  # noqa: F401
+from .contraction import conv, matmul, scaled_dot_product_attention  # noqa: F401
+from .reduction import reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum  # noqa: F401
+from .tensor_transformation import (  # noqa: F401
+    band_part, concat, gather, getitem, identity, reshape, slice_by_index, slice_by_size, split, transpose,
+)
+from .quantization import constexpr_affine_dequantize, dequantize, quantize  # noqa: F401
+from . import normalization  # noqa: F401  (normalization.layer_norm: the MIL op; ops.layer_norm: the composite)
+
+_COMPOSITES = ("causal_attention", "causal_mask", "layer_norm", "linear", "lora_branch", "lora_linear", "rms_norm",
+               "rope", "rope_tables", "swiglu_ffn")
+BUILDERS.update(_COMPOSITES + ("getitem",))
+
+# schema op -> the builder that emits it ("Graph.const" for const: consts and weights are graph methods)
+_BUILDER_OF = {"const": "Graph.const", "layer_norm": "normalization.layer_norm"}
+
+
+def schema(profile=None) -> list[dict]:
+    """The op schema: one dict per op the simulator knows — ``name``, ``family``, ``params`` (MIL spelling,
+    required first, "?" = optional), ``types`` (param -> type), ``output`` (rule), ``evidence``,
+    ``constraints``, ``lowering`` and ``status`` (under ``profile``, default: orion.sim's) — plus the IR
+    view: ``builder`` (the function that emits it) and ``ir_params`` (the parameters the IR carries)."""
+    from ... import sim
+
+    out = []
+    for row in sim.ops(profile):
+        d = dict(row)
+        op = OPS.get(row["name"])
+        d["builder"] = _BUILDER_OF.get(row["name"], row["name"] if row["name"] in BUILDERS else None)
+        d["ir_params"] = [] if op is None else [p.lstrip("*").rstrip("?") for p in op.inputs] + [a.name for a in op.attrs]
+        out.append(d)
+    return out
+
+
+def __getattr__(name):
+    if name in _COMPOSITES:
+        from .. import composites
+        return getattr(composites, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

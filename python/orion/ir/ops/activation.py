@@ -1,0 +1,67 @@
+"""Activations: sigmoid, relu, silu, gelu (tanh form), clip, softmax."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..graph import GraphError, Value
+from ._core import REQUIRED, _axis, _errstate, _same_float, builder, define, make
+from .elementwise import _infer_unary, _unary
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+_UNARY = {
+    "sigmoid": (lambda x: 1.0 / (1.0 + np.exp(-x)), "used by SiLU = x*sigmoid(x)"),
+    "relu": (lambda x: np.maximum(x, 0.0), "in Orion's op set; no production use"),
+    "gelu": (_gelu_tanh, "tanh approximation 0.5x(1+tanh(0.79788(x+0.044715x^3))); rejected on the in-memory path"),
+    "silu": (lambda x: x / (1.0 + np.exp(-x)), "treated as unsupported"),
+}
+for _n, (_f, _note) in _UNARY.items():
+    define(_n, _infer_unary(_n), _errstate(lambda i, a, f=_f: [f(i["x"])]), _note)
+
+sigmoid = _unary("sigmoid")
+relu = _unary("relu")
+gelu = _unary("gelu")
+silu = _unary("silu")
+
+
+def _infer_clip(i, a):
+    if a["alpha"] > a["beta"]:
+        raise GraphError(f"clip: alpha {a['alpha']} > beta {a['beta']}")
+    return _infer_unary("clip")(i, a)
+
+
+define("clip", _infer_clip, lambda i, a: [np.clip(i["x"], a["alpha"], a["beta"])],
+       "no reference use on the in-memory path", attrs={"alpha": REQUIRED, "beta": REQUIRED})
+
+
+@builder
+def clip(x: Value, alpha: float, beta: float, name=None) -> Value:
+    return make("clip", {"x": x}, {"alpha": float(alpha), "beta": float(beta)}, name=name)
+
+
+def _infer_softmax(i, a):
+    x = i["x"]
+    _axis("softmax", a["axis"], x.rank, x.shape)
+    return [(x.shape, _same_float("softmax", x=x))]
+
+
+def _softmax(x, axis):
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+define("softmax", _infer_softmax, lambda i, a: [_softmax(i["x"], a["axis"])],
+       "axis as a named int32 const; a non-power-of-two last axis is disputed (C21): decompose rewrites that case "
+       "as exp(x - max) / sum", attrs={"axis": -1})
+
+
+@builder
+def softmax(x: Value, axis: int = -1, name=None) -> Value:
+    return make("softmax", {"x": x}, {"axis": _axis("softmax", int(axis), x.rank, x.shape)}, name=name)

@@ -1,0 +1,152 @@
+"""Element-wise ops: binary with numpy broadcasting (add, sub, mul, real_div, pow, maximum, minimum),
+unary math (exp, sqrt, rsqrt, log, tanh), cast and select."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import GraphError, Value
+from ._core import BUILDERS, OPS, REQUIRED, _errstate, _graph_of, _same_float, as_value, broadcast_shapes, builder, define, make
+
+# ------------------------------------------------------------------------------------------ binary
+
+
+def _infer_binary(name):
+    def infer(i, a):
+        x, y = i["x"], i["y"]
+        dt = _same_float(name, x=x, y=y)
+        return [(broadcast_shapes(name, x.shape, y.shape), dt)]
+    return infer
+
+
+_BINARY = {
+    "add": (np.add, "add against a scalar const costs one weight slot (C19)"),
+    "sub": (np.subtract, ""),
+    "mul": (np.multiply, "mul(reduce_result, 0) fails to compile (C33) - constant folding removes multiplications "
+                         "by zero"),
+    "real_div": (np.divide, "unused on the ANE by reference kernels"),
+    "pow": (np.power, "used as pow(v, -0.5) for every norm; costs one weight slot (C19)"),
+    "maximum": (np.maximum, ""),
+    "minimum": (np.minimum, ""),
+}
+for _n, (_f, _note) in _BINARY.items():
+    define(_n, _infer_binary(_n), _errstate(lambda i, a, f=_f: [f(i["x"], i["y"])]), "numpy broadcasting. " + _note)
+
+
+def _binary(op, x, y, name):
+    if isinstance(x, Value):
+        y = as_value(y, x, f"{op} y")
+    elif isinstance(y, Value):
+        x = as_value(x, y, f"{op} x")
+    else:
+        _graph_of(x, y)
+    return make(op, {"x": x, "y": y}, name=name)
+
+
+@builder
+def add(x, y, name=None): return _binary("add", x, y, name)
+@builder
+def sub(x, y, name=None): return _binary("sub", x, y, name)
+@builder
+def mul(x, y, name=None): return _binary("mul", x, y, name)
+@builder
+def real_div(x, y, name=None): return _binary("real_div", x, y, name)
+@builder
+def div(x, y, name=None): return _binary("real_div", x, y, name)
+@builder
+def pow(x, y, name=None): return _binary("pow", x, y, name)  # noqa: A001
+@builder
+def maximum(x, y, name=None): return _binary("maximum", x, y, name)
+@builder
+def minimum(x, y, name=None): return _binary("minimum", x, y, name)
+
+
+# ------------------------------------------------------------------------------------------- unary
+
+def _infer_unary(name):
+    def infer(i, a):
+        return [(i["x"].shape, _same_float(name, x=i["x"]))]
+    return infer
+
+
+def _unary(op):
+    def fn(x: Value, name=None) -> Value:
+        return make(op, {"x": x}, name=name)
+    fn.__name__ = op
+    fn.__doc__ = OPS[op].ane
+    BUILDERS.add(op)
+    return fn
+
+
+_UNARY = {
+    "exp": (np.exp, "compiles (fork probe)"),
+    "sqrt": (np.sqrt, "compiles (fork probe)"),
+    "tanh": (np.tanh, "used by the tanh GELU"),
+    "rsqrt": (lambda x: 1.0 / np.sqrt(x), "rejected by the ANE compiler even without weights"),
+}
+for _n, (_f, _note) in _UNARY.items():
+    define(_n, _infer_unary(_n), _errstate(lambda i, a, f=_f: [f(i["x"])]), _note)
+
+exp = _unary("exp")
+sqrt = _unary("sqrt")
+tanh = _unary("tanh")
+rsqrt = _unary("rsqrt")
+
+define("log", _infer_unary("log"), _errstate(lambda i, a: [np.log(i["x"] + a["epsilon"])]),
+       "ANEForge: pass epsilon explicitly (the 1e-45 default underflows in fp16), so it is always emitted",
+       attrs={"epsilon": 0.0})
+
+
+@builder
+def log(x: Value, epsilon: float = 0.0, name=None) -> Value:
+    return make("log", {"x": x}, {"epsilon": float(epsilon)}, name=name)
+
+
+# -------------------------------------------------------------------------------------------- cast
+
+def _infer_cast(i, a):
+    if a["dtype"] not in ("fp16", "fp32", "int32"):
+        raise GraphError(f"cast: unsupported target dtype {a['dtype']!r} (fp16, fp32 or int32)")
+    return [(i["x"].shape, a["dtype"])]
+
+
+def _ev_cast(i, a):
+    x = i["x"]
+    return [np.trunc(x) if a["dtype"] == "int32" else x.astype(np.float64)]
+
+
+define("cast", _infer_cast, _ev_cast, "fp32 I/O + cast works on M3+, rejected on M1/M2 (C28: the ios16 target "
+       "converts on the host)", attrs={"dtype": REQUIRED})
+
+
+@builder
+def cast(x: Value, dtype: str, name=None) -> Value:
+    return make("cast", {"x": x}, {"dtype": dtype}, name=name)
+
+
+# ------------------------------------------------------------------------------------------ select
+
+def _infer_select(i, a):
+    c, x, y = i["cond"], i["a"], i["b"]
+    dt = _same_float("select", a=x, b=y)
+    return [(broadcast_shapes("select", c.shape, broadcast_shapes("select", x.shape, y.shape, ("a", "b")),
+                              ("cond", "a/b")), dt)]
+
+
+define("select", _infer_select, lambda i, a: [np.where(np.asarray(i["cond"]) != 0, i["a"], i["b"])],
+       "cond is a bool const (bool tensors are never program I/O, C39)")
+
+
+@builder
+def select(cond, a, b, name=None) -> Value:
+    """``cond ? a : b`` with three-way broadcasting; ``cond``: a bool array (baked) or a bool Value."""
+    like = a if isinstance(a, Value) else b
+    if not isinstance(like, Value):
+        raise GraphError("select: a or b must be a graph Value")
+    a, b = as_value(a, like, "select a"), as_value(b, like, "select b")
+    if not isinstance(cond, Value):
+        arr = np.asarray(cond)
+        if arr.dtype != np.bool_:
+            raise GraphError(f"select: cond must be a bool array or Value, got dtype {arr.dtype}")
+        cond = like.node.graph.const(arr, dtype="bool")
+    return make("select", {"cond": cond, "a": a, "b": b}, name=name)
