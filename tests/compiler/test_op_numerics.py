@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from compiler_helpers import assert_fp16_close, run_sim, rng  # noqa: F401 (fixture)
+from orion.compiler import lower
 from orion.ir import OPS, Graph, GraphError, ops
 
 S = 32
@@ -296,6 +297,7 @@ def test_constexpr_affine_dequantize(rng):
     w = ops.constexpr_affine_dequantize(g, q, scale, zero_point=1, axis=0)
     assert w.shape == (32, 64, 1, 1) and w.dtype == "fp16"
     g.output("out", ops.conv(x, w))
+    assert "weight = constexpr_affine_dequantize" in lower(g).mil       # stays a baked conv weight, no matmul
     wd = ((q.astype(np.float64) - 1) * scale.astype(np.float64).reshape(32, 1, 1, 1)).astype(np.float16)
     ref = np.einsum("oc,cs->os", wd[:, :, 0, 0].astype(np.float64), arrays["x"][0, :, 0, :].astype(np.float64))
     _check(g, arrays, ref[None, :, None, :])

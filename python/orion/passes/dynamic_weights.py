@@ -91,7 +91,8 @@ def _const_derived(v: Value) -> bool:
 
 
 def _needs_matmul(n: Node) -> bool:
-    return n.op == "conv" and not _const_derived(n.inputs["weight"])
+    w = n.inputs["weight"] if n.op == "conv" else None
+    return w is not None and w.op not in ops.BAKED and not _const_derived(w)   # constexpr weights stay baked
 
 
 def _unique_key(graph: Graph, ctx: CompileContext, stem: str) -> str:

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..ir.ops import OPS, SCHEMA
+from ..ir.ops import BAKED, OPS, SCHEMA
 from ..ir.graph import Graph
 from .context import CompileContext, compile_error
 from .names import collation_consistent
@@ -80,7 +80,7 @@ def run(graph: Graph, ctx: CompileContext) -> None:
                 raise compile_error(f"{node.describe()}: conv takes no bias=; run decompose (separate add)", "C16",
                                     where)
             w = node.inputs["weight"]
-            if not w.is_const:
+            if w.op not in BAKED:
                 raise compile_error(f"{node.describe()}: conv weight must be a constant (dynamic weights lower to "
                                     f"matmul in the dynamic_weights pass)", None, where)
             if w.shape[3] > lim["max_kernel_width"]:

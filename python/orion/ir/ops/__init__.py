@@ -13,7 +13,7 @@ Composites (linear, norms, attention, RoPE, SwiGLU, LoRA) live in ``..composites
 from __future__ import annotations
 
 from ._core import (  # noqa: F401  (the registry API the passes and codegen use)
-    BUILDERS, MAX_AXIS, OPS, REQUIRED, SCHEMA, AttrDef, OpDef, as_value, broadcast_shapes, builder, evaluate_node,
+    BAKED, BUILDERS, MAX_AXIS, OPS, REQUIRED, SCHEMA, AttrDef, OpDef, as_value, broadcast_shapes, builder, evaluate_node,
     infer_types, make, register,
 )
 from .elementwise import add, cast, div, exp, log, maximum, minimum, mul, pow, real_div, rsqrt, select, sqrt, sub, tanh  # noqa: F401,A004

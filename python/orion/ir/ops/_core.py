@@ -32,6 +32,8 @@ def _load_schema() -> dict[str, dict]:
 
 
 SCHEMA: dict[str, dict] = _load_schema()
+# ops whose result is a compile-time constant (parameters in the attribute list: const, constexpr_*)
+BAKED = frozenset(n for n, r in SCHEMA.items() if r["attr_params"])
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,9 @@ def define(name: str, infer, ev, note: str = "", attrs: dict | None = None, para
             raise GraphError(f"{name}: {p!r} ({types[p]}) is not a tensor parameter")
         t = types[p]
         inputs.append(("*" if t.startswith("tuple") else "") + p + ("?" if optional[p] else ""))
-        base = t.replace("const ", "")
-        in_dtypes.append((p, _TENSOR_DTYPES.get(base), t.startswith("const")))
+        dtypes, const = _TENSOR_DTYPES.get(t.replace("const ", "")), t.startswith("const")
+        if dtypes is not None or const:           # only restricted operands cost a check in make()
+            in_dtypes.append((p, dtypes, const))
     adefs = []
     for p, default in attrs.items():
         if attr_list:

@@ -78,19 +78,19 @@ def _unary(op):
     return fn
 
 
-_UNARY = {
+def define_unary(table: dict) -> list:
+    """Registers ``{op: (numpy reference, note)}`` ops on x alone; returns their builders in order."""
+    for n, (f, note) in table.items():
+        define(n, _infer_unary(n), _errstate(lambda i, a, f=f: [f(i["x"])]), note)
+    return [_unary(n) for n in table]
+
+
+exp, sqrt, tanh, rsqrt = define_unary({
     "exp": (np.exp, "compiles (fork probe)"),
     "sqrt": (np.sqrt, "compiles (fork probe)"),
     "tanh": (np.tanh, "used by the tanh GELU"),
     "rsqrt": (lambda x: 1.0 / np.sqrt(x), "rejected by the ANE compiler even without weights"),
-}
-for _n, (_f, _note) in _UNARY.items():
-    define(_n, _infer_unary(_n), _errstate(lambda i, a, f=_f: [f(i["x"])]), _note)
-
-exp = _unary("exp")
-sqrt = _unary("sqrt")
-tanh = _unary("tanh")
-rsqrt = _unary("rsqrt")
+})
 
 define("log", _infer_unary("log"), _errstate(lambda i, a: [np.log(i["x"] + a["epsilon"])]),
        "ANEForge: pass epsilon explicitly (the 1e-45 default underflows in fp16), so it is always emitted",
