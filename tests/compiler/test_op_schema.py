@@ -27,6 +27,8 @@ def test_schema_rows_are_complete():
         assert r["family"] and r["output"] and r["evidence"] and r["status"], r["name"]
         assert list(r["types"]) == [p.rstrip("?") for p in r["params"]], r["name"]
         assert all(c.startswith("C") and len(c) == 3 for c in r["constraints"]), r["name"]
+        if r["evidence"] == "rejected":                    # the simulator rejects it with that ID, always
+            assert r["constraints"] and r["lowering"] and r["status"] == f"rejected ({r['constraints'][0]})"
 
 
 def _resolve(builder: str):

@@ -59,6 +59,9 @@ void check_op(ops::OpCtx& ctx) {
   const std::string& op = ctx.st.op;
   const std::string& s = ctx.st.out;
   const Profile& p = ctx.profile();
+  const ops::AneInfo& ane = ctx.def.ane;
+  if (ane.evidence == "rejected")  // the schema row says so, under every profile (rsqrt, C20)
+    throw_compile(ane.constraints.front(), s, kAnec + op + " not supported (use " + ane.lowering + ")");
   if (op == "concat") {
     // C01: Orion's short form failed, maderix's full form (named axis + interleave consts) runs.
     if (p.strict()) throw_compile("C01", s, kAnec + "concat not supported (strict profile rejects every concat)");
@@ -90,8 +93,6 @@ void check_op(ops::OpCtx& ctx) {
     if (cin > kConvWarnCin)
       ctx.env.warn("C25", "conv '" + s + "' has " + std::to_string(cin) + " input channels (> " + std::to_string(kConvWarnCin) +
                               " untested on hardware; " + std::to_string(kConvRejectCin) + " is rejected)");
-  } else if (op == "rsqrt") {
-    throw_compile("C20", s, kAnec + "rsqrt not supported (use pow(x, -0.5))");
   } else if (op == "softmax") {
     const ops::Value& x = ctx.v("x");
     int ax = ctx.norm_axis(ctx.i64("axis", -1), x.rank(), "axis");
@@ -149,7 +150,8 @@ void check_program(const ProgramFacts& f, const Profile& p, std::vector<Warning>
 
 std::string op_status(const std::string& op, const Profile& p) {
   bool legacy_strict = p.legacy_chip() && p.strict();
-  if (op == "rsqrt") return "rejected (C20)";
+  const ops::OpDef* def = ops::find_op(op);
+  if (def && def->ane.evidence == "rejected") return "rejected (" + def->ane.constraints.front() + ")";
   if (op == "gelu") return p.strict() ? "rejected (C10)" : "permissive only, needs mode (C10)";
   if (op == "concat") return p.strict() ? "rejected (C01)" : "full form only: named axis + interleave (C01)";
   if (op == "matmul") return legacy_strict ? "rejected on m1/m2 (C30)" : "supported; named transpose flags (C15), saturates at +-32752 (C36)";

@@ -34,7 +34,7 @@ const char* F = "const fp";
 const char* STR = "const string";
 
 const char* kEw = "elementwise(x)";
-const char* kGelu = "x * 0.5 * (1 + tanh(0.7978846 * (x + 0.044715 * x^3))) (C10)";
+const char* kGelu = "tanh form: x * 0.5 * (1 + tanh(0.7978846 * (x + 0.044715 * x^3)))";
 
 std::vector<OpDef> make_registry() {
   std::vector<Param> bin = ps({{"x", T}, {"y", T}}), un = ps({{"x", T}});
@@ -56,7 +56,7 @@ std::vector<OpDef> make_registry() {
          "matmul(x, y): broadcast(batch axes) + [M, N]", {"[C]", {"C15", "C30", "C36"}, ""}, matmul_infer, matmul_lower),
       op("scaled_dot_product_attention", "contraction",
          ps({{"query", T}, {"key", T}, {"value", T}, {"attn_mask?", T}}), "[..., L, Ev], dtype of query",
-         {"[C]", {"C06", "C30", "C45"}, "explicit masked attention: matmul, add mask, softmax, matmul (C06)"},
+         {"[C]", {"C06", "C30", "C45"}, "explicit masked attention: matmul, add mask, softmax, matmul"},
          sdpa_infer, sdpa_lower),
       // elementwise binary (numpy broadcasting)
       op("add", "elementwise", bin, bc, {"[C]", {"C19"}, ""}, binary_infer, binary_lower),
@@ -69,7 +69,7 @@ std::vector<OpDef> make_registry() {
       op("minimum", "elementwise", bin, bc, {"unverified", {}, ""}, binary_infer, binary_lower),
       // elementwise unary
       op("sqrt", "elementwise", un, kEw, {"[S]", {}, ""}, unary_infer, unary_lower),
-      op("rsqrt", "elementwise", ps({{"x", T}, {"epsilon?", F}}), kEw, {"rejected", {"C20"}, "pow(x, -0.5) (C20)"},
+      op("rsqrt", "elementwise", ps({{"x", T}, {"epsilon?", F}}), kEw, {"rejected", {"C20"}, "pow(x, -0.5)"},
          unary_infer, unary_lower),
       op("exp", "elementwise", un, kEw, {"[S]", {}, ""}, unary_infer, unary_lower),
       op("log", "elementwise", ps({{"x", T}, {"epsilon?", F}}), kEw, {"unverified", {}, ""}, unary_infer, unary_lower),
@@ -83,7 +83,7 @@ std::vector<OpDef> make_registry() {
       op("softmax", "activation", ps({{"x", T}, {"axis?", I32}}), "like(x)", {"[C]", {"C21"}, ""}, softmax_infer, softmax_lower),
       // reductions and normalisation
       op("reduce_sum", "reduction", red, rd, {"[C]", {}, ""}, reduce_infer, reduce_lower),
-      op("reduce_mean", "reduction", red, rd, {"[X]", {"C27"}, "reduce_sum * (1/N) (C27)"}, reduce_infer, reduce_lower),
+      op("reduce_mean", "reduction", red, rd, {"[X]", {"C27"}, "reduce_sum * (1/N)"}, reduce_infer, reduce_lower),
       op("reduce_max", "reduction", red, rd, {"unverified", {}, ""}, reduce_infer, reduce_lower),
       op("reduce_min", "reduction", red, rd, {"unverified", {}, ""}, reduce_infer, reduce_lower),
       op("reduce_prod", "reduction", red, rd, {"unverified", {}, ""}, reduce_infer, reduce_lower),
