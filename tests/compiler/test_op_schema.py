@@ -110,3 +110,16 @@ def test_operand_types_are_checked_from_the_schema():
     with pytest.raises(orion.GraphError, match="scale must be a constant"):
         ops.make("dequantize", {"input": ops.quantize(x, 0.5), "scale": x}, {"axis": None})
     assert ops.gather(x, np.arange(4), axis=1).shape == (1, 4, 1, 32)
+
+
+def test_op_families_load_without_composites():
+    """No import circle: the families never import composites (which import them); ``ops.<composite>``
+    resolves on first use, in either import order."""
+    import subprocess
+    import sys
+
+    code = ("import sys, orion.ir.ops as o; assert 'orion.ir.composites' not in sys.modules; "
+            "import orion.ir.composites as c; assert o.rms_norm is c.rms_norm and o.linear is c.linear")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", "import orion.ir.composites as c, orion.ir.ops as o; assert o.rope is c.rope"],
+                   check=True)
