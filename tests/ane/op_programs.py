@@ -262,7 +262,8 @@ def _derive() -> dict:
     for row in orion.sim.ops():
         build = _WRITTEN.get(row["name"]) or _generated(row)
         if build is None:
-            raise KeyError(f"tests/ane/op_programs.py: no program for the schema op {row['name']!r}; add one to _WRITTEN")
+            raise KeyError(f"tests/ane/op_programs.py: no program for the schema op {row['name']!r}; "
+                           f"add one to _WRITTEN")
         out[row["name"]] = build
     return out
 

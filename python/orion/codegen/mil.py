@@ -141,7 +141,8 @@ def emit(graph: Graph, ctx: CompileContext, weights: WeightFiles) -> str:
             continue
         spec = OPS[node.op]
         if spec.attrs and spec.attrs[0].kind == "attr":       # constexpr: parameters in the attribute list
-            out.append(f"        {d.type_of(v.dtype, v.shape)} {v.mil_name} = {spec.mil}()[{_attr_list(d, node, v)}];\n")
+            out.append(f"        {d.type_of(v.dtype, v.shape)} {v.mil_name} = {spec.mil}()"
+                       f"[{_attr_list(d, node, v)}];\n")
             continue
         args: list[tuple[str, str]] = []
         for k, x in node.inputs.items():

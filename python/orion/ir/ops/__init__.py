@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from ..graph import MAX_RANK, GraphError, Value, check_shape  # noqa: F401  (reachable as ops.<name> before the split)
 from ._core import (  # noqa: F401  (the registry API the passes and codegen use)
-    BAKED, BUILDERS, MAX_AXIS, OPS, REQUIRED, SCHEMA, AttrDef, OpDef, as_value, broadcast_shapes, builder, evaluate_node,
-    infer_types, make, register,
+    BAKED, BUILDERS, MAX_AXIS, OPS, REQUIRED, SCHEMA, AttrDef, OpDef, as_value, broadcast_shapes, builder,
+    evaluate_node, infer_types, make, register,
 )
-from .elementwise import add, cast, div, exp, log, maximum, minimum, mul, pow, real_div, rsqrt, select, sqrt, sub, tanh  # noqa: F401,A004
+from .elementwise import (  # noqa: F401
+    add, cast, div, exp, log, maximum, minimum, mul, pow, real_div, rsqrt, select, sqrt, sub, tanh,  # noqa: A004
+)
 from .activation import clip, gelu, relu, sigmoid, silu, softmax  # noqa: F401
 from .contraction import conv, matmul, scaled_dot_product_attention  # noqa: F401
 from .reduction import reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum  # noqa: F401
@@ -47,7 +49,8 @@ def schema(profile=None) -> list[dict]:
         d = dict(row)
         op = OPS.get(row["name"])
         d["builder"] = _BUILDER_OF.get(row["name"], row["name"] if row["name"] in BUILDERS else None)
-        d["ir_params"] = [] if op is None else [p.lstrip("*").rstrip("?") for p in op.inputs] + [a.name for a in op.attrs]
+        d["ir_params"] = [] if op is None else \
+            [p.lstrip("*").rstrip("?") for p in op.inputs] + [a.name for a in op.attrs]
         out.append(d)
     return out
 

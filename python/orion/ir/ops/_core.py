@@ -83,8 +83,8 @@ def define(name: str, infer, ev, note: str = "", attrs: dict | None = None, para
            ) -> OpDef:
     """Register the IR op ``name`` from its schema row. ``attrs``: the const parameters the IR carries,
     with their IR default (REQUIRED, a value, or None = omitted); ``params``: the tensor parameters the
-    IR carries (default: all). Raises if either names a parameter the schema does not have, gives a
-    tensor parameter a default, or leaves out a required one."""
+    IR carries (default: all). Raises if either names a parameter the schema does not have or of the
+    other kind, or if a required schema parameter is left out."""
     row = SCHEMA.get(name)
     if row is None:
         raise GraphError(f"op {name!r} is not in the simulator's op schema")
@@ -97,8 +97,8 @@ def define(name: str, infer, ev, note: str = "", attrs: dict | None = None, para
     for p in list(attrs) + chosen:
         if p not in types:
             raise GraphError(f"{name}: parameter {p!r} is not in the schema ({', '.join(row['params'])})")
-    for p, req in optional.items():
-        if not req and p not in attrs and p not in chosen:
+    for p, opt in optional.items():
+        if not opt and p not in attrs and p not in chosen:
             raise GraphError(f"{name}: the IR must carry the required schema parameter {p!r}")
     inputs, in_dtypes = [], []
     for p in chosen:
@@ -122,9 +122,10 @@ def define(name: str, infer, ev, note: str = "", attrs: dict | None = None, para
         facts.append("constraints " + ", ".join(row["constraints"]))
     if row["lowering"]:
         facts.append("the compiler lowers it: " + row["lowering"])
-    return register(OpDef(name, name, tuple(inputs), tuple(adefs), infer, ev, "; ".join(facts) + (f". {note}" if note else ""),
-                          lowered_by="decompose" if row["lowering"] else None,
-                          category="source" if name == "const" else row["family"], input_dtypes=tuple(in_dtypes)))
+    ane = "; ".join(facts) + (f". {note}" if note else "")
+    return register(OpDef(name, name, tuple(inputs), tuple(adefs), infer, ev, ane,
+                          lowered_by="decompose" if row["lowering"] else None, category=row["family"],
+                          input_dtypes=tuple(in_dtypes)))
 
 
 def infer_types(op: str, inputs: dict, attrs: dict) -> list[tuple[tuple[int, ...], str]]:

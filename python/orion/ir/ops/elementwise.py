@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import GraphError, Value
-from ._core import BUILDERS, OPS, REQUIRED, _errstate, _graph_of, _same_float, as_value, broadcast_shapes, builder, define, make
+from ._core import (
+    BUILDERS, OPS, REQUIRED, _errstate, _graph_of, _same_float, as_value, broadcast_shapes, builder, define, make,
+)
 
 # ------------------------------------------------------------------------------------------ binary
 

@@ -89,21 +89,23 @@ def _params(like: Value, scale, zero_point, zp_dtype, op):
     return inputs
 
 
+def _opt_axis(op, axis, x):
+    return None if axis is None else _axis(op, int(axis), x.rank, x.shape)
+
+
 @builder
 def quantize(x: Value, scale, output_dtype: str = "int8", zero_point=None, axis: int | None = None, name=None) -> Value:
     """``clip(round_half_even(x / scale + zero_point))`` as int8/uint8 (only an intermediate: never program
     I/O, C39); scale and zero_point are consts, scalars or per-channel along ``axis``."""
     inputs = {"input": x, **_params(x, scale, zero_point, output_dtype, "quantize")}
-    attrs = {"output_dtype": output_dtype, "axis": None if axis is None else _axis("quantize", int(axis), x.rank, x.shape)}
-    return make("quantize", inputs, attrs, name=name)
+    return make("quantize", inputs, {"output_dtype": output_dtype, "axis": _opt_axis("quantize", axis, x)}, name=name)
 
 
 @builder
 def dequantize(q: Value, scale, zero_point=None, axis: int | None = None, name=None) -> Value:
     """``(q - zero_point) * scale`` for an int8/uint8 ``q``; the result has the dtype of ``scale`` (fp16)."""
     inputs = {"input": q, **_params(q, scale, zero_point, q.dtype, "dequantize")}
-    return make("dequantize", inputs, {"axis": None if axis is None else _axis("dequantize", int(axis), q.rank, q.shape)},
-                name=name)
+    return make("dequantize", inputs, {"axis": _opt_axis("dequantize", axis, q)}, name=name)
 
 
 def _infer_constexpr(i, a):
