@@ -75,7 +75,8 @@ def set_profile(profile: Profile | None = None, **changes) -> Profile:
 
 
 def constraints(profile: Profile | None = None) -> list[dict]:
-    """Every emulated ANE constraint (C01..C46) with its reaction under ``profile``."""
+    """Every emulated ANE constraint (C01..C46) with its reaction under ``profile`` and ``limits``, the
+    numbers its check uses (e.g. C24 ``{"max_kernel_width": 15}``; the compiler's validation reads them)."""
     from . import _native
 
     p = profile or _profile
@@ -83,7 +84,9 @@ def constraints(profile: Profile | None = None) -> list[dict]:
 
 
 def ops(profile: Profile | None = None) -> list[dict]:
-    """Every MIL op the simulator knows, with parameters and ANE status."""
+    """The op schema: every MIL op the simulator knows — ``name``, ``family``, ``params`` (required first,
+    "?" = optional), ``types``, ``output`` rule, ANE ``evidence``, ``constraints``, the compiler's
+    ``lowering`` — and its ``status`` under ``profile``. ``orion.ops.schema()`` adds the graph builders."""
     from . import _native
 
     p = profile or _profile
