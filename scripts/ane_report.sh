@@ -45,7 +45,7 @@ run pytest-ane python -m pytest -m ane -v -rsx tests/ane
   echo
   echo "- $(head -n 2 "$out/version.txt" | tail -n 1)"
   echo "- ANE backend: $ane"
-  echo "- pytest -m ane: $(grep -E '^=+ .*(passed|failed|skipped|error).* =+$' "$out/pytest-ane.txt" | tail -n 1 | tr -d '=')"
+  echo "- pytest -m ane: $(grep -E '^=+ .*(passed|failed|skipped|error).* =+$' "$out/pytest-ane.txt" | tail -n 1 | sed -E 's/^=+ (.*) =+$/\1/')"
   echo "- orion doctor: exit status $doctor_rc (table in doctor.txt)"
   [ "$status" = 0 ] || echo "- **a command failed: see the files of this report**"
 } >"$out/summary.md"
