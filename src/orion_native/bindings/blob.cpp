@@ -77,9 +77,11 @@ nb::tuple blob_write(nb::iterable blobs) {
   size_t total = blob::write_size(inputs, &offsets);  // validates before allocating
   nb::object out = nb::steal(PyBytes_FromStringAndSize(nullptr, Py_ssize_t(total)));
   if (!out.is_valid()) throw nb::python_error();
+  // PyBytes_AsString, not the macro: the limited API (abi3 wheels) has only the function; called with the GIL.
+  auto* dst = reinterpret_cast<uint8_t*>(PyBytes_AsString(out.ptr()));
   {
     nb::gil_scoped_release unlocked;  // large memcpy; the buffers stay exported meanwhile
-    blob::write_into(inputs, reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(out.ptr())), total);
+    blob::write_into(inputs, dst, total);
   }
   nb::list offs;
   for (uint64_t o : offsets) offs.append(o);

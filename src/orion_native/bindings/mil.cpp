@@ -27,11 +27,12 @@ struct TextArg {
 TextArg text_arg(nb::handle h) {
   TextArg t;
   PyObject* o = h.ptr();
+  // The functions, not the PyBytes_AS_STRING/GET_SIZE macros: the limited API (abi3 wheels) has only these.
   if (PyBytes_Check(o)) {
-    t.view = std::string_view(PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o));
+    t.view = std::string_view(PyBytes_AsString(o), (size_t)PyBytes_Size(o));
     t.keep = nb::borrow(h);
   } else if (PyByteArray_Check(o)) {
-    t.owned.assign(PyByteArray_AS_STRING(o), (size_t)PyByteArray_GET_SIZE(o));  // mutable: copy
+    t.owned.assign(PyByteArray_AsString(o), (size_t)PyByteArray_Size(o));  // mutable: copy
     t.view = t.owned;
   } else if (PyUnicode_Check(o)) {
     Py_ssize_t n = 0;
@@ -44,7 +45,7 @@ TextArg text_arg(nb::handle h) {
       PyObject* b = PyUnicode_AsEncodedString(o, "utf-8", "surrogatepass");
       if (!b) throw nb::python_error();
       t.keep = nb::steal(b);
-      t.view = std::string_view(PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+      t.view = std::string_view(PyBytes_AsString(b), (size_t)PyBytes_Size(b));
     }
   } else {
     throw nb::type_error("MIL text must be str or bytes");
