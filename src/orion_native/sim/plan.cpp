@@ -97,12 +97,15 @@ class PlanImpl : public Plan {
 
 class Builder : public ops::Env {
  public:
-  Builder(const mil::Program& prog, const std::vector<WeightFile>& weights, const Profile& prof, std::vector<Warning>* w)
-      : prog_(prog), prof_(prof), warnings_(w) {
+  Builder(const mil::Program& prog, const std::vector<WeightFile>& weights, const Profile& prof, std::vector<Warning>* w,
+          bool check_only)
+      : prog_(prog), prof_(prof), warnings_(w), check_only_(check_only) {
     wl_.files = &weights;
     wl_.profile = &prof;
     wl_.warnings = w;
+    wl_.borrow = check_only;
   }
+  bool check_only() const override { return check_only_; }
 
   const Value& value(int id) const override { return plan_->values[id]; }
   const Profile& profile() const override { return prof_; }
@@ -162,6 +165,7 @@ class Builder : public ops::Env {
   const mil::Program& prog_;
   const Profile& prof_;
   std::vector<Warning>* warnings_;
+  bool check_only_;
   ops::WeightLookup wl_;
   std::unique_ptr<PlanImpl> plan_;
   std::unordered_map<std::string, int> by_name_;
@@ -341,7 +345,7 @@ class Builder : public ops::Env {
     std::set<const ops::ConstData*> seen;
     int64_t wbytes = 0, io = 0;
     for (const auto& v : P.values)
-      if (v.is_const() && v.cdata && seen.insert(v.cdata.get()).second) wbytes += (int64_t)v.cdata->bytes.size();
+      if (v.is_const() && v.cdata && seen.insert(v.cdata.get()).second) wbytes += (int64_t)v.cdata->storage_bytes();
     for (const auto& i : P.in_info) io += i.bytes();
     for (const auto& o : P.out_info) io += o.bytes();
     std::vector<cost::StepCost> sc;
@@ -358,8 +362,15 @@ class Builder : public ops::Env {
 
 std::unique_ptr<Plan> build_plan(const mil::Program& prog, const std::vector<WeightFile>& weights, const Profile& profile,
                                  std::vector<Warning>* warnings) {
-  Builder b(prog, weights, profile, warnings);
+  Builder b(prog, weights, profile, warnings, false);
   return b.build();
+}
+
+ProgramInfo check_program(const mil::Program& prog, const std::vector<WeightFile>& weights, const Profile& profile,
+                          std::vector<Warning>* warnings) {
+  Builder b(prog, weights, profile, warnings, true);
+  std::unique_ptr<Plan> checked = b.build();  // holds views into `weights` only: dropped here
+  return {checked->inputs(), checked->outputs(), checked->cost()};
 }
 
 }  // namespace orion::sim

@@ -59,6 +59,16 @@ struct WeightFile {
 std::unique_ptr<Plan> build_plan(const mil::Program& prog, const std::vector<WeightFile>& weights,
                                  const Profile& profile, std::vector<Warning>* warnings);
 
+// The checks of build_plan (parse-level types and shapes, every constraint, the weight files) without
+// an executable plan: BLOBFILE payloads are validated in place and never copied. For a backend whose
+// device holds the program itself (the ANE): the same CompileErrors and warnings, I/O and cost.
+struct ProgramInfo {
+  std::vector<IOInfo> inputs, outputs;  // text order, as Plan::inputs()/outputs()
+  CostEstimate cost;
+};
+ProgramInfo check_program(const mil::Program& prog, const std::vector<WeightFile>& weights, const Profile& profile,
+                          std::vector<Warning>* warnings);
+
 // ---- constraint catalog (orion.sim.constraints()) ----------------------------------------------
 struct ConstraintInfo {
   std::string id;          // "C01".."C46"

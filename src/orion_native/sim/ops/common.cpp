@@ -43,12 +43,26 @@ void store_int(void* p, DType d, int64_t i, int64_t v) {
   }
 }
 
+namespace {
+// A check-only const's data, read in place (see ConstData): a borrowed BLOBFILE payload.
+const uint8_t* const_bytes(const ConstData& c, const std::string& name) {
+  if (!c.elided) return c.bytes.data();
+  if (!c.view)
+    throw_compile("", name, "InvalidMILProgram: the value of '" + name + "' (a folded constexpr result) is needed "
+                            "at compile time; pass it as a plain const");
+  return c.view;
+}
+}  // namespace
+
 std::vector<int64_t> Value::ints() const {
   std::vector<int64_t> r;
   if (!cdata || dtype == DType::string) return r;
   int64_t n = numel();
   r.resize(n);
-  for (int64_t i = 0; i < n; ++i) r[i] = load_int(cdata->bytes.data(), storage_dtype(dtype), i);
+  const uint8_t* p = const_bytes(*cdata, name);
+  bool f32_view = cdata->view && cdata->view_dtype == DType::fp32;
+  for (int64_t i = 0; i < n; ++i)
+    r[i] = f32_view ? (int64_t)f16_to_f32(f32_to_f16(((const float*)p)[i])) : load_int(p, storage_dtype(dtype), i);
   return r;
 }
 
@@ -58,9 +72,12 @@ std::vector<double> Value::floats() const {
   int64_t n = numel();
   r.resize(n);
   bool fl = dtype_is_float(dtype);
+  const uint8_t* p = const_bytes(*cdata, name);
+  bool f32_view = cdata->view && cdata->view_dtype == DType::fp32;  // rounded as the snapshot would be (C37)
   for (int64_t i = 0; i < n; ++i)
-    r[i] = fl ? (double)f16_to_f32(((const f16*)cdata->bytes.data())[i])
-              : (double)load_int(cdata->bytes.data(), dtype, i);
+    r[i] = f32_view ? (double)f16_to_f32(f32_to_f16(((const float*)p)[i]))
+           : fl     ? (double)f16_to_f32(((const f16*)p)[i])
+                    : (double)load_int(p, dtype, i);
   return r;
 }
 

@@ -145,6 +145,7 @@ RunFn conv_lower(OpCtx& ctx) {
   gs.ldb = S;
   gs.ldc = S;
   if (g.one_by_one() && g.G == 1 && ctx.v("weight").is_const()) {
+    if (ctx.env.check_only()) return nullptr;  // nothing runs: no packed copy of the weight
     // A constant weight (every linear layer): packed once here into the panel kernel's fp16 layout,
     // so each call streams it as stored, with no per-call widening or packing of W. Faster than the
     // blocked GEMM at every width (decode's 16 columns most of all).

@@ -41,7 +41,7 @@ using Expanded = std::shared_ptr<const std::vector<f16>>;
 
 static Expanded expand_const(const Value& v, const Shape& out, std::vector<int64_t>* strides) {
   int64_t n = shape_numel(out);
-  if (!v.is_const() || v.numel() <= 1 || v.numel() >= n || n > kExpandMaxElems) return nullptr;
+  if (!v.is_const() || v.cdata->elided || v.numel() <= 1 || v.numel() >= n || n > kExpandMaxElems) return nullptr;
   auto e = std::make_shared<std::vector<f16>>((size_t)n);
   k::strided_copy(v.cdata->bytes.data(), e->data(), sizeof(f16), 0, *strides, out);
   *strides = dense_strides(out);

@@ -29,6 +29,14 @@ struct ConstData {
   std::vector<uint8_t> bytes;
   std::string str;           // string consts
   std::string blob_path;     // non-empty when read from a BLOBFILE (C18 counting)
+  // check_program only (no plan is kept, so nothing is copied): `view` borrows a BLOBFILE payload in
+  // the caller's weight file for the duration of the check, in `view_dtype` (fp32 payloads stay fp32);
+  // a folded constexpr result has no data at all. `nbytes` is what the snapshot would take.
+  bool elided = false;
+  const uint8_t* view = nullptr;
+  DType view_dtype = DType::fp16;
+  size_t nbytes = 0;
+  size_t storage_bytes() const { return elided ? nbytes : bytes.size(); }
 };
 
 struct Value {
@@ -84,6 +92,8 @@ class Env {
   virtual const Profile& profile() const = 0;
   virtual const std::string& opset() const = 0;  // of function main: "ios16", "ios17", "ios18"
   virtual void warn(const std::string& constraint, const std::string& detail) = 0;
+  // check_program: types, shapes and constraints only; lowerings skip work that copies const data.
+  virtual bool check_only() const { return false; }
 };
 
 struct OpDef;
@@ -203,6 +213,7 @@ struct WeightLookup {
   const std::vector<WeightFile>* files = nullptr;
   const Profile* profile = nullptr;
   std::vector<Warning>* warnings = nullptr;
+  bool borrow = false;  // check_program: validate the blob, keep a view instead of a copy
 };
 std::shared_ptr<ConstData> const_from_blob(const mil::Literal& lit, const WeightLookup& w, const std::string& stmt);
 
