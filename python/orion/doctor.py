@@ -1,23 +1,19 @@
 """``orion doctor``: which weight-update strategies really work on this machine.
 
 Weights are baked into a compiled ANE program (C07), so training needs a way to get new weights onto
-the device (training-on-ane.md §1). Four strategies exist; the upstream evidence for the two "delta"
-recipes is contradictory, so the runtime only uses what this machine verified:
+the device (training-on-ane.md §1; the four strategies are described in :mod:`orion.weight_updates`).
+The upstream evidence for the two "delta" recipes is contradictory, so the runtime only uses what this
+machine verified.
 
-* ``dynamic``      weights are program inputs, written into their surfaces (``Program.stage``)
-* ``recompile``    a new program from the new weight bytes (charges the compile budget, C05)
-* ``delta_reload`` rewrite the weight files, unload and load the same model (reference W1/W2)
-* ``delta_patch``  a new descriptor with the new weights, loaded without an explicit compile (W4)
-
-``orion.doctor()`` compiles a two-weight program with weights A, applies each strategy to reach weights
-B, and compares the result with a fresh compile of B on the same device and with the simulator. It
-measures the update's milliseconds and the compile budget it used, prints a table, and caches the
-verdict per OS build and chip under ``~/.cache/orion`` (``$ORION_CACHE_DIR`` overrides). On the
-simulator it runs the same probes and reports the hardware-faithful verdicts.
+``orion.doctor()`` runs :func:`orion.weight_updates.probe` for every strategy - the same update code
+training runs - which compares the updated program's output with a fresh compile of the new weights on
+the same device (and with the simulator). It prints a table and caches the verdicts per OS build and
+chip under ``~/.cache/orion`` (``$ORION_CACHE_DIR`` overrides). On the simulator the verdicts follow the
+profile: the hardware-faithful one by default, the Orion paper's claims under ``Profile(delta="paper")``.
 
 ``orion.doctor.allowed_strategies()`` applies the rule: never a strategy that failed verification; a
 delta strategy only if it verified correct, cheaper than recompile and budget-free; fallback order
-dynamic -> recompile, announced in one log line.
+dynamic -> recompile, announced in one log line. ``verified_delta()`` is what training asks.
 """
 
 from __future__ import annotations
@@ -29,64 +25,19 @@ import logging
 import os
 import re
 import sys
-import time
 import types
-import warnings
 
 import numpy as np
 
+from . import weight_updates
+from .errors import OrionError
 from .fileio import atomic_write
-
-from .errors import AneSimWarning, OrionError
 
 log = logging.getLogger("orion")
 
-STRATEGIES = ("dynamic", "recompile", "delta_reload", "delta_patch")
-DELTAS = ("delta_patch", "delta_reload")
-CACHE_VERSION = 1
-
-# The probe program: y = W2 (W1 x), two weight files (so a recipe that only handles one file, or the
-# framework's single "data" file, shows up), fp16, every surface exactly 49,152 bytes (C04).
-C, S = 64, 384
-KEYS = ("@model_path/weights/w1.bin", "@model_path/weights/w2.bin")
-_HEADER = ('program(1.3)\n[buildInfo = dict<string, string>({{"coremlc-component-MIL", "3510.2.1"}, '
-           '{"coremlc-version", "3505.4.1"}, {"coremltools-component-milinternal", ""}, '
-           '{"coremltools-version", "9.0"}})]\n{\n')
-
-
-def _static_mil() -> str:
-    t_x = f"tensor<fp16, [1, {C}, 1, {S}]>"
-    t_w = f"tensor<fp16, [{C}, {C}, 1, 1]>"
-    lines = [
-        f"    func main<ios18>({t_x} x) {{",
-        '        string pt = const()[name = string("pt"), val = string("valid")];',
-        '        tensor<int32, [2]> st = const()[name = string("st"), val = tensor<int32, [2]>([1, 1])];',
-        '        tensor<int32, [4]> pd = const()[name = string("pd"), val = tensor<int32, [4]>([0, 0, 0, 0])];',
-        '        tensor<int32, [2]> dl = const()[name = string("dl"), val = tensor<int32, [2]>([1, 1])];',
-        '        int32 gr = const()[name = string("gr"), val = int32(1)];',
-    ]
-    for i, key in enumerate(KEYS, 1):
-        lines.append(f'        {t_w} w{i} = const()[name = string("w{i}"), val = {t_w}(BLOBFILE(path = '
-                     f'string("{key}"), offset = uint64(64)))];')
-    lines += [
-        f'        {t_x} h = conv(dilations = dl, groups = gr, pad = pd, pad_type = pt, strides = st, weight = w1, '
-        'x = x)[name = string("h")];',
-        f'        {t_x} y = conv(dilations = dl, groups = gr, pad = pd, pad_type = pt, strides = st, weight = w2, '
-        'x = h)[name = string("y")];',
-        "    } -> (y);",
-        "}",
-    ]
-    return _HEADER + "\n".join(lines) + "\n"
-
-
-def _dynamic_mil() -> str:
-    t_w = f"tensor<fp16, [1, 1, {C}, {C}]>"
-    t_x = f"tensor<fp16, [1, 1, {C}, {S}]>"
-    return (_HEADER + f"    func main<ios18>({t_w} w1, {t_w} w2, {t_x} x) {{\n"
-            '        bool f = const()[name = string("f"), val = bool(false)];\n'
-            f'        {t_x} h = matmul(transpose_x = f, transpose_y = f, x = w1, y = x)[name = string("h")];\n'
-            f'        {t_x} y = matmul(transpose_x = f, transpose_y = f, x = w2, y = h)[name = string("y")];\n'
-            "    } -> (y);\n}\n")
+STRATEGIES = weight_updates.STRATEGIES
+DELTAS = weight_updates.DELTAS
+CACHE_VERSION = 2  # 2: results from orion.weight_updates.probe (budget from the update's own report)
 
 
 # ---- the ANE backend's diagnostics hook ---------------------------------------------------------
@@ -94,7 +45,7 @@ def _dynamic_mil() -> str:
 def ane_control(command: str) -> dict | None:
     """Sends ``command`` to the ANE backend's hook (src/orion_native/ane/ane_api.h); None when this
     orion was built without the ANE backend. Commands: info, route=inmemory|client, entry=two|one,
-    patch-next, patch-clear, shutdown."""
+    shutdown."""
     from . import _native
 
     try:
@@ -133,13 +84,14 @@ def _resolve(device: str) -> str:
     return resolve_device(device)
 
 
-def machine(device: str = "auto") -> dict:
-    """What a verdict is valid for: the device and, for the ANE, OS build and chip."""
+def machine(device: str = "auto", profile=None) -> dict:
+    """What a verdict is valid for: the device and, for the ANE, OS build and chip; for the simulator
+    the profile's chip and delta behaviour (``profile``, default the current default profile)."""
     from .sim import get_profile
 
     dev = _resolve(device)
     if dev == "sim":
-        p = get_profile()
+        p = profile or get_profile()
         return {"device": "sim", "os_build": "simulator", "chip": f"profile {p.chip}",
                 "ane": p.chip + ("-paper" if p.delta == "paper" else ""), "fake": False}
     info = ane_control("info") or {}
@@ -165,9 +117,9 @@ def _write_atomic(path: str, data: dict) -> None:
         json.dump(data, f, indent=1, sort_keys=True)
 
 
-def cached_verdict(device: str = "auto") -> dict | None:
+def cached_verdict(device: str = "auto", profile=None) -> dict | None:
     """The cached verdict for this machine, or None (missing, unreadable or from another version)."""
-    path = cache_path(machine(device))
+    path = cache_path(machine(device, profile))
     try:
         with open(path) as f:
             v = json.load(f)
@@ -178,149 +130,15 @@ def cached_verdict(device: str = "auto") -> dict | None:
 
 # ---- the probes ----------------------------------------------------------------------------------
 
-def _weights(seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return tuple((rng.standard_normal((C, C)) / np.sqrt(C)).astype(np.float16) for _ in KEYS)
-
-
-def _blobs(ws) -> dict[str, bytes]:
-    from .blob import write_blob_file
-
-    out = {}
-    for key, w in zip(KEYS, ws):
-        data, offsets = write_blob_file([w.reshape(C, C, 1, 1)])
-        assert offsets == [64]
-        out[key] = data
-    return out
-
-
-def _close(a: np.ndarray, b: np.ndarray) -> bool:
-    """Equal within a few fp16 steps of the output's scale (two chained fp16 layers)."""
-    a = a.astype(np.float64).ravel()
-    b = b.astype(np.float64).ravel()
-    scale = max(np.abs(b).max(), 1e-3)
-    return bool(np.all(np.abs(a - b) <= 2.0 ** -8 * scale))
-
-
-class _Meter:
-    """Update time and compile budget used by one strategy step."""
-
-    def __init__(self, device: str):
-        self.device = device
-
-    def _snap(self):
-        from . import _native
-
-        info = ane_control("info") if self.device == "ane" else None
-        s = (info or {}).get("stats", {})
-        return (int(_native.budget(self.device)[0]), s.get("framework_compiles", 0), s.get("hidden_compiles", 0),
-                s.get("unverified_loads", 0))
-
-    def __enter__(self):
-        self.before = self._snap()
-        self.t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        self.ms = (time.perf_counter() - self.t0) * 1e3
-        after = self._snap()
-        self.runtime_budget = after[0] - self.before[0]
-        self.framework_compiles = after[1] - self.before[1]
-        self.hidden_compiles = after[2] - self.before[2]
-        self.unverified_loads = after[3] - self.before[3]
-        return False
-
-    @property
-    def budget_used(self) -> int:
-        # What the device spent: runtime accounting, or what the backend observed, whichever is larger.
-        return max(self.runtime_budget, self.framework_compiles + self.hidden_compiles)
-
-    @property
-    def budget_free(self) -> bool:
-        return self.budget_used == 0 and self.unverified_loads == 0
-
-
-def _probe(strategy: str, device: str, seed: int, x: np.ndarray) -> dict:
-    from .runtime import compile_mil
-    from .sim import get_profile
-
-    wa, wb = _weights(seed), _weights(seed + 1000)
-    static = _static_mil()
-    # References: a fresh compile of B on the device and on the simulator. The extra newline gives the
-    # reference its own identifier, so no cache (runtime, backend or daemon) can hand the probe's
-    # result back as the "fresh" compile, or the other way round.
-    with compile_mil(static + "\n", _blobs(wb), device=device) as fresh:
-        y_fresh = fresh(x=x)["y"]
-    with compile_mil(static + "\n", _blobs(wb), device="sim") as sim:
-        y_sim = sim(x=x)["y"]
-    r = {"strategy": strategy}
-    base = get_profile()
-    prog = None
-    try:
-        if strategy == "dynamic":
-            prog = compile_mil(_dynamic_mil(), device=device)
-            xd = x.reshape(1, 1, C, S)
-            for name, w in zip(("w1", "w2"), wa):
-                prog.stage(name, w.reshape(1, 1, C, C))
-            y_a = prog(x=xd)["y"].reshape(y_fresh.shape)
-            with _Meter(device) as m:
-                for name, w in zip(("w1", "w2"), wb):
-                    prog.stage(name, w.reshape(1, 1, C, C))
-            y = prog(x=xd)["y"].reshape(y_fresh.shape)
-        else:
-            profile = base
-            if strategy == "delta_reload" and device == "ane":
-                # On the device the runtime must actually hand the reload to the backend (W1 on the same
-                # model object); the simulator's "hardware" profile would just answer "no effect".
-                from dataclasses import replace
-
-                profile = replace(base, delta="paper")
-            prog = compile_mil(static, _blobs(wa), device=device, profile=profile)
-            y_a = prog(x=x)["y"]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", AneSimWarning)
-                with _Meter(device) as m:
-                    if strategy == "recompile":
-                        prog.recompile(_blobs(wb))
-                    elif strategy == "delta_reload":
-                        prog.delta_reload(_blobs(wb))
-                    elif device == "ane":
-                        ane_control("patch-next")
-                        try:
-                            prog.delta_patch(_blobs(wb))
-                        finally:
-                            ane_control("patch-clear")  # in case no compile reached the backend
-                    else:
-                        prog.delta_patch(_blobs(wb))
-            y = prog(x=x)["y"]
-        fresh_ok, sim_ok = _close(y, y_fresh), _close(y, y_sim)
-        if fresh_ok and (sim_ok or device == "sim"):
-            verdict = "works"
-        elif _close(y, y_a):
-            verdict = "no effect"
-        else:
-            verdict = "wrong"
-        r.update(verdict=verdict, ms=round(m.ms, 3), budget_used=m.budget_used, budget_free=m.budget_free,
-                 runtime_budget=m.runtime_budget, framework_compiles=m.framework_compiles,
-                 hidden_compiles=m.hidden_compiles, unverified_loads=m.unverified_loads,
-                 matches_fresh=fresh_ok, matches_sim=sim_ok, error=None)
-    except OrionError as e:
-        r.update(verdict="error", ms=None, budget_used=None, budget_free=False, matches_fresh=False,
-                 matches_sim=False, error=f"{type(e).__name__}: {e}")
-    finally:
-        if prog is not None:
-            prog.release()
-    return r
-
-
 def _probe_routes() -> dict:
     """Hello-world on each route of the ANE backend (the direct _ANEClient route is experimental)."""
     from .runtime import compile_mil
 
     info = ane_control("info") or {}
     before = info.get("route", "inmemory")
+    C, S = weight_updates.C, weight_updates.S
     t = f"tensor<fp16, [1, {C}, 1, {S}]>"
-    mil = (_HEADER + f"    func main<ios18>({t} a, {t} b) {{\n"
+    mil = (weight_updates.HEADER + f"    func main<ios18>({t} a, {t} b) {{\n"
            f'        {t} z = add(x = a, y = b)[name = string("z")];\n    }} -> (z);\n}}\n')
     rng = np.random.default_rng(7)
     a, b = (rng.standard_normal((1, C, 1, S)).astype(np.float16) for _ in range(2))
@@ -334,7 +152,7 @@ def _probe_routes() -> dict:
             # Route-specific trailing newlines: a text of its own, so no cache shares a model across routes.
             with compile_mil(mil + "\n" * (3 + i), device="ane") as p:
                 z = p(a=a, b=b)["z"]
-            ok = _close(z, (a.astype(np.float32) + b.astype(np.float32)).astype(np.float16))
+            ok = weight_updates.outputs_match(z, (a.astype(np.float32) + b.astype(np.float32)).astype(np.float16))
             out[route] = {"verdict": "works" if ok else "wrong", "error": None}
         except OrionError as e:
             out[route] = {"verdict": "error", "error": f"{type(e).__name__}: {e}"}
@@ -342,15 +160,12 @@ def _probe_routes() -> dict:
     return out
 
 
-def run(device: str = "auto", *, out=None, write_cache: bool = True, seed: int = 20240917) -> dict:
-    """Runs every probe on ``device``, prints the table to ``out`` (default stdout; None-like False to
-    stay quiet), caches and returns the verdict."""
+def run(device: str = "auto", *, profile=None, out=None, write_cache: bool = True, seed: int = 20240917) -> dict:
+    """Runs :func:`orion.weight_updates.probe` for every strategy on ``device`` (under ``profile``),
+    prints the table to ``out`` (default stdout; False to stay quiet), caches and returns the verdict."""
     dev = _resolve(device)
-    m = machine(dev)
-    x = np.random.default_rng(seed).standard_normal((1, C, 1, S)).astype(np.float16)
-    results = {}
-    for i, s in enumerate(STRATEGIES):
-        results[s] = _probe(s, dev, seed + 10 * i, x)
+    m = machine(dev, profile)
+    results = {s: weight_updates.probe(s, dev, profile, seed=seed + 10 * i) for i, s in enumerate(STRATEGIES)}
     verdict = {"version": CACHE_VERSION, "machine": m, "when": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                "orion": _version(), "results": results,
                "routes": _probe_routes() if dev == "ane" else None}
@@ -422,10 +237,36 @@ def _why_not(verdict: dict | None, s: str) -> str:
     return "not cheaper than recompile"
 
 
+def _same_machine(a: dict | None, b: dict) -> bool:
+    keys = ("device", "os_build", "chip", "ane", "fake")
+    return isinstance(a, dict) and all(a.get(k) == b.get(k) for k in keys)
+
+
+def verified_delta(device: str = "auto", profile=None, verdict: dict | None = None) -> tuple[str | None, str]:
+    """(the delta strategy training may use here, "") or (None, why not). Only with a verdict for this
+    machine (``verdict`` or the cached one) in which the probe verified it and the rule allows it."""
+    m = machine(device, profile)
+    if verdict is None:
+        verdict = cached_verdict(device, profile)
+    if verdict is None:
+        return None, "no cached `orion doctor` verdict for this machine"
+    if not _same_machine(verdict.get("machine"), m):
+        got = verdict.get("machine") or {}
+        return None, (f"the `orion doctor` verdict is for {got.get('device')} {got.get('chip')} "
+                      f"({got.get('os_build')}, {got.get('ane')}), not for this machine ({m['device']} {m['chip']}, "
+                      f"{m['os_build']}, {m['ane']})")
+    allowed = _allowed(verdict)
+    for s in DELTAS:
+        if s in allowed:
+            return s, ""
+    return None, f"`orion doctor` did not verify a delta update here (allowed: {', '.join(allowed) or 'none'})"
+
+
 _announced: set = set()
 
 
-def allowed_strategies(device: str = "auto", verdict: dict | None = None, *, announce: bool = True) -> list[str]:
+def allowed_strategies(device: str = "auto", verdict: dict | None = None, *, announce: bool = True,
+                       profile=None) -> list[str]:
     """Weight-update strategies the runtime may use on this machine, in order of preference.
 
     Uses ``verdict`` or this machine's cached ``orion doctor`` verdict. Never a strategy that failed
@@ -433,9 +274,9 @@ def allowed_strategies(device: str = "auto", verdict: dict | None = None, *, ann
     without a verdict, the upstream-proven dynamic -> recompile. Announced once in one log line.
     """
     if verdict is None:
-        verdict = cached_verdict(device)
+        verdict = cached_verdict(device, profile)
     allowed = _allowed(verdict)
-    m = verdict["machine"] if verdict else machine(device)
+    m = verdict["machine"] if verdict else machine(device, profile)
     key = (cache_path(m), tuple(allowed))
     if announce and key not in _announced:
         _announced.add(key)
@@ -483,6 +324,6 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["run", "allowed_strategies", "cached_verdict", "machine", "device_info", "ane_control", "print_table",
-           "add_doctor_parser", "cmd_doctor", "STRATEGIES"]
+__all__ = ["run", "allowed_strategies", "verified_delta", "cached_verdict", "machine", "device_info", "ane_control",
+           "print_table", "add_doctor_parser", "cmd_doctor", "STRATEGIES"]
 

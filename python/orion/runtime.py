@@ -17,6 +17,7 @@ import numpy as np
 from . import _native
 from .errors import AneSimWarning, OrionError
 from .sim import Profile, get_profile
+from .weight_updates import WeightUpdate
 
 log = logging.getLogger("orion")
 
@@ -177,27 +178,26 @@ class Program:
     def __exit__(self, *exc) -> None:
         self.release()
 
-    # -- weight updates (training-on-ane.md §1) ------------------------------------------------
-    def recompile(self, weights: Mapping[str, bytes]) -> None:
+    # -- weight updates (training-on-ane.md §1; orion.weight_updates) ------------------------
+    # Each returns a WeightUpdate: what the device did, not whether the outputs changed (that is
+    # orion.weight_updates.probe's question, answered by comparing with a fresh compile).
+    def recompile(self, weights: Mapping[str, bytes]) -> WeightUpdate:
         """New program from new weight bytes (same MIL); charges the compile budget."""
-        self._p.recompile(dict(weights))
+        return WeightUpdate.from_native("recompile", self._p.recompile(dict(weights)))
 
-    def delta_reload(self, weights: Mapping[str, bytes]) -> bool:
-        """EXPERIMENTAL probe (reference W1/W2): rewrite weight files, unload, load the same program.
+    def delta_reload(self, weights: Mapping[str, bytes]) -> WeightUpdate:
+        """EXPERIMENTAL (reference W1/W2): rewrite the weight files, unload and load the same program.
 
-        On hardware this was measured to have no effect (C07); the simulator reproduces that unless
-        its profile is "paper". Returns whether outputs now follow the new weights.
+        The backend does it on the device. On hardware it was measured to have no effect (C07); the
+        simulator reproduces that (with an AneSimWarning) unless its profile is "paper".
         """
-        took = bool(self._p.delta_reload(dict(weights)))
-        if not took:
-            warnings.warn("AneSimWarning: delta reload left the baked weights in place (the loaded program "
-                          "is the identifier's cached compile) [C07]", AneSimWarning, stacklevel=2)
-        return took
+        return WeightUpdate.from_native("delta_reload", self._p.delta_reload(dict(weights)))
 
-    def delta_patch(self, weights: Mapping[str, bytes]) -> None:
-        """EXPERIMENTAL probe (reference W4): new descriptor with the new weights, loaded without an
-        explicit compile. The hardware profile counts it as the hidden compile the evidence suggests."""
-        self._p.delta_patch(dict(weights))
+    def delta_patch(self, weights: Mapping[str, bytes]) -> WeightUpdate:
+        """EXPERIMENTAL (reference W4): new descriptor with the new weights, loaded without an explicit
+        compile. A compile inside the device is charged to the budget (observed on the ANE; assumed by the
+        simulator's hardware profile, as the evidence suggests)."""
+        return WeightUpdate.from_native("delta_patch", self._p.delta_patch(dict(weights)))
 
 
 def compile_mil(mil_text: str | bytes, weights: Mapping[str, bytes] | None = None, device: str = "auto", *,

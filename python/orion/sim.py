@@ -21,8 +21,10 @@ class Profile:
 
     chip: m1..m5 (chip-specific constraints C24, C28-C32, C35).
     strictness: "strict" rejects the contested ([X]) patterns; "permissive" allows them.
-    delta: "hardware" (a reload never picks up rewritten weight files, as measured on M4/M5, C07) or
-        "paper" (the reload does, as the Orion paper claims) - only for testing the delta code path.
+    delta: what the simulated device does with the delta recipes: "hardware" (a reload never picks up
+        rewritten weight files, as measured on M4/M5, C07; a W4 patch is a charged hidden compile) or
+        "paper" (the reload does and the patch is free, as the Orion paper claims). A simulator setting:
+        on the ANE backend the recipes run on the device, whatever the profile says.
     min_surface_bytes: smallest surface the hardware evaluates (C04).
     compile_budget: compiles per process before BudgetExceeded (C05).
     """

@@ -23,10 +23,16 @@ import pytest
 ACTIVE = os.environ.get("ORION_TEST_DEVICE") == "ane"
 
 # test name (or file) -> why the ANE backend legitimately differs from the simulator there.
+DEVICE_DELTA = ("the profile's delta behaviour is a simulator setting; on the ANE backend the delta recipes run on "
+                "the (fake) device, which says nothing about C07 and shares a model it already holds - see "
+                "test_ane_contract.py")
 SIM_ONLY = {
     "test_delta_reload_takes_effect_under_paper_profile":
         "the 'paper' profile is a simulator setting; on the ANE backend delta_reload really reloads the same "
         "model object, and the (fake) daemon keeps the baked weights (C07) - see test_ane_contract.py",
+    "test_delta_reload_has_no_effect_on_hardware_profile": DEVICE_DELTA,
+    "test_delta_patch_is_a_charged_hidden_compile_on_hardware_profile": DEVICE_DELTA,
+    "test_delta_patch_is_free_under_paper_profile": DEVICE_DELTA,
     "test_unknown_device_and_missing_ane_are_clear": "expects device='ane' to be unavailable; here it is the fake",
     "test_repr_names_io": "asserts that the repr names the 'sim' device",
 }

@@ -99,6 +99,8 @@ def test_weight_update_strategies_against_a_fresh_compile(device, tmp_path, monk
     for s in ("delta_reload", "delta_patch"):
         ok = r[s]["verdict"] == "works" and r[s]["budget_free"] and r[s]["ms"] < r["recompile"]["ms"]
         assert (s in allowed) == ok, info
+    # Training asks the same verdict (and then runs the same update code the probe ran).
+    assert (doctor.verified_delta("ane")[0] is not None) == any(s in allowed for s in doctor.DELTAS), info
 
 
 def test_surfaces_and_alphabetical_binding(device):

@@ -145,11 +145,10 @@ def test_odd_device_info_getters_only_warn_and_orion_info_reports_them():
 def test_reload_builds_a_new_request(fake, ane_stats):
     # The fake logs a violation when a request built before the last load is evaluated after it.
     x = rand((1, 64, 1, 256), 4)
-    p = orion.compile_mil(linear_program(), {KEY: weight_blob(rand((128, 64, 1, 1), 5, 0.1))}, device="ane",
-                          profile=Profile(delta="paper"))
+    p = orion.compile_mil(linear_program(), {KEY: weight_blob(rand((128, 64, 1, 1), 5, 0.1))}, device="ane")
     d = ane_stats()
     y = p(x=x)["y"]
-    assert p.delta_reload({KEY: weight_blob(rand((128, 64, 1, 1), 6, 0.1))}) is True
+    assert p.delta_reload({KEY: weight_blob(rand((128, 64, 1, 1), 6, 0.1))}).loads == 1
     np.testing.assert_array_equal(p(x=x)["y"], y)  # the daemon keeps the baked weights (C07)
     assert d()["requests_built"] == 2 and d()["unloads"] == 1
     p.release()
@@ -157,12 +156,11 @@ def test_reload_builds_a_new_request(fake, ane_stats):
 
 def test_an_unload_answering_no_is_logged_and_the_reload_continues(fake, behaviour, ane_stats, capfd):
     x = rand((1, 64, 1, 256), 7)
-    p = orion.compile_mil(linear_program(), {KEY: weight_blob(rand((128, 64, 1, 1), 8, 0.1))}, device="ane",
-                          profile=Profile(delta="paper"))
+    p = orion.compile_mil(linear_program(), {KEY: weight_blob(rand((128, 64, 1, 1), 8, 0.1))}, device="ane")
     y = p(x=x)["y"]
     behaviour("unload_no", 1)
     d = ane_stats()
-    assert p.delta_reload({KEY: weight_blob(rand((128, 64, 1, 1), 9, 0.1))}) is True
+    assert p.delta_reload({KEY: weight_blob(rand((128, 64, 1, 1), 9, 0.1))}).unloads == 1
     np.testing.assert_array_equal(p(x=x)["y"], y)
     s = d()
     assert s["unload_failures"] == 1 and s["loads"] == 1 and s["cleanup_errors"] == 0
@@ -243,11 +241,7 @@ def test_the_patch_probe_with_several_weights_says_which_blob_becomes_data(fake,
     new_blobs = {k: weight_blob(rand((64, 64, 1, 1), 20 + i, 0.1)) for i, k in enumerate(blobs)}
     p = orion.compile_mil(two_weight_program(), blobs, device="ane")
     before = temp_ids()
-    doctor.ane_control("patch-next")
-    try:
-        p.delta_patch(new_blobs)
-    finally:
-        doctor.ane_control("patch-clear")
+    p.delta_patch(new_blobs)
     (new,) = temp_ids() - before
     err = capfd.readouterr().err
     m = re.search(r"delta-patch probe \(W4\) with 2 weight files: 'data' = '([^']+)'", err)

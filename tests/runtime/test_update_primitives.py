@@ -1,5 +1,7 @@
-"""Weight-update primitives (training-on-ane.md §1): dynamic inputs, recompile, and the experimental
-delta recipes, with the compile budget (C05) and baked weights (C07) reproduced."""
+"""Weight-update primitives of a Program (training-on-ane.md §1): dynamic inputs, recompile, and the
+experimental delta recipes, each reporting what the device did (compiles, loads, budget), with the
+compile budget (C05) and baked weights (C07) reproduced. Whether an update works is the probe's
+question: tests/weight_updates."""
 
 import numpy as np
 import pytest
@@ -7,6 +9,7 @@ import pytest
 import orion
 from conftest import fp16_close
 from orion.sim import Profile
+from orion.weight_updates import WeightUpdate
 from runtime_programs import dynamic_linear_program, linear_program, rand, weight_blob
 
 KEY = "@model_path/weights/w.bin"
@@ -50,8 +53,10 @@ def test_recompile_follows_new_weights_and_charges_budget():
     prog = orion.compile_mil(linear_program(), {KEY: weight_blob(wa)})
     check_linear(prog, wa)
     used0 = orion.sim.compile_budget()[0]
-    prog.recompile({KEY: weight_blob(wb)})
+    u = prog.recompile({KEY: weight_blob(wb)})
     assert orion.sim.compile_budget()[0] == used0 + 1
+    assert isinstance(u, WeightUpdate) and (u.strategy, u.budget_used, u.compiles, u.loads) == ("recompile", 1, 1, 1)
+    assert not u.budget_free
     check_linear(prog, wb)
 
 
@@ -60,9 +65,10 @@ def test_delta_reload_has_no_effect_on_hardware_profile():
     prog = orion.compile_mil(linear_program(), {KEY: weight_blob(wa)})
     y_a = check_linear(prog, wa)
     with pytest.warns(orion.AneSimWarning, match="C07"):
-        took = prog.delta_reload({KEY: weight_blob(wb)})
-    assert took is False
-    # The file in the folder did change ...
+        u = prog.delta_reload({KEY: weight_blob(wb)})
+    # The report says what the device did (an unload and a load, nothing compiled) ...
+    assert (u.strategy, u.unloads, u.loads, u.budget_used) == ("delta_reload", 1, 1, 0) and u.budget_free
+    # ... the file in the folder did change ...
     with open(f"{prog.folder}/weights/w.bin", "rb") as f:
         assert f.read() == weight_blob(wb)
     # ... but the program still computes with the baked weights A.
@@ -74,9 +80,10 @@ def test_delta_reload_takes_effect_under_paper_profile():
     prog = orion.compile_mil(linear_program(), {KEY: weight_blob(wa)}, profile=Profile(delta="paper"))
     check_linear(prog, wa)
     before = orion.counters()["compiles"]
-    assert prog.delta_reload({KEY: weight_blob(wb)}) is True
+    u = prog.delta_reload({KEY: weight_blob(wb)})
+    assert (u.loads, u.budget_used) == (1, 0)  # the paper's claim: no compile
     check_linear(prog, wb)
-    assert orion.counters()["compiles"] == before  # the paper's claim: no compile
+    assert orion.counters()["compiles"] == before
 
 
 def test_delta_reload_rejects_different_keys():
@@ -91,14 +98,24 @@ def test_delta_patch_is_a_charged_hidden_compile_on_hardware_profile():
     old_id = prog.identifier
     before = orion.counters()
     used0 = orion.sim.compile_budget()[0]
-    prog.delta_patch({KEY: weight_blob(wb)})
+    u = prog.delta_patch({KEY: weight_blob(wb)})
     after = orion.counters()
+    assert (u.hidden_compiles, u.budget_used, u.compiles) == (1, 1, 0) and not u.budget_free
     assert after["hidden_compiles"] - before["hidden_compiles"] == 1
     assert orion.sim.compile_budget()[0] == used0 + 1
     assert prog.identifier != old_id
     fresh = orion.compile_mil(linear_program(), {KEY: weight_blob(wb)})
     x = rand((1, 64, 1, 256), 9)
     np.testing.assert_array_equal(prog(x=x)["y"], fresh(x=x)["y"])
+
+
+def test_delta_patch_is_free_under_paper_profile():
+    wa, wb = rand((128, 64, 1, 1), 3, 0.1), rand((128, 64, 1, 1), 4, 0.1)
+    prog = orion.compile_mil(linear_program(), {KEY: weight_blob(wa)}, profile=Profile(delta="paper"))
+    used0 = orion.sim.compile_budget()[0]
+    u = prog.delta_patch({KEY: weight_blob(wb)})
+    assert u.budget_free and u.loads == 1 and orion.sim.compile_budget()[0] == used0
+    check_linear(prog, wb)
 
 
 def test_budget_exhaustion_is_typed_and_names_the_fix():

@@ -138,7 +138,7 @@ def test_delta_with_a_verified_verdict_updates_weights(features):
     cfg = micro_config(**FEATURES[features])
     from orion.doctor import machine
     from orion.sim import Profile
-    verdict = {"machine": machine("sim"), "results": {
+    verdict = {"machine": machine("sim", Profile(delta="paper")), "results": {
         "dynamic": {"verdict": "works"}, "recompile": {"verdict": "works", "ms": 50.0},
         "delta_reload": {"verdict": "works", "budget_free": True, "ms": 1.0}}}
     p = lively_params(cfg)

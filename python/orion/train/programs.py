@@ -336,16 +336,12 @@ def compile_budget(device: str) -> tuple[int, int]:
     return tuple(int(v) for v in _native.budget(device))
 
 
-def _delta_allowed(device: str, verdict) -> str:
+def _delta_allowed(device: str, verdict, profile=None) -> str:
+    """The delta recipe `orion doctor` verified on this machine (its probe runs the same update code)."""
     from .. import doctor
-    allowed = doctor.allowed_strategies(device, verdict=verdict, announce=False)
-    for s in ("delta_patch", "delta_reload"):
-        if s in allowed:
-            return s
-    if verdict is None and doctor.cached_verdict(device) is None:
-        why = "no cached `orion doctor` verdict for this machine"
-    else:
-        why = f"`orion doctor` did not verify a delta update here (allowed: {', '.join(allowed) or 'none'})"
+    method, why = doctor.verified_delta(device, profile, verdict)
+    if method:
+        return method
     raise StrategyUnavailable(f"strategy 'delta' is not available: {why}. On the ANE a rewrite+reload was measured "
                               f"to leave the old weights in place (C07); use --strategy dynamic (default) or "
                               f"recompile, or run `orion doctor` on this machine first")
@@ -369,7 +365,7 @@ class LayerPrograms:
                              f"inputs; strategy {strategy!r} does not apply (use the default, dynamic)")
         self.cfg, self.seq, self.strategy, self.fixes, self.profile = cfg, seq, strategy, fixes, profile
         self.device = resolve_device(device)
-        self.delta_method = _delta_allowed(self.device, doctor_verdict) if strategy == "delta" else None
+        self.delta_method = _delta_allowed(self.device, doctor_verdict, profile) if strategy == "delta" else None
         self.params = params
         self.lora = lora
         self.residual_scale = float(residual_scale)        # the step engine scales the stream it feeds in
@@ -513,6 +509,7 @@ class LayerPrograms:
         self.stats["update_s"] += time.perf_counter() - t
 
     def _delta_update(self) -> None:
+        from .. import weight_updates
         from ..compiler import lower
         for (kind, layer), cp in self._progs.items():
             g = self._graphs[(kind, layer)]
@@ -528,12 +525,7 @@ class LayerPrograms:
             low = lower(g, **args)
             if low.mil != cp.mil:
                 raise TrainError("delta update: the lowered program text changed; refusing a partial update")
-            if self.delta_method == "delta_patch":
-                cp.program.delta_patch(low.weights)
-            else:
-                if not cp.program.delta_reload(low.weights):
-                    raise TrainError("delta update: the reload left the old weights in place (C07); "
-                                     "use --strategy dynamic")
+            weight_updates.apply(cp.program, self.delta_method, low.weights)  # as `orion doctor` verified it
 
     def release(self) -> None:
         for cp in self._progs.values():

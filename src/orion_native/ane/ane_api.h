@@ -1,4 +1,4 @@
-// Diagnostics and probe controls of the ANE backend, for `orion doctor` and the tests. C++ callers use
+// Diagnostics and settings of the ANE backend, for `orion doctor` and the tests. C++ callers use
 // orion::ane::control(); Python reaches the same function through the exported C symbol
 // orion_ane_control (ctypes on the _native module: python/orion/doctor.py), so no binding is needed.
 //
@@ -9,8 +9,6 @@
 //   "route=inmemory|client"   route for later compiles (client: experimental, only where its
 //                             selectors exist)
 //   "entry=two|one"           weight-dictionary entry shape (reference §4)
-//   "patch-next"              the next compile on this thread is the W4 delta-patch probe (when a
-//                             live model has the same MIL text); "patch-clear" withdraws it
 //   "shutdown"                unload and release every model, remove every folder
 #pragma once
 #include <string>

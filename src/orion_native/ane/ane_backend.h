@@ -19,13 +19,6 @@ const char* route_name(Route r);
 bool single_key_entries();
 void set_single_key_entries(bool one);
 
-// Experimental W4 probe: the next compile on this thread becomes "new descriptor with the new weights,
-// previous program's files copied, load without an explicit compile" (Program::delta_patch calls it).
-// Only honoured when a live model with the same MIL text exists (the "previous program"); cleared by
-// the next compile that reaches the backend or by clear_patch_next().
-void patch_next_compile();
-void clear_patch_next();
-
 struct Stats {
   std::atomic<int64_t> framework_compiles{0};  // successful explicit compiles (charge the budget, C05)
   std::atomic<int64_t> hidden_compiles{0};     // loads that made aned compile (compiledModelExists NO->YES)

@@ -1,7 +1,9 @@
 // The "ane" backend: plugs ane::Model into the runtime's Backend/BackendModel interface and registers
-// itself with the backend registry. Every compile is first validated by the simulator with the
-// caller's profile (reference §10: typed CompileError with constraint IDs before the framework is
-// touched), which also gives the I/O slots in hardware order, the warnings and the cost estimate.
+// itself with the backend registry. Every compile is first validated with the simulator's checks and
+// the caller's profile (reference §10: typed CompileError with constraint IDs before the framework is
+// touched), which also give the I/O slots in hardware order, the warnings and the cost estimate; no
+// simulator plan (and so no second copy of the weights) is kept: the device holds the program.
+// The delta recipes run on the device itself, the same way for orion doctor and for training.
 #include "ane/ane_backend.h"
 
 #include <cstdlib>
@@ -27,11 +29,9 @@ std::mutex g_mu;
 Route g_route = Route::in_memory;
 bool g_route_set = false;
 int g_single = -1;  // -1: not read from the environment yet
-thread_local bool t_patch_next = false;
 
-// Live framework models by identifier (one per hexStringIdentifier: identical programs share one, so
-// the folder-collision bug of C44 cannot happen inside the process), and live wrappers by runtime
-// identifier (a compile request naming a live wrapper's identifier is Program::delta_reload).
+// Live framework models by identifier: one per hexStringIdentifier, so identical programs share one
+// and the folder-collision bug of C44 cannot happen inside the process.
 std::map<std::string, std::weak_ptr<Model>>& models() {
   static auto* m = new std::map<std::string, std::weak_ptr<Model>>();
   return *m;
@@ -40,28 +40,32 @@ std::vector<std::weak_ptr<Model>>& all_models() {  // for shutdown_all, includin
   static auto* v = new std::vector<std::weak_ptr<Model>>();
   return *v;
 }
-std::map<std::string, std::weak_ptr<runtime::BackendModel>>& wrappers() {
-  static auto* m = new std::map<std::string, std::weak_ptr<runtime::BackendModel>>();
+
+// One framework compile or patch at a time: two threads making the same program would otherwise both
+// miss find_model() and race on the one temp folder their identifier names.
+std::mutex& compile_mutex() {
+  static auto* m = new std::mutex();
   return *m;
 }
 
 class AneModel : public runtime::BackendModel {
  public:
-  AneModel(std::shared_ptr<runtime::BackendModel> sim, std::shared_ptr<Model> model, int64_t min_surface)
-      : sim_(std::move(sim)), model_(std::move(model)), generation_(model_->generation()), min_surface_(min_surface) {}
+  AneModel(std::shared_ptr<const runtime::Validation> checked, std::shared_ptr<Model> model, int64_t min_surface)
+      : checked_(std::move(checked)), model_(std::move(model)), generation_(model_->generation()), min_surface_(min_surface) {}
 
-  const std::vector<runtime::IOSlot>& inputs() const override { return sim_->inputs(); }
-  const std::vector<runtime::IOSlot>& outputs() const override { return sim_->outputs(); }
-  std::vector<sim::Warning> compile_warnings() const override { return sim_->compile_warnings(); }
-  sim::CostEstimate cost() const override { return sim_->cost(); }
+  const std::vector<runtime::IOSlot>& inputs() const override { return checked_->inputs; }
+  const std::vector<runtime::IOSlot>& outputs() const override { return checked_->outputs; }
+  std::vector<sim::Warning> compile_warnings() const override { return checked_->warnings; }
+  sim::CostEstimate cost() const override { return checked_->cost; }
   Model& model() { return *model_; }
   const std::shared_ptr<Model>& shared_model() const { return model_; }
+  const std::shared_ptr<const runtime::Validation>& checked() const { return checked_; }
 
   void eval(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out,
             std::vector<sim::Warning>*) override {
     if (model_->generation() != generation_)
       throw_error(ErrorKind::WeightUpdate, "this compiled program's ANE model was reloaded with other weight files by a "
-                                           "delta-reload probe; recompile it");
+                                           "delta reload of another program; recompile it");
     require_iosurfaces(in, inputs(), "input");
     require_iosurfaces(out, outputs(), "output");
     runtime::check_request(in, out, inputs(), outputs(), min_surface_);
@@ -79,7 +83,7 @@ class AneModel : public runtime::BackendModel {
                                           "(prog.input_surface()/output_surface() or the backend's make_surface)");
   }
 
-  std::shared_ptr<runtime::BackendModel> sim_;
+  std::shared_ptr<const runtime::Validation> checked_;
   std::shared_ptr<Model> model_;
   uint64_t generation_;
   int64_t min_surface_;
@@ -93,14 +97,19 @@ std::shared_ptr<Model> find_model(const std::string& hex_id) {
   return it == models().end() ? nullptr : it->second.lock();
 }
 
-std::shared_ptr<runtime::BackendModel> register_wrapper(const std::string& runtime_id, std::shared_ptr<AneModel> w) {
+void register_model(const std::shared_ptr<Model>& model) {
   std::lock_guard<std::mutex> lk(g_mu);
-  wrappers()[runtime_id] = w;
-  for (auto it = wrappers().begin(); it != wrappers().end();) it = it->second.expired() ? wrappers().erase(it) : std::next(it);
+  models()[model->hex_id()] = model;
+  all_models().push_back(model);
   for (auto it = models().begin(); it != models().end();) it = it->second.expired() ? models().erase(it) : std::next(it);
   auto& all = all_models();
   for (auto it = all.begin(); it != all.end();) it = it->expired() ? all.erase(it) : std::next(it);
-  return w;
+}
+
+AneModel& ane_model(const std::shared_ptr<runtime::BackendModel>& m) {
+  auto* a = dynamic_cast<AneModel*>(m.get());
+  if (!a) throw_error(ErrorKind::WeightUpdate, "internal: a weight update on the ANE backend got another backend's program");
+  return *a;
 }
 
 class AneBackend : public runtime::Backend {
@@ -110,6 +119,59 @@ class AneBackend : public runtime::Backend {
   runtime::SurfacePtr make_surface(size_t alloc_size) override { return make_iosurface(alloc_size); }
 
   std::shared_ptr<runtime::BackendModel> compile(const runtime::CompileRequest& req) override {
+    auto checked = start(req);
+    std::lock_guard<std::mutex> compiling(compile_mutex());
+    auto model = std::make_shared<Model>(route(), *req.mil, *req.weights);
+    if (auto shared = share(*model)) return std::make_shared<AneModel>(checked, shared, req.profile.min_surface_bytes);
+    model->prepare();
+    model->compile();
+    model->load(false);
+    model->forget_weights();
+    register_model(model);
+    return std::make_shared<AneModel>(checked, model, req.profile.min_surface_bytes);
+  }
+
+  // W1/W2 on the very same framework model object: whatever the device does with the rewritten files.
+  std::shared_ptr<runtime::BackendModel> reload(const std::shared_ptr<runtime::BackendModel>& loaded,
+                                                const runtime::CompileRequest& req, runtime::UpdateReport* r) override {
+    AneModel& live = ane_model(loaded);
+    {
+      // Whatever the reload does, this model no longer stands for its identifier's weights: never
+      // share it with a later compile of the original program.
+      std::lock_guard<std::mutex> lk(g_mu);
+      auto it = models().find(live.model().hex_id());
+      if (it != models().end() && it->second.lock() == live.shared_model()) models().erase(it);
+    }
+    LoadOutcome o = live.model().reload(*req.weights);
+    r->unloads = r->loads = 1;
+    r->hidden_compiles = o.hidden_compile;
+    r->unverified_loads = o.unverified;
+    return std::make_shared<AneModel>(live.checked(), live.shared_model(), req.profile.min_surface_bytes);
+  }
+
+  // W4: a new descriptor with the new weights, the previous program's compiled files copied into its
+  // folder, loaded without an explicit compile; a compile inside aned is observed when it happens.
+  std::shared_ptr<runtime::BackendModel> patch(const std::shared_ptr<runtime::BackendModel>& previous,
+                                               const runtime::CompileRequest& req, runtime::UpdateReport* r) override {
+    std::string donor = ane_model(previous).model().hex_id();
+    auto checked = start(req);
+    std::lock_guard<std::mutex> compiling(compile_mutex());
+    auto model = std::make_shared<Model>(route(), *req.mil, *req.weights);
+    if (auto shared = share(*model)) return std::make_shared<AneModel>(checked, shared, req.profile.min_surface_bytes);
+    stats().patch_probes++;
+    model->prepare_patch(donor);
+    LoadOutcome o = model->load(true);
+    model->forget_weights();
+    r->loads = 1;
+    r->hidden_compiles = o.hidden_compile;
+    r->unverified_loads = o.unverified;
+    register_model(model);
+    return std::make_shared<AneModel>(checked, model, req.profile.min_surface_bytes);
+  }
+
+ private:
+  // The framework is there, and the program passes the simulator's checks.
+  static std::shared_ptr<const runtime::Validation> start(const runtime::CompileRequest& req) {
     const Framework& fw = framework();
     if (!fw.available) throw_error(ErrorKind::Orion, "the ANE backend is unavailable: " + fw.reason);
     static std::once_flag once;
@@ -117,64 +179,17 @@ class AneBackend : public runtime::Backend {
       clean_stale_model_folders();
       std::atexit(at_exit);
     });
-    bool patch = t_patch_next;
-    t_patch_next = false;
-    std::shared_ptr<runtime::BackendModel> sim = runtime::sim_backend().compile(req);
-
-    std::shared_ptr<AneModel> live;
-    {
-      std::lock_guard<std::mutex> lk(g_mu);
-      auto it = wrappers().find(req.identifier);
-      if (it != wrappers().end()) live = std::static_pointer_cast<AneModel>(it->second.lock());
-    }
-    if (live) {  // Program::delta_reload: W1/W2 on the very same framework model object
-      {
-        // Whatever the reload does, this model no longer stands for its identifier's weights: never
-        // share it with a later compile of the original program.
-        std::lock_guard<std::mutex> lk(g_mu);
-        auto it = models().find(live->model().hex_id());
-        if (it != models().end() && it->second.lock() == live->shared_model()) models().erase(it);
-      }
-      live->model().reload(*req.weights);
-      return register_wrapper(req.identifier, std::make_shared<AneModel>(sim, live->shared_model(), req.profile.min_surface_bytes));
-    }
-
-    // One framework compile at a time: two threads compiling the same program would otherwise both
-    // miss find_model() and race on the one temp folder their identifier names.
-    static std::mutex compile_mu;
-    std::lock_guard<std::mutex> compiling(compile_mu);
-    auto model = std::make_shared<Model>(route(), *req.mil, *req.weights);
-    model->create();
-    if (auto shared = find_model(model->hex_id())) {
-      stats().shared_models++;
-      model->shutdown();  // never compiled or loaded: just drops the objects
-      return register_wrapper(req.identifier, std::make_shared<AneModel>(sim, shared, req.profile.min_surface_bytes));
-    }
-    std::string donor = patch ? donor_for(*req.mil) : "";
-    if (!donor.empty()) {  // Program::delta_patch: W4, load without an explicit compile
-      stats().patch_probes++;
-      model->prepare_patch(donor);
-      model->load(true);
-    } else {
-      model->prepare();
-      model->compile();
-      model->load(false);
-    }
-    {
-      std::lock_guard<std::mutex> lk(g_mu);
-      models()[model->hex_id()] = model;
-      all_models().push_back(model);
-    }
-    return register_wrapper(req.identifier, std::make_shared<AneModel>(sim, model, req.profile.min_surface_bytes));
+    return std::make_shared<const runtime::Validation>(runtime::validate(req));
   }
 
- private:
-  // The previous program of a weight patch: a live model with the same MIL text.
-  static std::string donor_for(const std::string& mil) {
-    std::lock_guard<std::mutex> lk(g_mu);
-    for (auto& kv : models())
-      if (auto m = kv.second.lock(); m && m->mil() == mil) return m->hex_id();
-    return "";
+  // A live model with the same framework identifier answers instead (nothing compiled or loaded).
+  static std::shared_ptr<Model> share(Model& model) {
+    model.create();
+    auto shared = find_model(model.hex_id());
+    if (!shared) return nullptr;
+    stats().shared_models++;
+    model.shutdown();  // never compiled or loaded: just drops the objects
+    return shared;
   }
 };
 
@@ -238,9 +253,6 @@ void set_single_key_entries(bool one) {
   std::lock_guard<std::mutex> lk(g_mu);
   g_single = one ? 1 : 0;
 }
-
-void patch_next_compile() { t_patch_next = true; }
-void clear_patch_next() { t_patch_next = false; }
 
 Stats& stats() {
   static Stats* s = new Stats();

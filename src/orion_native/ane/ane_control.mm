@@ -87,16 +87,11 @@ std::string control(const std::string& c) {
     set_single_key_entries(c == "entry=one");
     return info();
   }
-  if (c == "patch-next" || c == "patch-clear") {
-    if (c == "patch-next") patch_next_compile();
-    else clear_patch_next();
-    return "{\"ok\": true}";
-  }
   if (c == "shutdown") {
     shutdown_all();
     return info();
   }
-  return error("unknown command '" + c + "' (info, route=inmemory|client, entry=two|one, patch-next, patch-clear, shutdown)");
+  return error("unknown command '" + c + "' (info, route=inmemory|client, entry=two|one, shutdown)");
 }
 
 }  // namespace orion::ane

@@ -20,9 +20,18 @@
 
 namespace orion::ane {
 
+// What a load did, for the weight-update report: a compile inside aned (compiledModelExists NO -> YES),
+// or a load where that could not be observed.
+struct LoadOutcome {
+  bool hidden_compile = false;
+  bool unverified = false;
+};
+
 class Model {
  public:
-  Model(Route route, std::string mil, std::vector<runtime::WeightEntry> weights);
+  // `weights` (the compile request's) must stay alive until forget_weights(): no copy is kept, the
+  // descriptor holds the framework's own.
+  Model(Route route, std::string mil, const std::vector<runtime::WeightEntry>& weights);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -34,10 +43,12 @@ class Model {
   void prepare_patch(const std::string& donor_hex_id);
   void compile();
   // hidden: the load is expected to compile inside aned (no explicit compile); counted when observed.
-  void load(bool expect_hidden_compile);
-  // W1/W2 probe: unload (a NO is logged, not fatal), rewrite the weight files in the folder, load the
-  // same model object again; cached requests are dropped.
-  void reload(const std::vector<runtime::WeightEntry>& weights);
+  LoadOutcome load(bool expect_hidden_compile);
+  // After the first load: the weight files are in the folder and in the descriptor.
+  void forget_weights() { weights_ = nullptr; }
+  // W1/W2: unload (a NO is logged, not fatal), rewrite the weight files in the folder, load the same
+  // model object again; cached requests are dropped.
+  LoadOutcome reload(const std::vector<runtime::WeightEntry>& weights);
   void eval(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out);
   void shutdown() noexcept;
 
@@ -56,10 +67,11 @@ class Model {
   std::string text(const std::string& sel_with_args) const;  // the exact call, for error messages
   std::string model_arg() const;                             // the _ANEModel argument (client route)
   const runtime::WeightEntry* data_blob();                   // what the folder's "data" file holds
+  const std::vector<runtime::WeightEntry>& weights() const;
 
   Route route_;
   std::string mil_;
-  std::vector<runtime::WeightEntry> weights_;
+  const std::vector<runtime::WeightEntry>* weights_;  // until forget_weights() (see the constructor)
   std::string hex_id_;
   id descriptor_ = nil;  // _ANEInMemoryModelDescriptor (retained)
   id model_ = nil;       // _ANEInMemoryModel, or _ANEModel on the client route (retained)

@@ -92,8 +92,13 @@ std::string shape_of_request(const std::vector<runtime::Surface*>& in, const std
 
 }  // namespace
 
-Model::Model(Route route, std::string mil, std::vector<runtime::WeightEntry> weights)
-    : route_(route), mil_(std::move(mil)), weights_(std::move(weights)) {}
+Model::Model(Route route, std::string mil, const std::vector<runtime::WeightEntry>& weights)
+    : route_(route), mil_(std::move(mil)), weights_(&weights) {}
+
+const std::vector<runtime::WeightEntry>& Model::weights() const {
+  if (!weights_) throw_error(ErrorKind::Orion, "internal: ANE model " + hex_id_.substr(0, 16) + "... no longer has its weight files");
+  return *weights_;
+}
 
 Model::~Model() { shutdown(); }
 
@@ -113,7 +118,7 @@ void Model::create() {
   Pool pool;
   const Framework& fw = framework();
   NSData* text = [NSData dataWithBytes:mil_.data() length:mil_.size()];  // UTF-8 bytes, not NSString (C09)
-  NSDictionary* wd = weight_dictionary(weights_, single_key_entries());
+  NSDictionary* wd = weight_dictionary(weights(), single_key_entries());
   std::string desc_call = "+[_ANEInMemoryModelDescriptor modelWithMILText:<NSData " + std::to_string(mil_.size()) +
                           " B> weights:<" + shape_of_weights(wd) + "> optionsPlist:nil]";
   id desc = nil;
@@ -167,38 +172,39 @@ void Model::create() {
 // enumerated entry wins. The descriptor's own dictionary is enumerated when it answers -weights (it may
 // be a copy of ours), else ours. Only the client route and the W4 patch probe write "data" themselves.
 const runtime::WeightEntry* Model::data_blob() {
-  if (weights_.empty()) return nullptr;
+  const std::vector<runtime::WeightEntry>& ws = weights();
+  if (ws.empty()) return nullptr;
   Pool pool;
   id d = nil;
   if ([descriptor_ respondsToSelector:@selector(weights)])
     call("_ANEInMemoryModelDescriptor", "weights", [&] { d = [(id<OrionANEInMemoryModelDescriptor>)descriptor_ weights]; },
          "-[_ANEInMemoryModelDescriptor weights]");
-  if (![d isKindOfClass:[NSDictionary class]]) d = weight_dictionary(weights_, single_key_entries());
-  const runtime::WeightEntry* last = &weights_.back();
+  if (![d isKindOfClass:[NSDictionary class]]) d = weight_dictionary(ws, single_key_entries());
+  const runtime::WeightEntry* last = &ws.back();
   for (NSString* key in (NSDictionary*)d)
-    for (const auto& w : weights_)
+    for (const auto& w : ws)
       if (w.key == str(key)) last = &w;
   return last;
 }
 
 void Model::prepare() {
   folder_ = true;
-  populate_model_folder(hex_id_, mil_, weights_);
+  populate_model_folder(hex_id_, mil_, weights());
   // The direct route has no in-memory model to run the framework's own save step (§3 step 5).
   if (route_ == Route::client) write_framework_files(hex_id_, mil_, data_blob());
 }
 
 void Model::prepare_patch(const std::string& donor_hex_id) {
   folder_ = true;
-  populate_model_folder(hex_id_, mil_, weights_);
+  populate_model_folder(hex_id_, mil_, weights());
   // W4 was shown with ONE weight file (reference §7). With several, "data" gets the blob the
   // framework's own save step would leave there (the last entry in the weight dictionary's
   // enumeration order, see create()): say so, since the probe's outcome may depend on it.
   const runtime::WeightEntry* data = data_blob();
-  if (weights_.size() > 1)
+  if (weights().size() > 1)
     std::fprintf(stderr, "orion: note: delta-patch probe (W4) with %zu weight files: 'data' = '%s' (the entry the "
                          "framework's own save step writes last, in the weight dictionary's enumeration order); W4 is "
-                         "only documented with one weight file\n", weights_.size(), data->key.c_str());
+                         "only documented with one weight file\n", weights().size(), data->key.c_str());
   write_framework_files(hex_id_, mil_, data);
   if (!donor_hex_id.empty()) copy_file(model_folder(donor_hex_id) + "/net.plist", model_folder(hex_id_) + "/net.plist");
 }
@@ -235,7 +241,7 @@ void Model::compile() {
   throw_compile("", "", msg + context());
 }
 
-void Model::load(bool implicit_compile) {
+LoadOutcome Model::load(bool implicit_compile) {
   Pool pool;
   std::lock_guard<std::mutex> lk(mu_);
   const Framework& fw = framework();
@@ -267,18 +273,24 @@ void Model::load(bool implicit_compile) {
   if (!ok) throw_error(ErrorKind::Orion, what + " returned NO (also on a retry 100 ms later): " + describe(err) + context());
   loaded_ = true;
   stats().loads++;
-  if (!implicit_compile) return;
+  LoadOutcome out;
+  if (!implicit_compile) return out;
   if (!observe) {
     stats().unverified_loads++;
-    return;
+    out.unverified = true;
+    return out;
   }
   BOOL now = NO;
   call(cls(), "compiledModelExists", [&] { now = [(id<OrionANEInMemoryModel>)model_ compiledModelExists]; },
        text("compiledModelExists"));
-  if (!existed && now) stats().hidden_compiles++;
+  if (!existed && now) {
+    stats().hidden_compiles++;
+    out.hidden_compile = true;
+  }
+  return out;
 }
 
-void Model::reload(const std::vector<runtime::WeightEntry>& weights) {
+LoadOutcome Model::reload(const std::vector<runtime::WeightEntry>& weights) {
   {
     Pool pool;
     std::lock_guard<std::mutex> lk(mu_);
@@ -288,10 +300,9 @@ void Model::reload(const std::vector<runtime::WeightEntry>& weights) {
     unload_locked(true);
     // The framework's unload deleted the folder (§3 step 8): recreate it with the new weight files.
     populate_model_folder(hex_id_, mil_, weights);
-    weights_ = weights;
     generation_++;
   }
-  load(true);
+  return load(true);
 }
 
 id Model::request_for(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out) {

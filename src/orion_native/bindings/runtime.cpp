@@ -107,6 +107,31 @@ nb::object read_output(Program& p, size_t slot) {
   return arr;
 }
 
+// What a weight update did (runtime::UpdateReport); orion.weight_updates.WeightUpdate wraps it.
+nb::dict report_dict(const runtime::UpdateReport& r) {
+  nb::dict d;
+  d["compiles"] = r.compiles;
+  d["hidden_compiles"] = r.hidden_compiles;
+  d["unverified_loads"] = r.unverified_loads;
+  d["loads"] = r.loads;
+  d["unloads"] = r.unloads;
+  d["budget_used"] = r.budget_used;
+  d["warnings"] = warning_list(r.warnings);
+  return d;
+}
+
+// A weight update with the GIL released: a delta recipe may compile or wait on the device.
+template <class F>
+nb::dict update(Program& p, const nb::dict& w, F f) {
+  std::vector<runtime::WeightEntry> weights = to_weights(w);
+  runtime::UpdateReport r;
+  {
+    nb::gil_scoped_release nogil;
+    r = f(p, std::move(weights));
+  }
+  return report_dict(r);
+}
+
 }  // namespace
 
 void bind_runtime(nb::module_& m) {
@@ -239,9 +264,15 @@ void bind_runtime(nb::module_& m) {
         if (slot < 0) throw_error(ErrorKind::Input, "unknown output '" + name + "'");
         return read_output(p, (size_t)slot);
       })
-      .def("recompile", [](Program& p, nb::dict w) { p.recompile(to_weights(w)); })
-      .def("delta_reload", [](Program& p, nb::dict w) { return p.delta_reload(to_weights(w)); })
-      .def("delta_patch", [](Program& p, nb::dict w) { p.delta_patch(to_weights(w)); });
+      .def("recompile", [](Program& p, nb::dict w) {
+        return update(p, w, [](Program& q, std::vector<runtime::WeightEntry> ws) { return q.recompile(std::move(ws)); });
+      })
+      .def("delta_reload", [](Program& p, nb::dict w) {
+        return update(p, w, [](Program& q, std::vector<runtime::WeightEntry> ws) { return q.delta_reload(ws); });
+      })
+      .def("delta_patch", [](Program& p, nb::dict w) {
+        return update(p, w, [](Program& q, std::vector<runtime::WeightEntry> ws) { return q.delta_patch(std::move(ws)); });
+      });
 
   m.def(
       "compile",

@@ -48,6 +48,18 @@ class BackendModel {
   virtual sim::CostEstimate cost() const { return {}; }
 };
 
+// What one weight update did on the device (training-on-ane.md §1), as the backend saw it. The runtime
+// charges the compile budget from it; it says nothing about the outputs (only a comparison with a fresh
+// compile does: orion.weight_updates.probe).
+struct UpdateReport {
+  int64_t compiles = 0;          // explicit compiles
+  int64_t hidden_compiles = 0;   // compiles a load did implicitly, as observed (or as the evidence says)
+  int64_t unverified_loads = 0;  // loads that may have compiled where the backend cannot observe it
+  int64_t loads = 0, unloads = 0;
+  int64_t budget_used = 0;       // set by the runtime: compiles charged to the budget
+  std::vector<sim::Warning> warnings;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -55,8 +67,29 @@ class Backend {
   virtual std::shared_ptr<BackendModel> compile(const CompileRequest& req) = 0;
   // I/O surfaces for this backend's programs (the ANE backend returns IOSurface-backed ones).
   virtual SurfacePtr make_surface(size_t alloc_size) { return std::make_shared<Surface>(alloc_size); }
+
+  // Weight updates. `dynamic` (weights as inputs) needs nothing from a backend and `recompile` is
+  // compile(); these are the two experimental delta recipes, done the same way for every caller.
+  // delta_reload (W1/W2): the runtime rewrote the weight files in req.dir (req.weights = the new files);
+  // unload `loaded`, load it again. Returns the model that now answers for the program (`loaded` itself
+  // when the device kept its program).
+  virtual std::shared_ptr<BackendModel> reload(const std::shared_ptr<BackendModel>& loaded, const CompileRequest& req,
+                                               UpdateReport* report) = 0;
+  // delta_patch (W4): a model for req (new weights, the MIL of `previous`) loaded without an explicit
+  // compile, with `previous`'s compiled files as the donor.
+  virtual std::shared_ptr<BackendModel> patch(const std::shared_ptr<BackendModel>& previous, const CompileRequest& req,
+                                              UpdateReport* report) = 0;
 };
 
 Backend& sim_backend();
+
+// The simulator's compile-time checks of a request without an executable plan (no copy of the
+// weights is made or kept): for backends whose device holds the program. Throws the same CompileErrors.
+struct Validation {
+  std::vector<IOSlot> inputs, outputs;  // hardware slot order
+  std::vector<sim::Warning> warnings;
+  sim::CostEstimate cost;
+};
+Validation validate(const CompileRequest& req);
 
 }  // namespace orion::runtime

@@ -31,7 +31,7 @@ std::string make_identifier(const std::string& mil, const std::vector<WeightEntr
 
 Program::Program(Backend& backend, std::string mil, std::vector<WeightEntry> weights, const sim::Profile& profile)
     : backend_(&backend), mil_(std::move(mil)), profile_(profile) {
-  compile_into(std::move(weights), false, true);
+  compile_into(std::move(weights));
   allocate_surfaces();
 }
 
@@ -42,7 +42,9 @@ Program::~Program() {
   }
 }
 
-void Program::compile_into(std::vector<WeightEntry> weights, bool hidden, bool charge) {
+namespace {
+// Sorted by key (the identifier hashes them in key order); keys valid, none empty or twice (C11).
+void check_weights(std::vector<WeightEntry>& weights) {
   std::sort(weights.begin(), weights.end(), [](const WeightEntry& a, const WeightEntry& b) { return a.key < b.key; });
   for (size_t i = 0; i < weights.size(); ++i) {
     weight_relative_path(weights[i].key);
@@ -51,22 +53,37 @@ void Program::compile_into(std::vector<WeightEntry> weights, bool hidden, bool c
     if (i && weights[i].key == weights[i - 1].key)
       throw_error(ErrorKind::Input, "weight key '" + weights[i].key + "' given twice");
   }
+}
+
+std::vector<std::string> keys_of(const std::vector<WeightEntry>& weights) {
+  std::vector<std::string> k;
+  for (const auto& w : weights) k.push_back(w.key);
+  return k;
+}
+}  // namespace
+
+CompileRequest Program::request(const std::vector<WeightEntry>& weights, const std::string& id, const std::string& dir) const {
+  CompileRequest req;
+  req.mil = &mil_;
+  req.weights = &weights;
+  req.profile = profile_;
+  req.identifier = id;
+  req.dir = dir;
+  return req;
+}
+
+void Program::compile_into(std::vector<WeightEntry> weights) {
+  check_weights(weights);
   const std::string backend = backend_->name();
-  if (charge) check_budget(backend, profile_.compile_budget);
+  check_budget(backend, profile_.compile_budget);
   std::string id = make_identifier(mil_, weights, backend + ";" + sim::profile_key(profile_));
   std::string dir = acquire_folder(id, mil_, weights);
   std::shared_ptr<BackendModel> model = cache_find(id);
   if (model) {
     counters().cache_hits++;
   } else {
-    CompileRequest req;
-    req.mil = &mil_;
-    req.weights = &weights;
-    req.profile = profile_;
-    req.identifier = id;
-    req.dir = dir;
     try {
-      model = backend_->compile(req);
+      model = backend_->compile(request(weights, id, dir));
     } catch (...) {
       release_folder(id);
       throw;
@@ -74,16 +91,13 @@ void Program::compile_into(std::vector<WeightEntry> weights, bool hidden, bool c
     cache_put(id, model);
   }
   if (model_) check_same_io(*model);
-  if (charge) {
-    charge_budget(backend);
-    counters().compiles++;
-    if (hidden) counters().hidden_compiles++;
-  }
+  charge_budget(backend);
+  counters().compiles++;
   if (!identifier_.empty()) release_folder(identifier_);
   identifier_ = id;
   dir_ = dir;
   model_ = std::move(model);
-  weights_ = std::move(weights);
+  weight_keys_ = keys_of(weights);
   inputs_ = model_->inputs();
   outputs_ = model_->outputs();
   in_index_.clear();
@@ -128,9 +142,7 @@ void Program::allocate_surfaces() {
 
 std::vector<std::string> Program::weight_keys() const {
   std::lock_guard<std::mutex> lk(mu_);
-  std::vector<std::string> k;
-  for (const auto& w : weights_) k.push_back(w.key);
-  return k;
+  return weight_keys_;
 }
 
 State Program::state() const {
@@ -270,56 +282,74 @@ std::vector<sim::Warning> Program::eval_slots(const std::vector<SurfacePtr>& in_
   return w;
 }
 
-void Program::recompile(std::vector<WeightEntry> weights) {
+// Every compile the device did or may have done is charged, unobservable loads included.
+void Program::charge(UpdateReport* r) {
+  r->budget_used = r->compiles + r->hidden_compiles + r->unverified_loads;
+  for (int64_t i = 0; i < r->budget_used; ++i) charge_budget(backend_->name());
+  counters().compiles += r->budget_used;
+  counters().hidden_compiles += r->hidden_compiles;
+}
+
+UpdateReport Program::recompile(std::vector<WeightEntry> weights) {
   std::lock_guard<std::mutex> lk(mu_);
   require_live("recompile");
-  compile_into(std::move(weights), false, true);
-  if (state_ == State::loaded) counters().loads++;
+  compile_into(std::move(weights));
+  UpdateReport r;
+  r.compiles = r.budget_used = 1;  // compile_into charged it
+  if (state_ == State::loaded) {
+    r.loads = 1;
+    counters().loads++;
+  }
+  return r;
 }
 
-bool Program::delta_reload(const std::vector<WeightEntry>& weights) {
+UpdateReport Program::delta_reload(const std::vector<WeightEntry>& weights) {
   std::lock_guard<std::mutex> lk(mu_);
   require_live("reload weights");
-  std::vector<std::string> keys, new_keys;
-  for (const auto& w : weights_) keys.push_back(w.key);
-  for (const auto& w : weights) new_keys.push_back(w.key);
+  std::vector<std::string> new_keys = keys_of(weights);
   std::sort(new_keys.begin(), new_keys.end());
-  if (keys != new_keys)
+  if (weight_keys_ != new_keys)
     throw_error(ErrorKind::WeightUpdate, "delta reload rewrites the program's existing weight files; give exactly the keys it was compiled with");
   bool was_loaded = state_ == State::loaded;
-  if (was_loaded) counters().unloads++;
   rewrite_weight_files(dir_, weights);
-  counters().loads++;
-  state_ = State::loaded;
-  if (profile_.delta == sim::DeltaBehaviour::hardware) {
-    // C07 as measured on M4/M5: load finds the identifier's compiled program and never reads the
-    // rewritten files.
-    return false;
-  }
-  // "paper" profile: the reload picks up the rewritten files (Orion's claim); not a compile.
-  std::vector<WeightEntry> reread = read_weight_files(dir_, keys);
-  CompileRequest req;
-  req.mil = &mil_;
-  req.weights = &reread;
-  req.profile = profile_;
-  req.identifier = identifier_;
-  req.dir = dir_;
-  auto model = backend_->compile(req);
+  UpdateReport r;
+  std::shared_ptr<BackendModel> model = backend_->reload(model_, request(weights, identifier_, dir_), &r);
   check_same_io(*model);
   model_ = std::move(model);
-  weights_ = std::move(reread);
-  return true;
+  charge(&r);
+  if (was_loaded) counters().unloads += r.unloads;
+  counters().loads += r.loads;
+  state_ = State::loaded;
+  return r;
 }
 
-void Program::delta_patch(std::vector<WeightEntry> weights) {
+UpdateReport Program::delta_patch(std::vector<WeightEntry> weights) {
   std::lock_guard<std::mutex> lk(mu_);
   require_live("patch weights");
-  bool hardware = profile_.delta == sim::DeltaBehaviour::hardware;
-  // W4: the new identifier is unknown to the daemon, so the load compiles; measured evidence says
-  // it is a compile in disguise, so the hardware profile charges the budget.
-  compile_into(std::move(weights), hardware, hardware);
-  counters().loads++;
+  check_weights(weights);
+  const std::string backend = backend_->name();
+  check_budget(backend, profile_.compile_budget);  // W4 may be a compile in disguise
+  std::string id = make_identifier(mil_, weights, backend + ";" + sim::profile_key(profile_));
+  std::string dir = acquire_folder(id, mil_, weights);
+  UpdateReport r;
+  std::shared_ptr<BackendModel> model;
+  try {
+    model = backend_->patch(model_, request(weights, id, dir), &r);
+    check_same_io(*model);
+  } catch (...) {
+    release_folder(id);
+    throw;
+  }
+  cache_put(id, model);
+  charge(&r);
+  counters().loads += r.loads;
+  release_folder(identifier_);
+  identifier_ = id;
+  dir_ = dir;
+  model_ = std::move(model);
+  weight_keys_ = keys_of(weights);
   state_ = State::loaded;
+  return r;
 }
 
 }  // namespace orion::runtime

@@ -58,26 +58,30 @@ class Program {
   // Raw request: surfaces bound to hardware slots exactly as given (no name mapping).
   std::vector<sim::Warning> eval_slots(const std::vector<SurfacePtr>& in, const std::vector<SurfacePtr>& out);
 
-  // Weight-update primitives (training-on-ane.md §1). All keep this Program's surfaces.
+  // Weight-update primitives (training-on-ane.md §1), one path per recipe for every caller; each keeps
+  // this Program's surfaces and reports what the device did (the runtime charges the budget from it).
+  // Whether the outputs follow the new weights is the probe's question (orion.weight_updates.probe).
   // recompile: new program from new weight bytes; the old compiled model is dropped; budget charged.
-  void recompile(std::vector<WeightEntry> weights);
-  // delta_reload (W1/W2, experimental): unload, rewrite the weight files in the folder, load again.
-  // Returns true when the outputs now follow the new weights (only under the "paper" profile).
-  bool delta_reload(const std::vector<WeightEntry>& weights);
-  // delta_patch (W4, experimental): new descriptor with the new weights, old MIL, loaded without an
-  // explicit compile. Under the hardware profile the load compiles implicitly and is charged.
-  void delta_patch(std::vector<WeightEntry> weights);
+  UpdateReport recompile(std::vector<WeightEntry> weights);
+  // delta_reload (W1/W2, experimental): rewrite the weight files in the folder, then the backend
+  // unloads and loads the same model. Give exactly the keys the program was compiled with.
+  UpdateReport delta_reload(const std::vector<WeightEntry>& weights);
+  // delta_patch (W4, experimental): a new descriptor with the new weights and the old MIL, loaded
+  // without an explicit compile, the current program as the donor. Checked against the budget first.
+  UpdateReport delta_patch(std::vector<WeightEntry> weights);
 
  private:
   void require(State s, const char* action) const;
   void require_live(const char* action) const;
-  void compile_into(std::vector<WeightEntry> weights, bool hidden, bool charge);
+  CompileRequest request(const std::vector<WeightEntry>& weights, const std::string& id, const std::string& dir) const;
+  void compile_into(std::vector<WeightEntry> weights);
+  void charge(UpdateReport* r);
   void allocate_surfaces();
   void check_same_io(const BackendModel& m) const;
 
   Backend* backend_;
   std::string mil_;
-  std::vector<WeightEntry> weights_;
+  std::vector<std::string> weight_keys_;  // sorted; the bytes are the backend's (no copy kept here)
   sim::Profile profile_;
   std::string identifier_, dir_;
   std::shared_ptr<BackendModel> model_;

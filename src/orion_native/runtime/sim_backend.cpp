@@ -1,11 +1,13 @@
 // Simulator backend: parses the MIL text, builds a checked sim::Plan (which snapshots the weights:
-// C07) and evaluates it on surfaces with the hardware's binding and size rules.
+// C07) and evaluates it on surfaces with the hardware's binding and size rules; the delta recipes
+// follow the profile. validate(): the same checks for other backends, without a plan.
 #include <algorithm>
 #include <string>
 
 #include "common/error.h"
 #include "mil/parser.h"
 #include "runtime/backend.h"
+#include "runtime/folders.h"
 #include "runtime/request_rules.h"
 
 namespace orion::runtime {
@@ -54,20 +56,64 @@ class SimModel : public BackendModel {
   std::vector<size_t> in_plan_index_, out_plan_index_;
 };
 
+std::vector<sim::WeightFile> weight_files(const CompileRequest& req) {
+  std::vector<sim::WeightFile> files;
+  for (const auto& w : *req.weights) files.push_back({w.key, w.bytes.data(), w.bytes.size()});
+  return files;
+}
+
 class SimBackend : public Backend {
  public:
   std::string name() const override { return "sim"; }
   std::shared_ptr<BackendModel> compile(const CompileRequest& req) override {
     mil::Program prog = mil::parse(*req.mil);
-    std::vector<sim::WeightFile> files;
-    for (const auto& w : *req.weights) files.push_back({w.key, w.bytes.data(), w.bytes.size()});
     std::vector<sim::Warning> warnings;
-    auto plan = sim::build_plan(prog, files, req.profile, &warnings);
+    auto plan = sim::build_plan(prog, weight_files(req), req.profile, &warnings);
     return std::make_shared<SimModel>(std::move(plan), req.profile, std::move(warnings));
+  }
+
+  // The profile decides what the device does: "hardware" = the load finds the identifier's compiled
+  // program and never reads the rewritten files (C07, measured on M4/M5); "paper" = it reads them
+  // (Orion's claim), without a compile.
+  std::shared_ptr<BackendModel> reload(const std::shared_ptr<BackendModel>& loaded, const CompileRequest& req,
+                                       UpdateReport* r) override {
+    r->unloads = r->loads = 1;
+    if (req.profile.delta == sim::DeltaBehaviour::hardware) {
+      r->warnings.push_back({"C07", "AneSimWarning: delta reload left the baked weights in place (the loaded program "
+                                    "is the identifier's cached compile) [C07]"});
+      return loaded;
+    }
+    std::vector<std::string> keys;
+    for (const auto& w : *req.weights) keys.push_back(w.key);
+    std::vector<WeightEntry> files = read_weight_files(req.dir, keys);
+    CompileRequest reread = req;
+    reread.weights = &files;
+    return compile(reread);
+  }
+
+  // W4: the new identifier is unknown to the device, so the load compiles: measured evidence says it is
+  // a compile in disguise, charged under the hardware profile; free under "paper".
+  std::shared_ptr<BackendModel> patch(const std::shared_ptr<BackendModel>&, const CompileRequest& req,
+                                      UpdateReport* r) override {
+    auto model = compile(req);
+    r->loads = 1;
+    if (req.profile.delta == sim::DeltaBehaviour::hardware) r->hidden_compiles = 1;
+    return model;
   }
 };
 
 }  // namespace
+
+Validation validate(const CompileRequest& req) {
+  mil::Program prog = mil::parse(*req.mil);
+  Validation v;
+  sim::ProgramInfo info = sim::check_program(prog, weight_files(req), req.profile, &v.warnings);
+  std::vector<size_t> order;
+  v.inputs = sorted_slots(info.inputs, &order);
+  v.outputs = sorted_slots(info.outputs, &order);
+  v.cost = info.cost;
+  return v;
+}
 
 Backend& sim_backend() {
   static SimBackend b;
