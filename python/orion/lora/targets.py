@@ -82,18 +82,15 @@ def _modules(cfg) -> list[Module]:
 
 
 def model_config(cfg):
-    """``orion.models`` configuration of ``cfg`` (also accepts the trainer's ``orion.train.model.ModelConfig``
-    or anything with a ``config`` attribute, e.g. a Model)."""
+    """``orion.models`` configuration of ``cfg`` (the config itself, or anything with a ``config`` attribute,
+    e.g. a Model)."""
     if getattr(cfg, "family", None) in _LAYER_PATH:
         return cfg
     inner = getattr(cfg, "config", None)
     if inner is not None and getattr(inner, "family", None) in _LAYER_PATH:
         return inner
-    if hasattr(cfg, "hidden_dim") and hasattr(cfg, "dim"):
-        from ..train.model import to_models_config
-        return to_models_config(cfg)
-    raise AdapterConfigError(f"expected a model configuration (GPT2Config, LlamaConfig, a training ModelConfig) or a "
-                             f"Model, got {type(cfg).__name__}")
+    raise AdapterConfigError(f"expected a model configuration (GPT2Config, LlamaConfig) or a Model, got "
+                             f"{type(cfg).__name__}")
 
 
 def linear_shapes(cfg) -> dict[str, tuple[int, int]]:
