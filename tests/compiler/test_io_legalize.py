@@ -113,3 +113,20 @@ def test_ios16_moves_fp32_conversion_to_the_host(rng):
     assert low.io.inputs["x"].mil_dtype == "fp16" and low.io.inputs["x"].dtype == "fp32"
     low18 = lower(g)
     assert "cast" in low18.mil and "tensor<fp32, [1, 768, 1, 32]> x" in low18.mil
+
+
+def test_small_outputs_of_one_shape_share_one_widening_const(rng):
+    """Each widening const is a weight slot (C18): outputs of the same shape widen with the same const,
+    and every output still reads back exactly."""
+    g = Graph()
+    x = g.input("x", (1, 32, 1, 16))
+    for i in range(3):
+        g.output(f"y{i}", ops.mul(x, float(i + 1)))
+    low = lower(g)
+    widen = [n for n in low.graph.nodes if n.op == "const" and n.out.rank >= 1 and n.out.shape[-1] > 1
+             and np.all(n.attrs.get("value") == 1)]
+    assert len(widen) == 1
+    a = {"x": rng.standard_normal((1, 32, 1, 16))}
+    got = reference_program(low, a)
+    for i in range(3):
+        np.testing.assert_allclose(got[f"y{i}"], a["x"] * (i + 1), rtol=1e-9)

@@ -273,6 +273,7 @@ def _pad_small_inputs(graph: Graph, ctx: CompileContext) -> None:
 
 def _widen_small_outputs(graph: Graph, ctx: CompileContext) -> None:
     opts = ctx.options
+    ones_by_shape: dict = {}
     for key, v in list(graph.outputs.items()):
         if v.nbytes >= opts.min_surface_bytes and v.shape[-1] >= opts.min_seq:
             continue
@@ -288,7 +289,10 @@ def _widen_small_outputs(graph: Graph, ctx: CompileContext) -> None:
             continue
         src = v.node.inputs["x"] if v.op == "cast" and v.node.inputs["x"].dtype == "fp16" else v
         col = ops.reshape(src, v.shape + (1,))
-        ones = ops.as_value(np.ones((1,) * v.rank + (k,), np.float32), col)
+        okey = (v.rank, k, col.dtype)
+        if okey not in ones_by_shape:     # one const per shape: each costs a weight slot (C18)
+            ones_by_shape[okey] = ops.as_value(np.ones((1,) * v.rank + (k,), np.float32), col)
+        ones = ones_by_shape[okey]
         wide = ops.reshape(ops.mul(col, ones), v.shape[:-1] + (n * k,), name=None if src is not v else key)
         if src is not v:
             wide = ops.cast(wide, v.dtype, name=key)
