@@ -42,7 +42,7 @@ names() { "$tools/python" -c "import sys, zipfile; print('\n'.join(sorted(zipfil
 echo "test_wheel: $(basename "$whl"), $(du -k "$whl" | cut -f1) KiB; contents:"
 "$tools/python" -m zipfile -l "$whl"
 listing=$(names "$whl")
-for f in orion/__init__.py orion/cli.py orion/_native.pyi orion/py.typed orion/train/corpus/stories.txt; do
+for f in orion/__init__.py orion/cli/__init__.py orion/_native.pyi orion/py.typed orion/train/corpus/stories.txt; do
   grep -qx "$f" <<<"$listing" || fail "the wheel lacks $f"
 done
 grep -q '^orion/_native\..*so$' <<<"$listing" || fail "the wheel lacks the native module"

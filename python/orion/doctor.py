@@ -286,36 +286,6 @@ def allowed_strategies(device: str = "auto", verdict: dict | None = None, *, ann
     return allowed
 
 
-# ---- command line (wired into orion.cli by add_doctor_parser) --------------------------------------
-
-def add_doctor_parser(subparsers) -> None:
-    d = subparsers.add_parser("doctor", help="verify the weight-update strategies on this machine")
-    d.add_argument("--device", default="auto", choices=["auto", "sim", "ane"])
-    d.add_argument("--cached", action="store_true", help="print the cached verdict instead of probing")
-    d.add_argument("--json", action="store_true", help="print the verdict as JSON")
-    d.add_argument("--no-cache", action="store_true", help="do not write the verdict cache")
-    d.add_argument("--devices", action="store_true", help="list the devices with their capability records")
-    d.set_defaults(func=cmd_doctor)
-
-
-def cmd_doctor(args) -> int:
-    if getattr(args, "devices", False):
-        print(json.dumps(device_info(), indent=1))
-        return 0
-    if args.cached:
-        v = cached_verdict(args.device)
-        if v is None:
-            print(f"orion doctor: no cached verdict for this machine ({cache_path(machine(args.device))})")
-            return 1
-    else:
-        v = run(args.device, out=False, write_cache=not args.no_cache)
-    if args.json:
-        print(json.dumps(v, indent=1, sort_keys=True))
-    else:
-        print_table(v)
-    return 0 if v["allowed"] else 1
-
-
 # ``orion.doctor()`` runs the probes; the module's other functions stay reachable as attributes.
 class _CallableModule(types.ModuleType):
     def __call__(self, device: str = "auto", **kw) -> dict:
@@ -325,5 +295,5 @@ class _CallableModule(types.ModuleType):
 sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["run", "allowed_strategies", "verified_delta", "cached_verdict", "machine", "device_info", "ane_control",
-           "print_table", "add_doctor_parser", "cmd_doctor", "STRATEGIES"]
+           "print_table", "STRATEGIES"]
 

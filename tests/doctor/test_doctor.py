@@ -10,6 +10,7 @@ import pytest
 
 import orion
 from orion import doctor
+from orion.cli.doctor import add_doctor_parser
 
 
 @pytest.fixture(autouse=True)
@@ -132,7 +133,7 @@ def test_corrupt_cache_is_ignored(_cache):
 def _cli(argv):
     p = argparse.ArgumentParser(prog="orion")
     sub = p.add_subparsers(dest="command")
-    doctor.add_doctor_parser(sub)
+    add_doctor_parser(sub)
     args = p.parse_args(argv)
     return args.func(args)
 

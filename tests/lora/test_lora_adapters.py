@@ -359,7 +359,7 @@ def test_orion_generate_with_adapter(tmp_path):
     import io
 
     from ckpt_writers import write_llama2c_v0
-    from orion.cli_generate import add_generate_parser, cmd_generate
+    from orion.cli.generate import add_generate_parser, cmd_generate
     cfg = tiny_llama(n_kv_heads=4, d_ff=128)
     w = weights16(cfg, seed=3, std=0.15)
     write_llama2c_v0(tmp_path / "m.bin", cfg, w)

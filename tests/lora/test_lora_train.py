@@ -201,7 +201,7 @@ FAST = ["--model", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", 
 
 
 def test_orion_train_lora_cli(tmp_path, capsys):
-    from orion.cli_train import main
+    from orion.cli.train import main
     base = str(tmp_path / "base")
     assert main(FAST + ["--steps", "2", "--ckpt-dir", base, "--sample-tokens", "0"]) == 0
     capsys.readouterr()

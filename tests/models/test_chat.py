@@ -160,7 +160,7 @@ def test_model_chat_stops_at_end_of_turn(chat_model_dir, tmp_path):
 
 
 def test_cli_generate_chat(chat_model_dir, tmp_path):
-    from orion.cli_generate import add_generate_parser, cmd_generate
+    from orion.cli.generate import add_generate_parser, cmd_generate
     p = argparse.ArgumentParser()
     add_generate_parser(p.add_subparsers())
     argv = ["generate", "--model", str(chat_model_dir), "--chat", "--prompt", "Hi", "--max-tokens", "5",

@@ -96,7 +96,7 @@ def test_model_with_gpt2_tokenizer_streams_text(gpt2_dir, tmp_path):
 
 
 def _cli(argv):
-    from orion.cli_generate import add_generate_parser, cmd_generate
+    from orion.cli.generate import add_generate_parser, cmd_generate
     p = argparse.ArgumentParser()
     add_generate_parser(p.add_subparsers())
     args = p.parse_args(argv)
@@ -124,7 +124,7 @@ def test_cli_generate_ids_for_models_without_tokenizer(tmp_path):
                      "--device", "sim", "--cache-dir", str(tmp_path / "c"), "--stop-token", "-1"])
     assert [int(t) for t in out.split()] == reference.greedy(cfg, w, [1, 7, 9], 5)
     from orion import InputError
-    from orion.cli_generate import add_generate_parser, cmd_generate
+    from orion.cli.generate import add_generate_parser, cmd_generate
     p = argparse.ArgumentParser()
     add_generate_parser(p.add_subparsers())
     args = p.parse_args(["generate", "--model", str(tmp_path / "m.bin"), "--prompt", "words", "--device", "sim",

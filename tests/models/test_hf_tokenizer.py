@@ -176,7 +176,7 @@ def test_train_init_uses_the_same_discovery(tmp_path, capsys):
 
     from ckpt_writers import write_hf_llama
     from models_helpers import weights16
-    from orion.cli_train import main
+    from orion.cli.train import main
     from orion.train import data as D
     d = _tiny_folder(tmp_path, "llama3", _json(os.path.join(fixture("llama3"), "tokenizer_config.json")))
     cfg = tiny_llama(vocab_size=400, n_ctx=64)

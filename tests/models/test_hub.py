@@ -123,7 +123,7 @@ def test_load_and_generate_by_hub_name(offline_cache, tiny_hf, tmp_path):
     m = load("acme/tiny-llama", device="sim", cache=str(tmp_path / "w"))
     ref = m.generate([1, 5, 9], max_tokens=4, stop_tokens=[]).tokens
     m.release()
-    from orion.cli_generate import add_generate_parser, cmd_generate
+    from orion.cli.generate import add_generate_parser, cmd_generate
     p = argparse.ArgumentParser()
     add_generate_parser(p.add_subparsers())
     args = p.parse_args(["generate", "--model", "acme/tiny-llama", "--prompt-ids", "1 5 9", "--max-tokens", "4",

@@ -8,7 +8,7 @@ import os
 import pytest
 
 import orion
-from orion.cli_train import EXIT_BUDGET, main
+from orion.cli.train import EXIT_BUDGET, main
 
 STORIES260K = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "stories260K.bin")
 LLAMA_TOK = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "llama2-tokenizer.model")
@@ -92,7 +92,7 @@ def test_restart_on_budget_reexecs_and_finishes(tmp_path):
     import subprocess
     import sys
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    r = subprocess.run([sys.executable, "-m", "orion.cli_train"] + FAST +
+    r = subprocess.run([sys.executable, "-m", "orion.cli.train"] + FAST +
                        ["--steps", "16", "--strategy", "recompile", "--ckpt-dir", str(tmp_path / "r"),
                         "--restart-on-budget", "--sample-tokens", "0", "--ckpt-interval", "0"],
                        env=env, capture_output=True, text=True, timeout=600)

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from orion.cli_train import main
+from orion.cli.train import main
 from orion.models import reference
 from orion.models.loaders import read_checkpoint
 from orion.models.tokenizers import find_tokenizer

@@ -28,7 +28,7 @@ EXIT_BUDGET = 75
 
 
 def add_train_parser(subparsers) -> argparse.ArgumentParser:
-    from .train.model import PRESETS
+    from ..train.model import PRESETS
     p = subparsers.add_parser(
         "train", help="train a Llama/Stories model on the ANE (or its simulator)",
         description="Train a Llama model with forward/backward passes compiled for the ANE; embedding, loss, "
@@ -101,7 +101,7 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------------- setup
 def _model_config(args, base):
     """``base`` (a preset or a checkpoint's LlamaConfig) with the --dim/--layers/... and --seq-len overrides."""
-    from .train.model import resized
+    from ..train.model import resized
     over = {k[2:]: v for k, v in vars(args).items() if k.startswith("m_") and v is not None}
     if args.seq_len is not None:
         over.setdefault("seq_len", max(args.seq_len, base.n_ctx if args.init else args.seq_len))
@@ -110,19 +110,19 @@ def _model_config(args, base):
 
 def _prepare(args):
     """(cfg, params, tc, dataset, tokenizer, resume checkpoint or None, state extras)."""
-    from .models.tokenizers import find_tokenizer, load_tokenizer
-    from .train import checkpoint as ck
-    from .train import data as D
-    from .train.defaults import DEFAULT_CKPT_DIR, DEFAULTS, INIT_SEQ_LEN, default_corpus
-    from .train.errors import DataError, VocabMismatch
-    from .train.model import PRESETS, init_params, load_pretrained
-    from .train.trainer import TrainConfig
+    from ..models.tokenizers import find_tokenizer, load_tokenizer
+    from ..train import checkpoint as ck
+    from ..train import data as D
+    from ..train.defaults import DEFAULT_CKPT_DIR, DEFAULTS, INIT_SEQ_LEN, default_corpus
+    from ..train.errors import DataError, VocabMismatch
+    from ..train.model import PRESETS, init_params, load_pretrained
+    from ..train.trainer import TrainConfig
 
     ckpt_dir = None if args.no_ckpt else (args.ckpt_dir or DEFAULT_CKPT_DIR)
     resume = None
     lora_cfg = None
     if getattr(args, "lora", None):
-        from .lora import LoraConfig
+        from ..lora import LoraConfig
         lora_cfg = LoraConfig.parse(args.lora)
     if args.resume is not None:
         rdir = args.resume or ckpt_dir or DEFAULT_CKPT_DIR
@@ -130,11 +130,11 @@ def _prepare(args):
         if ckpt_dir is None or (args.ckpt_dir is None and args.resume):
             ckpt_dir = None if args.no_ckpt else rdir
         if resume.state.get("lora") and lora_cfg is None:
-            from .lora import LoraConfig
+            from ..lora import LoraConfig
             lora_cfg = LoraConfig.from_dict(resume.state["lora"])      # a LoRA run continues as one
     elif ckpt_dir and os.path.exists(os.path.join(ckpt_dir, ck.LATEST)):
         if args.ckpt_dir:                      # never overwrite another run's checkpoints
-            from .train.errors import CheckpointError
+            from ..train.errors import CheckpointError
             raise CheckpointError(f"{ckpt_dir} already holds a training run (step "
                                   f"{ck.read_state(ckpt_dir).get('step')}): continue it with --resume {ckpt_dir}, or "
                                   f"choose another --ckpt-dir")
@@ -145,7 +145,7 @@ def _prepare(args):
     # -- settings: defaults < checkpoint < explicit options
     base = dict(DEFAULTS)
     if lora_cfg is not None:
-        from .train.defaults import LORA_DEFAULTS
+        from ..train.defaults import LORA_DEFAULTS
         base.update(LORA_DEFAULTS)
     if resume is not None:
         base.update({k: v for k, v in resume.state.get("train", {}).items() if k in base or k == "seq_len"})
@@ -160,13 +160,13 @@ def _prepare(args):
     # -- model and weights (read before anything is compiled)
     init_path = None
     if resume is not None:
-        from .train.model import config_from_state
+        from ..train.model import config_from_state
         cfg = config_from_state(resume.state["model"], resume.path)
         if args.model or args.init or any(getattr(args, a) is not None for a in vars(args) if a.startswith("m_")):
             want = _model_config(args, PRESETS[args.model] if args.model else cfg) if not args.init else \
                 load_pretrained(args.init)[0]
             if want != cfg:
-                from .train.trainer import check_resume
+                from ..train.trainer import check_resume
                 check_resume(resume.state, want, TrainConfig(**{k: v for k, v in base.items() if k in fields}), None,
                              resume.state.get("lora"))
         if resume.state.get("lora"):           # adapters only: the frozen base comes from where the run began
@@ -175,7 +175,7 @@ def _prepare(args):
                 ck.protect(init_path)
                 cfg2, params = load_pretrained(init_path)
                 if cfg2 != cfg:
-                    from .train.errors import ResumeMismatch
+                    from ..train.errors import ResumeMismatch
                     raise ResumeMismatch(f"cannot resume: the base model {init_path} changed since the checkpoint")
             else:
                 params = init_params(cfg, int(resume.state.get("train", {}).get("seed", base["seed"])))
@@ -238,7 +238,7 @@ def _prepare(args):
 
 
 def _checkpoint_tokenizer(path: str) -> bytes | None:
-    from .train import checkpoint as ck
+    from ..train import checkpoint as ck
     try:
         folder = ck.resolve(path)
     except Exception:  # noqa: BLE001 - not an orion checkpoint: no tokenizer from it
@@ -257,7 +257,7 @@ def _fmt_split(rec) -> str:
 
 
 def cmd_train(args) -> int:
-    from . import OrionError
+    from .. import OrionError
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         return _run(args)
@@ -269,10 +269,10 @@ def cmd_train(args) -> int:
 def _run(args) -> int:
     import json
 
-    from .train.errors import TrainError
-    from .train.model import llama2c_unsupported, n_params, write_hf, write_llama2c
-    from .train.sample import generate
-    from .train.trainer import Trainer
+    from ..train.errors import TrainError
+    from ..train.model import llama2c_unsupported, n_params, write_hf, write_llama2c
+    from ..train.sample import generate
+    from ..train.trainer import Trainer
 
     cfg, params, tc, data, tok, resume, extras = _prepare(args)
     if args.export_bin and llama2c_unsupported(cfg):            # refuse before training, not after
@@ -281,7 +281,7 @@ def _run(args) -> int:
     lora_cfg = extras.pop("lora_config", None)
     adapter = None
     if lora_cfg is not None:
-        from .lora import init_adapter
+        from ..lora import init_adapter
         if lora_cfg.base_model is None and extras.get("init"):
             lora_cfg = dataclasses.replace(lora_cfg, base_model=extras["init"])
         adapter = init_adapter(cfg, lora_cfg, seed=tc.seed, base=params, name="orion-train")
@@ -374,10 +374,10 @@ def _run(args) -> int:
         return EXIT_BUDGET
     final = trainer.params
     if adapter is not None:
-        from .lora import merge
+        from ..lora import merge
         out_dir = args.export_adapter or (os.path.join(tc.ckpt_dir, "adapter") if tc.ckpt_dir else None)
         if out_dir:
-            from .train.checkpoint import _check_writable
+            from ..train.checkpoint import _check_writable
             _check_writable(os.path.abspath(out_dir))
             adapter.save(out_dir)
             print(f"adapter (PEFT folder): {out_dir}")
@@ -394,7 +394,7 @@ def _run(args) -> int:
     if res.status == "interrupted":
         return 130
     if args.sample_tokens > 0 and tok is not None:
-        from .train.defaults import SAMPLE_PROMPT
+        from ..train.defaults import SAMPLE_PROMPT
         prompt = SAMPLE_PROMPT if args.prompt is None else args.prompt
         pids = tok.encode(prompt)
         bos = [tok.bos_id] if tok.bos_id is not None else []
@@ -406,7 +406,7 @@ def _run(args) -> int:
 
 
 def main(argv=None) -> int:
-    """Stand-alone entry (``python -m orion.cli_train``) until the lead wires it into ``orion.cli``."""
+    """``orion train`` with ``argv`` after the subcommand (``python -m orion.cli.train``; tests call it in process)."""
     ap = argparse.ArgumentParser(prog="orion")
     sub = ap.add_subparsers(dest="cmd")
     add_train_parser(sub)

@@ -8,14 +8,14 @@
 at the template's end-of-turn token (the model's eos ids).
 
 Text is printed as it is generated; prefill and decode speeds (and compile time) go to stderr at the
-end. The lead wires it into ``cli.py`` with ``add_generate_parser(sub)``.
+end.
 """
 
 from __future__ import annotations
 
 import sys
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = ["add_generate_parser", "cmd_generate"]
 
@@ -57,8 +57,8 @@ def add_generate_parser(subparsers):
 
 
 def cmd_generate(args, out=None, err=None) -> int:
-    from .models import load
-    from .sim import Profile, get_profile
+    from ..models import load
+    from ..sim import Profile, get_profile
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -100,7 +100,7 @@ def cmd_generate(args, out=None, err=None) -> int:
     out.write("\n")
     out.flush()
     r = stream.result
-    from .runtime import resolve_device
+    from ..runtime import resolve_device
     print(f"[{model.name} on {resolve_device(model.device)}] prompt "
           f"{len(r.prompt_tokens)} tokens, prefill {r.prefill_seconds * 1e3:.1f} ms ({r.prefill_tok_s:.1f} tok/s); "
           f"{len(r.tokens)} generated, decode {r.decode_tok_s:.1f} tok/s over {r.decode_steps} steps; compile "

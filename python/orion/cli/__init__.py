@@ -1,0 +1,92 @@
+"""The ``orion`` command line.
+
+    orion demo                 compile and run a bundled program on the default device, check it
+    orion run PROGRAM.mil      compile a hand-written MIL file (weights from its folder) and run it
+    orion info                 build, kernels, threads, simulator profile and compile budget
+    orion constraints          the emulated ANE constraints under a chip profile
+    orion doctor               verify the weight-update strategies on this machine (and cache the verdict)
+    orion generate --model PATH --prompt TEXT   generate text with GPT-2/Llama checkpoints
+    orion train                train a small Llama on the bundled corpus (or your model and data)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ..errors import OrionError
+
+
+def version_text() -> str:
+    """``orion --version``: the release and what this build contains (one wheel runs on many CPUs)."""
+    import platform
+
+    from .. import __version__, _native
+
+    b = _native.build_info()
+    abi = "abi3" if b["stable_abi"] else f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    return (f"orion {__version__} ({platform.system()} {platform.machine()}, Python {platform.python_version()}, "
+            f"{abi} build)\n"
+            f"  kernels: {', '.join(b['isas'])} compiled in, {b['isa']} in use\n"
+            f"  backends: {', '.join(b['backends'])} compiled in\n"
+            f"  compiler: {b['compiler']}")
+
+
+class _VersionAction(argparse.Action):
+    # argparse's own "version" action needs the text up front; this one asks the build (a backend probe) only
+    # when --version is given.
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kw):
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .. import _native
+
+        if not hasattr(_native, "build_info"):
+            parser.exit(1, f"orion: error: the native module {_native.__file__} is older than this orion package: "
+                        "rebuild it (scripts/dev_build.sh or pip install .)\n")
+        print(version_text())
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="orion", description="Compile, run and train networks on the Apple Neural "
+                                "Engine or its faithful simulator.")
+    p.add_argument("-v", "--verbose", action="store_true", help="log what orion does")
+    p.add_argument("-V", "--version", action=_VersionAction, help="version, kernels and backends of this build")
+    sub = p.add_subparsers(dest="command")
+
+    from .constraints import add_constraints_parser
+    from .demo import add_demo_parser
+    from .doctor import add_doctor_parser
+    from .generate import add_generate_parser
+    from .info import add_info_parser
+    from .run import add_run_parser
+    from .train import add_train_parser
+
+    add_demo_parser(sub)
+    add_run_parser(sub)
+    add_info_parser(sub)
+    add_constraints_parser(sub)
+    add_train_parser(sub)
+    add_generate_parser(sub)
+    add_doctor_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except OrionError as e:
+        print(f"orion: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except FileNotFoundError as e:
+        print(f"orion: error: {e}", file=sys.stderr)
+        return 1
+
