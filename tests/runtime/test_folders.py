@@ -66,8 +66,46 @@ def test_folders_removed_at_interpreter_exit_and_stale_ones_cleaned(tmp_path):
                          capture_output=True, text=True, check=True).stdout.strip()
     assert out.startswith(str(tmp_path)) and not os.path.exists(out)
     # A dead process's folder (pid that cannot exist) is removed by the next process.
-    stale = tmp_path / "999999999" / "X"
+    root = tmp_path / f"orion-sim-{os.getuid()}"
+    stale = root / "999999999" / "X"
     stale.mkdir(parents=True)
     subprocess.run([sys.executable, "-c", script], env=env, cwd=os.path.dirname(__file__), check=True,
                    capture_output=True)
-    assert not (tmp_path / "999999999").exists()
+    assert not (root / "999999999").exists()
+
+
+_COMPILE = textwrap.dedent("""
+    import sys; sys.path[:0] = {path!r}
+    import orion
+    from runtime_programs import add_program
+    print(orion.compile_mil(add_program()).folder)
+""")
+
+
+def _run_in(env, tmp_path):
+    return subprocess.run([sys.executable, "-c", _COMPILE.format(path=sys.path)], env=env,
+                          cwd=os.path.dirname(__file__), capture_output=True, text=True)
+
+
+def test_the_temp_root_is_per_user_private_and_checked(tmp_path):
+    """Issue 12 §9: one fixed root for every user locked the second user out and a root pre-created by
+    someone else could redirect program folders: the root is per user, 0700, a real folder, ours."""
+    env = dict(os.environ, ORION_TMPDIR=str(tmp_path))
+    r = _run_in(env, tmp_path)
+    assert r.returncode == 0, r.stderr
+    root = tmp_path / f"orion-sim-{os.getuid()}"
+    assert r.stdout.strip().startswith(str(root)) and oct(root.stat().st_mode & 0o777) == oct(0o700)
+    root.chmod(0o777)                                             # loosened by someone: closed again
+    assert _run_in(env, tmp_path).returncode == 0 and root.stat().st_mode & 0o777 == 0o700
+    os.rmdir(root)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root.symlink_to(elsewhere)                                    # a planted link: refused
+    r = _run_in(env, tmp_path)
+    assert r.returncode != 0 and "not a folder" in r.stderr and not any(elsewhere.iterdir())
+    root.unlink()
+    if os.getuid() == 0:                                          # a root owned by another user: refused
+        root.mkdir()
+        os.chown(root, 65534, 65534)
+        r = _run_in(env, tmp_path)
+        assert r.returncode != 0 and "belongs to user 65534" in r.stderr

@@ -99,3 +99,16 @@ def test_surface_view_bounds_checked():
         s.view("float64")
     with pytest.raises(orion.InputError):
         Surface(0)
+
+
+def test_views_of_more_than_eight_dimensions_see_the_surface():
+    """Issue 12 §2: the binding had room for 8 dimensions and read uninitialised memory beyond them."""
+    s = Surface(49152)
+    flat = s.view("fp16", [24576])
+    flat[:] = np.arange(24576) % 1000
+    shape = [1] * 9 + [24, 1024]
+    v = s.view("fp16", shape)
+    assert list(v.shape) == shape
+    np.testing.assert_array_equal(v.reshape(-1), flat)
+    with pytest.raises(orion.InputError, match="at most 32"):
+        s.view("uint8", [1] * 40)

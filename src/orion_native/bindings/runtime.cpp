@@ -150,12 +150,13 @@ void bind_runtime(nb::module_& m) {
             if ((size_t)shape_numel(shape) * dtype_size(t) > s->alloc_size())
               throw_error(ErrorKind::Input, "view " + shape_str(shape) + " of " + dtype + " needs more than the surface's " +
                                                 std::to_string(s->alloc_size()) + " bytes");
-            size_t dims[8];
-            for (size_t i = 0; i < shape.size() && i < 8; ++i) dims[i] = (size_t)shape[i];
+            if (shape.size() > 32)      // numpy's own limit is 64; no surface layout needs more than a few
+              throw_error(ErrorKind::Input, "view of rank " + std::to_string(shape.size()) + " (at most 32 dimensions)");
+            std::vector<size_t> dims(shape.begin(), shape.end());
             // The view keeps the surface alive through a capsule holding a shared_ptr copy.
             auto* keep = new std::shared_ptr<Surface>(s);
             nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<Surface>*>(p); });
-            return nb::cast(nb::ndarray<nb::numpy>(s->data(), shape.size(), dims, owner, nullptr, dl_dtype(t)));
+            return nb::cast(nb::ndarray<nb::numpy>(s->data(), shape.size(), dims.data(), owner, nullptr, dl_dtype(t)));
           },
           nb::arg("dtype") = "uint8", nb::arg("shape") = std::vector<int64_t>{},
           "Zero-copy numpy view of the surface's first bytes (packed, row-major).");

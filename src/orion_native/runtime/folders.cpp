@@ -1,6 +1,7 @@
 #include "runtime/folders.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,13 +40,37 @@ void clean_stale(const fs::path& base) {
   }
 }
 
+// The per-user root: $ORION_TMPDIR/orion-sim-<uid>, else $XDG_RUNTIME_DIR/orion-sim, else
+// <tmp>/orion-sim-<uid>. One root shared by every user would let the first user's 0755 folder lock the
+// others out, and a root pre-created by someone else could redirect program folders: the root must be
+// a real folder (not a link) owned by this user and closed to others (0700, set when it is ours).
+fs::path user_root() {
+  const char* env = std::getenv("ORION_TMPDIR");
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  const std::string uid = std::to_string((long)getuid());
+  fs::path base = env && *env ? fs::path(env) / ("orion-sim-" + uid)
+                  : xdg && *xdg && fs::is_directory(xdg) ? fs::path(xdg) / "orion-sim"
+                                                         : fs::temp_directory_path() / ("orion-sim-" + uid);
+  std::error_code ec;
+  fs::create_directories(base, ec);
+  if (ec) throw_error(ErrorKind::Orion, "cannot create temp folder root " + base.string() + ": " + ec.message());
+  struct stat st {};
+  if (lstat(base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw_error(ErrorKind::Orion, "temp folder root " + base.string() + " is not a folder (a link?); remove it or "
+                                  "set ORION_TMPDIR to a folder of yours");
+  if (st.st_uid != getuid())
+    throw_error(ErrorKind::Orion, "temp folder root " + base.string() + " belongs to user " +
+                                      std::to_string((long)st.st_uid) + ", not to you (" + uid +
+                                      "); remove it or set ORION_TMPDIR to a folder of yours");
+  if ((st.st_mode & 077) && chmod(base.c_str(), 0700) != 0)
+    throw_error(ErrorKind::Orion, "cannot make temp folder root " + base.string() + " private (chmod 0700)");
+  return base;
+}
+
 const std::string& root_locked() {
   if (g_root.empty()) {
-    const char* env = std::getenv("ORION_TMPDIR");
-    fs::path base = env && *env ? fs::path(env) : fs::temp_directory_path() / "orion-sim";
+    fs::path base = user_root();
     std::error_code ec;
-    fs::create_directories(base, ec);
-    if (ec) throw_error(ErrorKind::Orion, "cannot create temp folder root " + base.string() + ": " + ec.message());
     clean_stale(base);
     fs::path mine = base / std::to_string((long)getpid());
     fs::create_directories(mine, ec);

@@ -1,7 +1,8 @@
 // Program temp folders, laid out like the ANE's (ane-private-api.md §3): <root>/<identifier>/
 // holding model.mil and every weight file at the path its "@model_path/..." key names. Folders are
 // reference-counted per identifier, so releasing one of two identical programs never deletes the
-// other's folder (the C44 collision bug). The root is per process (<tmp>/orion-sim/<pid>); folders of
+// other's folder (the C44 collision bug). The root is per user and process (<tmp>/orion-sim-<uid>/<pid>, 0700,
+// owner checked; see user_root in folders.cpp); folders of
 // dead processes are removed on first use, and everything is removed at exit.
 #pragma once
 #include <string>
