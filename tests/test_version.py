@@ -33,6 +33,8 @@ def test_build_info_names_the_compiled_kernels_and_backends():
         assert {"avx2", "avx512"} <= set(b["isas"]) and "neon" not in b["isas"]
     elif platform.machine().lower() in ("arm64", "aarch64"):
         assert "neon" in b["isas"] and "avx2" not in b["isas"]
+    if platform.system() == "Darwin" and platform.machine() == "arm64":
+        assert "ane" in b["backends"], "macOS arm64 builds compile the ANE backend in (CMake's ORION_ANE default)"
     assert b["backends"] == [d["name"] for d in _native.backends()] and "sim" in b["backends"]
     assert isinstance(b["stable_abi"], bool) and b["compiler"]
 
