@@ -16,6 +16,7 @@ from .errors import CompileError
 from .ir.graph import Graph, GraphError
 from .passes.context import CompileContext, CompileOptions, IOPlan
 from .passes.pipeline import run_pipeline
+from .sim import dialect_for
 
 __all__ = ["compile", "lower", "Lowered"]
 
@@ -76,7 +77,7 @@ def _resolve_target(device: str, target: str | None, profile) -> tuple[str, str 
         ane = next((d for d in devices() if d.get("name") == "ane"), {})
         chip = ane.get("chip")
     if target is None:
-        target = "ios16" if chip in ("m1", "m2") else "ios18"   # C29
+        target = dialect_for(chip)
     return target, chip
 
 

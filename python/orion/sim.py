@@ -7,12 +7,34 @@ disputed pattern, so what passes the simulator should run on every reported chip
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, replace
 
+from . import _native
 from .errors import InputError
 
-CHIPS = ("m1", "m2", "m3", "m4", "m5")
+# Shared with the native core, defined once there (sim/profile.h).
+_DEFAULTS = _native.sim_defaults()
+CHIPS = tuple(_DEFAULTS["chips"])
+LEGACY_CHIPS = tuple(_DEFAULTS["legacy_chips"])          # C29: the ios16 dialect
+MIN_SURFACE_BYTES = int(_DEFAULTS["min_surface_bytes"])  # C04
+COMPILE_BUDGET = int(_DEFAULTS["compile_budget"])        # C05
+
+
+@functools.lru_cache(maxsize=None)
+def catalog_limits(chip: str | None = None) -> dict[str, int]:
+    """The numbers the simulator's constraint checks use for ``chip`` (default: the default chip), by name
+    (e.g. ``max_axis``, ``max_weight_tensors``): the compiler's defaults and validation read them here."""
+    out: dict[str, int] = {}
+    for c in _native.sim_constraints(chip or _DEFAULTS["default_chip"], "strict"):
+        out.update(c["limits"])
+    return out
+
+
+def dialect_for(chip: str | None) -> str:
+    """The MIL dialect the ANE compiler of ``chip`` takes (C29: the legacy spelling on M1/M2)."""
+    return "ios16" if chip in LEGACY_CHIPS else "ios18"
 
 
 @dataclass(frozen=True)
@@ -29,11 +51,11 @@ class Profile:
     compile_budget: compiles per process before BudgetExceeded (C05).
     """
 
-    chip: str = "m4"
+    chip: str = _DEFAULTS["default_chip"]
     strictness: str = "strict"
     delta: str = "hardware"
-    min_surface_bytes: int = 49152
-    compile_budget: int = 119
+    min_surface_bytes: int = MIN_SURFACE_BYTES
+    compile_budget: int = COMPILE_BUDGET
 
     def __post_init__(self):
         if self.chip not in CHIPS:
@@ -48,7 +70,7 @@ class Profile:
     @property
     def dialect(self) -> str:
         """MIL dialect the compiler targets for this chip (C29: legacy spelling on M1/M2)."""
-        return "ios16" if self.chip in ("m1", "m2") else "ios18"
+        return dialect_for(self.chip)
 
     def native_args(self) -> dict:
         return dict(chip=self.chip, strictness=self.strictness, delta=self.delta,
@@ -110,7 +132,7 @@ def reset_compile_budget() -> None:
 
 
 def set_compile_budget(limit: int) -> None:
-    """Overrides the budget limit for the simulator (default: the profile's, 119)."""
+    """Overrides the budget limit for the simulator (default: the profile's, :data:`COMPILE_BUDGET`)."""
     from . import _native
 
     _native.set_budget_limit("sim", int(limit))

@@ -11,6 +11,9 @@ import numpy as np
 
 from ..errors import CompileError
 from ..ir.graph import Graph, Value
+from ..sim import catalog_limits
+
+_LIMITS = catalog_limits()      # the simulator's numbers (defined once, in the native constraint catalog)
 
 
 class CompileWarning(UserWarning):
@@ -36,12 +39,12 @@ class CompileOptions:
     non_finite: str = "error"             # non-finite / out-of-fp16-range weights: "error" | "warn"
     allow_concat: bool = False            # emit the full-form concat instead of rejecting it (C01)
     softmax_pow2: bool = True             # rewrite last-axis non-power-of-two softmax explicitly (C21)
-    min_surface_bytes: int = 49152        # C04
+    min_surface_bytes: int = _LIMITS["min_surface_bytes"]   # C04
     min_seq: int = 16                     # C04: declared S >= 16
     max_seq_pad: int = 1024               # largest S the sequence-padding retrace may pad to
-    max_axis: int = 65536                 # C22
-    conv_split_channels: int = 8192       # C25: split contractions over more input channels
-    max_weight_files: int = 16            # C18
+    max_axis: int = _LIMITS["max_axis"]   # C22
+    conv_split_channels: int = _LIMITS["warn_input_channels"]   # C25: split contractions over more input channels
+    max_weight_files: int = _LIMITS["max_weight_tensors"]   # C18
     sram_warn_bytes: int = 32 * 1024 * 1024  # C26
     fold_max_elements: int = 1 << 16      # constant folding never creates consts bigger than this
 

@@ -9,7 +9,6 @@ not reach the ANE (the schema's ``lowering``) and the numeric limits (the constr
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 
@@ -22,15 +21,10 @@ from .names import collation_consistent
 _DTYPE_FREE = ("source", "tensor_transformation", "quantization")
 
 
-@lru_cache(maxsize=None)
 def limits(chip: str | None) -> dict[str, int]:
     """The numbers the simulator's constraint checks use for ``chip`` (default m4), by name."""
-    from .. import _native
-
-    out: dict[str, int] = {}
-    for c in _native.sim_constraints(chip or "m4", "strict"):
-        out.update(c["limits"])
-    return out
+    from ..sim import catalog_limits
+    return catalog_limits(chip)
 
 
 def _not_emitted(op: str) -> tuple[str | None, str] | None:

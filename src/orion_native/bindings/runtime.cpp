@@ -178,6 +178,19 @@ void bind_runtime(nb::module_& m) {
         d["weight_bytes"] = c.weight_bytes;
         d["activation_bytes"] = c.activation_bytes;
         d["est_ms"] = c.est_ms;
+        d["dispatch_ms"] = c.dispatch_ms;
+        nb::list ops;
+        for (const auto& o : c.ops) {
+          nb::dict r;
+          r["name"] = o.name;
+          r["op"] = o.op;
+          r["unit"] = o.unit;
+          r["flops"] = o.flops;
+          r["bytes"] = o.bytes;
+          r["est_ms"] = o.est_ms;
+          ops.append(r);
+        }
+        d["ops"] = ops;
         return d;
       })
       .def("load", &Program::load)
@@ -296,8 +309,8 @@ void bind_runtime(nb::module_& m) {
         return p;
       },
       nb::arg("mil"), nb::arg("weights").none() = nb::none(), nb::arg("backend") = "sim", nb::arg("chip") = "m4",
-      nb::arg("strictness") = "strict", nb::arg("delta") = "hardware", nb::arg("min_surface_bytes") = 49152,
-      nb::arg("compile_budget") = 119);
+      nb::arg("strictness") = "strict", nb::arg("delta") = "hardware", nb::arg("min_surface_bytes") = sim::kMinSurfaceBytes,
+      nb::arg("compile_budget") = sim::kCompileBudget);
 
   m.def("backends", [] {
     nb::list l;

@@ -157,6 +157,24 @@ nb::dict sim_plan_info(const std::string& text, nb::dict weights, const std::str
 }  // namespace
 
 void bind_sim(nb::module_& m) {
+  m.def("sim_defaults", [] {
+    // The constants C++ and Python share, defined once in sim/profile.h.
+    nb::dict d;
+    nb::list chips, legacy;
+    for (sim::Chip c : sim::kChips) {
+      chips.append(sim::chip_name(c));
+      sim::Profile p;
+      p.chip = c;
+      if (p.legacy_chip()) legacy.append(sim::chip_name(c));
+    }
+    d["chips"] = chips;
+    d["legacy_chips"] = legacy;
+    d["default_chip"] = sim::chip_name(sim::Profile{}.chip);
+    d["min_surface_bytes"] = sim::kMinSurfaceBytes;
+    d["compile_budget"] = sim::kCompileBudget;
+    return d;
+  }, "Constants shared by the native core and Python (chips, legacy chips, C04 surface size, C05 budget).");
+
   m.def("sim_constraints", [](const std::string& chip, const std::string& strictness) {
     nb::list l;
     for (const auto& c : sim::constraint_catalog(make_profile(chip, strictness))) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/backend.h"
+#include "sim/profile.h"
 
 namespace orion::runtime {
 
@@ -29,7 +30,7 @@ void reset_counters();
 // Per-backend compile budget. charge() throws BudgetExceeded [C05] once `limit` compiles happened.
 struct Budget {
   int64_t used = 0;
-  int64_t limit = 119;
+  int64_t limit = sim::kCompileBudget;
 };
 Budget budget(const std::string& backend);
 void set_budget_limit(const std::string& backend, int64_t limit);

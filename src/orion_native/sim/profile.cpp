@@ -14,7 +14,7 @@ const char* chip_name(Chip c) {
 }
 
 bool chip_from_name(const std::string& s, Chip* out) {
-  for (Chip c : {Chip::m1, Chip::m2, Chip::m3, Chip::m4, Chip::m5})
+  for (Chip c : kChips)
     if (s == chip_name(c)) { *out = c; return true; }
   return false;
 }

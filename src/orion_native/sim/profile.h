@@ -7,6 +7,9 @@
 namespace orion::sim {
 
 enum class Chip { m1, m2, m3, m4, m5 };
+inline constexpr Chip kChips[] = {Chip::m1, Chip::m2, Chip::m3, Chip::m4, Chip::m5};
+inline constexpr int64_t kMinSurfaceBytes = 49152;  // C04: the one definition (Python reads it: sim_defaults)
+inline constexpr int64_t kCompileBudget = 119;      // C05
 enum class Strictness { strict, permissive };
 // C07 / training-on-ane.md §1: "hardware" = a reload of an unchanged identifier reuses the baked
 // program (measured on M4/M5); "paper" = the reload picks up rewritten weight files (Orion's claim).
@@ -16,8 +19,8 @@ struct Profile {
   Chip chip = Chip::m4;
   Strictness strictness = Strictness::strict;
   DeltaBehaviour delta = DeltaBehaviour::hardware;
-  int64_t min_surface_bytes = 49152;  // C04
-  int64_t compile_budget = 119;       // C05
+  int64_t min_surface_bytes = kMinSurfaceBytes;
+  int64_t compile_budget = kCompileBudget;
   bool legacy_chip() const { return chip == Chip::m1 || chip == Chip::m2; }
   bool strict() const { return strictness == Strictness::strict; }
 };
