@@ -46,7 +46,7 @@ for f in orion/__init__.py orion/cli/__init__.py orion/_native.pyi orion/py.type
   grep -qx "$f" <<<"$listing" || fail "the wheel lacks $f"
 done
 grep -q '^orion/_native\..*so$' <<<"$listing" || fail "the wheel lacks the native module"
-[ -z "$(grep -E '(^|/)(tests|build)/|__pycache__|\.pyc$' <<<"$listing")" ] || fail "the wheel carries build or test files"
+! grep -qE '(^|/)(tests|build)/|__pycache__|\.pyc$' <<<"$listing" || fail "the wheel carries build or test files"
 # The sdist's wheel holds the same files (auditwheel adds only its .libs folder and RECORD changes).
 diff <(names "$raw" | grep -v '\.dist-info/RECORD$') \
      <(names "$(ls "$work"/from-sdist/*.whl)" | grep -v '\.dist-info/RECORD$') >/dev/null ||
@@ -64,6 +64,7 @@ done
 # private HOME so nothing cached by earlier runs (or written by this one) is shared.
 clean=(env -u PYTHONPATH -u PYTHONHOME -u VIRTUAL_ENV -u CC -u CXX -u CPP -u LD_LIBRARY_PATH
        PIP_CACHE_DIR="$("$tools/python" -m pip cache dir)" HOME="$work/home" PATH="$work/venv/bin:$bin")
+# shellcheck disable=SC2016  # expanded by the inner shell, with its PATH
 "${clean[@]}" bash -c 'for c in cc c++ gcc g++ clang clang++ cpp ld; do
   if command -v "$c" >/dev/null; then echo "compiler $c on PATH: $(command -v "$c")"; exit 1; fi; done' ||
   fail "the install environment has a compiler"
