@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     print(f"GPT-2 124M-shaped (d={cfg.d_model}, L={cfg.n_layers}, H={cfg.n_heads}, V={cfg.vocab_size}), random "
           f"weights; prompt {args.prompt} tokens, {args.tokens} generated, {args.repeats} rounds; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, simulator threads "
-          f"{orion._native._k_num_threads() if hasattr(orion._native, '_k_num_threads') else '?'}")
+          f"{orion._native.num_threads() if hasattr(orion._native, 'num_threads') else '?'}")
     ours = bench_orion(cfg, w16, prompt, args.tokens, args.device, args.classifier, args.repeats)
     rows = [("orion (" + orion.runtime.resolve_device(args.device) + f", classifier {args.classifier})",
              len(prompt) / ours["prefill_s"], 1.0 / ours["step_s"], ours["step_s"] * 1e3)]

@@ -99,13 +99,13 @@ def orion_ops(native):
 
 def time_orion(native, a, b, clock) -> float:
     t0 = clock()
-    native._k_gemm(a, b)
+    native.gemm_f16(a, b)
     return clock() - t0
 
 
 def measure(native, args, cpu_time: bool) -> float:
     """One comparison; prints its table and returns the worst best-time ratio."""
-    native._k_set_threads(1 if cpu_time else args.threads)
+    native.set_num_threads(1 if cpu_time else args.threads)
     clock = time.thread_time if cpu_time else time.perf_counter
     # Alternating blocks per shape (ours, numpy, ours, ...) so both sides see the same machine load.
     # Not finer than blocks: OpenBLAS worker threads busy-wait for a long time after each call and
@@ -128,7 +128,7 @@ def measure(native, args, cpu_time: bool) -> float:
     worker.close()
 
     timing = "thread CPU time, 1 thread each" if cpu_time else "wall time"
-    print(f"== {timing}: orion isa={native._k_isa()} threads={native._k_num_threads()} (fp16 storage, "
+    print(f"== {timing}: orion isa={native.kernel_isa()} threads={native.num_threads()} (fp16 storage, "
           f"fp32 accumulate) vs numpy {np.__version__} {info.get('internal_api')} {info.get('version')} "
           f"kernel={info.get('architecture')} threads={info.get('num_threads')} (float32)")
     print(f"{args.rounds} rounds x {args.reps} runs each; GFLOP/s from the best and the median time")
@@ -158,7 +158,7 @@ def main() -> int:
 
     from orion import _native as native
 
-    if args.isa and not native._k_force_isa(args.isa):
+    if args.isa and not native.testing.force_isa(args.isa):
         print(f"ISA {args.isa} not supported here", file=sys.stderr)
         return 2
     if args.mode in ("both", "wall"):

@@ -48,5 +48,5 @@ def test_orion_version_prints_version_kernels_and_backends():
     b = _native.build_info()
     assert lines[0].startswith(f"orion {orion.__version__} ({platform.system()} {platform.machine()}, ")
     assert lines[0].endswith(("abi3 build)" if b["stable_abi"] else "build)"))
-    assert lines[1] == f"  kernels: {', '.join(b['isas'])} compiled in, {_native._k_isa()} in use"
+    assert lines[1] == f"  kernels: {', '.join(b['isas'])} compiled in, {_native.kernel_isa()} in use"
     assert lines[2] == f"  backends: {', '.join(b['backends'])} compiled in"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from orion.compiler import lower
 from orion.ir import Graph, evaluate
 from orion.passes import CompileContext, CompileOptions, PASSES
 from orion.program import CompiledProgram
@@ -31,52 +30,11 @@ def assert_fp16_close(got, ref, rtol=4 * FP16_EPS, atol=1e-3, scale=None):
                              f"got {got.flat[i]!r}, ref {ref.flat[i]!r}, bound {bound.flat[i]:.3g}")
 
 
-class _SimRunProgram:
-    """Stand-in for the runtime Program over ``orion._native._sim_run`` (until the runtime lands)."""
-
-    device = "sim"
-
-    def __init__(self, mil, weights, chip="m4", strictness="strict"):
-        self.mil, self.weights, self.chip, self.strictness = mil, dict(weights), chip, strictness
-        self.staged: dict = {}
-        self.warnings: list = []
-
-    def stage(self, name, arr):
-        self.staged[name] = np.array(arr, copy=True)
-
-    def run(self, feed):
-        from orion import _native
-        f = dict(self.staged)
-        f.update(feed)
-        out, warns = _native._sim_run(self.mil, self.weights, f, chip=self.chip, strictness=self.strictness)
-        self.warnings += list(warns)
-        return out
-
-    def release(self):
-        pass
-
-
-def _have_runtime() -> bool:
-    try:
-        from orion import _native
-    except ImportError:
-        return False
-    return hasattr(_native, "compile")
-
-
 def sim_compile(graph: Graph, chip: str = "m4", strictness: str = "strict", **kw) -> CompiledProgram:
-    """Compile ``graph`` for the simulator (through orion.compile once the runtime exists)."""
-    from orion import _native
-    if _have_runtime():
-        from orion.compiler import compile as compile_graph
-        from orion.sim import Profile
-        return compile_graph(graph, device="sim", profile=Profile(chip=chip, strictness=strictness), **kw)
-    if not hasattr(_native, "_sim_run"):
-        pytest.skip("the simulator is not built yet")
-    target = kw.pop("target", "ios16" if chip in ("m1", "m2") else "ios18")
-    kw.setdefault("count_weight_tensors", strictness == "strict")
-    low = lower(graph, target=target, chip=chip, **kw)
-    return CompiledProgram(_SimRunProgram(low.mil, low.weights, chip, strictness), low, source=graph)
+    """Compile ``graph`` for the simulator through orion.compile (a broken build fails, never skips)."""
+    from orion.compiler import compile as compile_graph
+    from orion.sim import Profile
+    return compile_graph(graph, device="sim", profile=Profile(chip=chip, strictness=strictness), **kw)
 
 
 def run_sim(graph: Graph, inputs: dict, **kw) -> dict:

@@ -8,11 +8,10 @@ import os
 import numpy as np
 import pytest
 
-from compiler_helpers import _have_runtime, assert_fp16_close, sim_compile, rng  # noqa: F401 (fixture)
+from compiler_helpers import assert_fp16_close, sim_compile, rng  # noqa: F401 (fixture)
 from orion.errors import InputError, ProgramStateError, WeightUpdateError
 from orion.ir import Graph, evaluate, ops
 
-needs_runtime = pytest.mark.skipif(not _have_runtime(), reason="orion runtime (orion.compile_mil) not built yet")
 
 
 def _graph(rng):
@@ -62,7 +61,6 @@ def test_bad_input(rng):
         prog(x="not an array")
 
 
-@needs_runtime
 def test_baked_weight_update_recompiles(rng):
     import orion
     g = _graph(rng)
@@ -81,7 +79,6 @@ def test_baked_weight_update_recompiles(rng):
     prog.release()
 
 
-@needs_runtime
 def test_save_and_load(rng, tmp_path):
     from orion.program import load
     g = _graph(rng)

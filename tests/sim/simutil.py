@@ -1,5 +1,5 @@
 """Helpers for the simulator tests: hand-written MIL programs, spec-exact MILBlob files, and a runner
-around the native test hook ``_native._sim_run`` (parse -> build plan -> execute once)."""
+around the native test hook ``_native.testing.sim_run`` (parse -> build plan -> execute once)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def run(text: str, weights: dict | None = None, inputs: dict | None = None, chip
     """(outputs dict, warning strings). concurrent > 1 also runs the plan on that many threads at once
     and fails unless every result equals the first."""
     ins = {k: np.ascontiguousarray(v) for k, v in (inputs or {}).items()}
-    return _native._sim_run(text, weights or {}, ins, chip, strictness, concurrent)
+    return _native.testing.sim_run(text, weights or {}, ins, chip, strictness, concurrent)
 
 
 def f16(a) -> np.ndarray:

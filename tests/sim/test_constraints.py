@@ -20,7 +20,7 @@ rng = np.random.default_rng(7)
 
 def reject(text, cid, statement, weights=None, chip="m4", strictness="strict", match=None):
     with pytest.raises(CompileError) as ei:
-        _native._sim_plan_info(text, weights or {}, chip, strictness)
+        _native.testing.sim_plan_info(text, weights or {}, chip, strictness)
     e = ei.value
     assert e.constraint == cid, str(e)
     assert e.statement == statement, str(e)
@@ -33,7 +33,7 @@ def reject(text, cid, statement, weights=None, chip="m4", strictness="strict", m
 
 
 def build(text, weights=None, chip="m4", strictness="strict"):
-    return _native._sim_plan_info(text, weights or {}, chip, strictness)
+    return _native.testing.sim_plan_info(text, weights or {}, chip, strictness)
 
 
 def ids(warnings):

@@ -13,15 +13,15 @@ from orion import _native
 from simutil import assert_fp16_close, blob_const, blob_file, const, f16, program, ref, run, stmt
 
 rng = np.random.default_rng(99)
-ISAS = [i for i in ("scalar", "avx2", "avx512", "neon") if _native._k_force_isa(i)]
-_native._k_force_isa("best")
+ISAS = [i for i in ("scalar", "avx2", "avx512", "neon") if _native.testing.force_isa(i)]
+_native.testing.force_isa("best")
 
 
 @pytest.fixture(autouse=True)
 def _restore():
     yield
-    _native._k_force_isa("best")
-    _native._k_set_threads(0)
+    _native.testing.force_isa("best")
+    _native.set_num_threads(0)
 
 
 def randn(*shape, scale=1.0):
@@ -39,9 +39,9 @@ def everywhere(fn):
     bit-identical; returns the first."""
     first = None
     for isa in ISAS:
-        assert _native._k_force_isa(isa)
+        assert _native.testing.force_isa(isa)
         for n in (1, 2):
-            _native._k_set_threads(n)
+            _native.set_num_threads(n)
             got = fn()
             if first is None:
                 first = got
@@ -75,7 +75,7 @@ def test_conv_constant_weight_is_the_gemm_bit_for_bit(n, cin, cout, s):
     # the GEMM hook packs nothing ahead: its panel route (S <= 32) or blocked route (S > 32) runs the same
     # fma chains, so the packed-at-build weights must give exactly its bits
     for b in range(n):
-        np.testing.assert_array_equal(bits(y[b, :, 0, :]), bits(_native._k_gemm(w[:, :, 0, 0], x[b, :, 0, :])))
+        np.testing.assert_array_equal(bits(y[b, :, 0, :]), bits(_native.gemm_f16(w[:, :, 0, 0], x[b, :, 0, :])))
     want = np.einsum("oc,ncs->nos", ref(w[:, :, 0, 0]), ref(x[:, :, 0, :]))[:, :, None, :]
     assert_fp16_close(y, want, rtol=2e-3, atol=1e-3)
 
@@ -88,7 +88,7 @@ def test_conv_constant_weight_specials():
     x[0, 4, 0, 7] = np.nan
     data, _ = blob_file(w)
     y = everywhere(lambda: run(linear_program(1, 8, 20, 16), {"@model_path/weights/w.bin": data}, {"x": x})[0]["y"])
-    np.testing.assert_array_equal(bits(y[0, :, 0, :]), bits(_native._k_gemm(w[:, :, 0, 0], x[0, :, 0, :])))
+    np.testing.assert_array_equal(bits(y[0, :, 0, :]), bits(_native.gemm_f16(w[:, :, 0, 0], x[0, :, 0, :])))
     assert np.isnan(y[0, 5]).all() and np.isnan(y[0, :, 0, 7]).all()
 
 

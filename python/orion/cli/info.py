@@ -14,8 +14,8 @@ def cmd_info(args) -> int:
 
     print(f"orion {__version__}")
     print(f"  native module: {_native.__file__}")
-    if hasattr(_native, "_k_isa"):
-        print(f"  simulator kernels: {_native._k_isa()}, {_native._k_num_threads()} threads")
+    if hasattr(_native, "kernel_isa"):
+        print(f"  simulator kernels: {_native.kernel_isa()}, {_native.num_threads()} threads")
     print(f"  simulator profile: {get_profile()}")
     used, limit = compile_budget()
     print(f"  compile budget: {used} used of {limit}")

@@ -346,46 +346,40 @@ nb::object convert(const AnyArr& x) {
 
 }  // namespace
 
-void bind_kernels(nb::module_& m) {
-  // Product entry points (the Python layer's CPU-side fp16 math); the _k_* names below are test hooks.
+void bind_kernels(nb::module_& m, nb::module_& t) {
+  // Product entry points (the Python layer's CPU-side fp16 math, the thread pool); the hooks that tests and
+  // benchmarks use to reach single kernels are in the `testing` submodule.
   m.def("gemm_f16", &gemm, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("trans_a") = false,
         nb::arg("trans_b") = false, nb::arg("f32_out") = false, nb::arg("ldc_pad") = 0,
         "C = op(a) @ op(b) on fp16 arrays (2-D or 3-D; batch 1 broadcasts) with the simulator's GEMM: fp32 "
         "accumulation, one rounding (or fp32 output with f32_out).");
   m.def("convert_fp", &convert, nb::arg("x").noconvert(),
         "float16 -> float32 or float32 -> float16 (round to nearest even), vectorised.");
-  m.def("_k_gemm", &gemm, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("trans_a") = false,
-        nb::arg("trans_b") = false, nb::arg("f32_out") = false, nb::arg("ldc_pad") = 0,
-        "C = op(a) @ op(b) (2-D or 3-D fp16; batch 1 broadcasts). ldc_pad > 0 returns [.., M, N+pad] "
-        "with untouched padding (fp16 0xffff / fp32 NaN).");
-  m.def("_k_binary", &binary, nb::arg("op"), nb::arg("a").noconvert(), nb::arg("b").noconvert());
-  m.def("_k_unary", &unary, nb::arg("op"), nb::arg("x").noconvert(), nb::arg("param") = 0.0f,
+  t.def("binary", &binary, nb::arg("op"), nb::arg("a").noconvert(), nb::arg("b").noconvert());
+  t.def("unary", &unary, nb::arg("op"), nb::arg("x").noconvert(), nb::arg("param") = 0.0f,
         nb::arg("inplace") = false);
-  m.def(
-      "_k_clip",
+  t.def("clip",
       [](const HArr& x, float lo, float hi) {
         return map_f16(x, [&](const f16* a, f16* b, size_t n) { k::clip(a, b, n, lo, hi); });
       },
       nb::arg("x").noconvert(), nb::arg("lo"), nb::arg("hi"));
-  m.def(
-      "_k_scale_bias",
+  t.def("scale_bias",
       [](const HArr& x, float scale, float bias) {
         return map_f16(x, [&](const f16* a, f16* b, size_t n) { k::scale_bias(a, b, n, scale, bias); });
       },
       nb::arg("x").noconvert(), nb::arg("scale"), nb::arg("bias"));
-  m.def("_k_reduce", &reduce, nb::arg("op"), nb::arg("x").noconvert(), nb::arg("axis"));
-  m.def("_k_softmax", &softmax, nb::arg("x").noconvert(), nb::arg("axis") = -1);
-  m.def("_k_transpose", &transpose, nb::arg("x").noconvert(), nb::arg("perm"));
-  m.def("_k_strided_copy", &strided_copy, nb::arg("x").noconvert(), nb::arg("offset"), nb::arg("strides"),
+  t.def("reduce", &reduce, nb::arg("op"), nb::arg("x").noconvert(), nb::arg("axis"));
+  t.def("softmax", &softmax, nb::arg("x").noconvert(), nb::arg("axis") = -1);
+  t.def("transpose", &transpose, nb::arg("x").noconvert(), nb::arg("perm"));
+  t.def("strided_copy", &strided_copy, nb::arg("x").noconvert(), nb::arg("offset"), nb::arg("strides"),
         nb::arg("shape"));
-  m.def("_k_convert", &convert, nb::arg("x").noconvert(), "float16 -> float32 or float32 -> float16 (RNE)");
-  m.def("_k_isa", [] { return std::string(k::isa_name()); });
-  m.def("_k_force_isa", [](const std::string& name) { return k::force_isa(name.c_str()); }, nb::arg("name"),
+  m.def("kernel_isa", [] { return std::string(k::isa_name()); }, "The SIMD kernel table in use: avx512, avx2, neon or scalar.");
+  t.def("force_isa", [](const std::string& name) { return k::force_isa(name.c_str()); }, nb::arg("name"),
         "'scalar', 'avx2', 'avx512', 'neon' or 'best'; False if not supported here");
-  m.def("_k_set_threads", [](int n) { orion::sim::set_num_threads(n); }, nb::arg("n"));
-  m.def("_k_num_threads", [] { return orion::sim::num_threads(); });
-  m.def(
-      "_k_parallel_for_test",
+  m.def("set_num_threads", [](int n) { orion::sim::set_num_threads(n); }, nb::arg("n"),
+        "Threads of the simulator's pool (kernels and plan execution).");
+  m.def("num_threads", [] { return orion::sim::num_threads(); });
+  t.def("parallel_for_test",
       [](int64_t n, int64_t grain, bool throw_at_half) {
         // Returns how many items ran; optionally throws from inside a chunk (exception propagation).
         std::vector<int> hits((size_t)n, 0);

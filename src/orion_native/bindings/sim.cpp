@@ -156,7 +156,7 @@ nb::dict sim_plan_info(const std::string& text, nb::dict weights, const std::str
 
 }  // namespace
 
-void bind_sim(nb::module_& m) {
+void bind_sim(nb::module_& m, nb::module_& t) {
   m.def("sim_defaults", [] {
     // The constants C++ and Python share, defined once in sim/profile.h.
     nb::dict d;
@@ -219,11 +219,11 @@ void bind_sim(nb::module_& m) {
      "The op schema: every MIL op the simulator knows (name, family, params, types, output rule, ANE evidence, "
      "constraint IDs, the compiler's lowering) with its status under a profile.");
 
-  m.def("_sim_run", &sim_run, nb::arg("mil_text"), nb::arg("weights"), nb::arg("inputs"), nb::arg("chip") = "m4",
+  t.def("sim_run", &sim_run, nb::arg("mil_text"), nb::arg("weights"), nb::arg("inputs"), nb::arg("chip") = "m4",
         nb::arg("strictness") = "strict", nb::arg("concurrent") = 1,
         "Test hook: parse, build a sim plan and execute it once -> (outputs dict, warning strings); concurrent > 1 "
         "also executes it on that many threads at once and checks every result is identical.");
-  m.def("_sim_plan_info", &sim_plan_info, nb::arg("mil_text"), nb::arg("weights"), nb::arg("chip") = "m4",
+  t.def("sim_plan_info", &sim_plan_info, nb::arg("mil_text"), nb::arg("weights"), nb::arg("chip") = "m4",
         nb::arg("strictness") = "strict", "Test hook: build a sim plan -> dict(inputs, outputs, num_ops, cost fields, warnings).");
 }
 
