@@ -1,5 +1,5 @@
 """``orion train`` end to end (in process): train, checkpoint, resume, export, sample; bad input gives a
-clear message and exit status 2; the recompile strategy's budget stop exits 75 with a resume hint."""
+clear message and exit status 1 (a bad flag value: 2); the recompile strategy's budget stop exits 75 with a resume hint."""
 
 from __future__ import annotations
 
@@ -29,31 +29,31 @@ def test_train_resume_export_sample(tmp_path, capsys):
     assert os.path.getsize(tmp_path / "m.bin") > 28 and os.path.exists(tmp_path / "hf" / "model.safetensors")
 
 
-def test_bad_input_exits_2_with_a_message(tmp_path, capsys):
-    assert main(FAST + ["--steps", "1", "--data", str(tmp_path / "nope.txt"), "--no-ckpt"]) == 2
+def test_bad_input_exits_1_with_a_message(tmp_path, capsys):
+    assert main(FAST + ["--steps", "1", "--data", str(tmp_path / "nope.txt"), "--no-ckpt"]) == 1
     assert "no such file" in capsys.readouterr().err
     (tmp_path / "short.txt").write_text("Just a few words.")
-    assert main(FAST + ["--steps", "1", "--data", str(tmp_path / "short.txt"), "--no-ckpt"]) == 2
+    assert main(FAST + ["--steps", "1", "--data", str(tmp_path / "short.txt"), "--no-ckpt"]) == 1
     assert "too short" in capsys.readouterr().err
     from orion.doctor import allowed_strategies
     if not any(s.startswith("delta") for s in allowed_strategies("sim", announce=False)):
-        assert main(FAST + ["--steps", "1", "--strategy", "delta", "--no-ckpt"]) == 2
+        assert main(FAST + ["--steps", "1", "--strategy", "delta", "--no-ckpt"]) == 1
         assert "orion doctor" in capsys.readouterr().err
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "latest.json").write_text('{"checkpoint": "step-00000001"}')
-    assert main(FAST + ["--steps", "2", "--resume", str(tmp_path / "bad")]) == 2
+    assert main(FAST + ["--steps", "2", "--resume", str(tmp_path / "bad")]) == 1
     assert "checkpoint" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not os.path.exists(STORIES260K), reason="shared/data/stories260K.bin not present")
 def test_pretrained_init_vocab_checks(tmp_path, capsys):
     # text data needs the model's own tokenizer ...
-    assert main(["--init", STORIES260K, "--steps", "1", "--no-ckpt", "--no-progress", "--seq-len", "64"]) == 2
+    assert main(["--init", STORIES260K, "--steps", "1", "--no-ckpt", "--no-progress", "--seq-len", "64"]) == 1
     assert "tokenizer" in capsys.readouterr().err
     # ... and Llama-2's 32,000-piece tokenizer does not fit stories260K's 512-token vocabulary
     if os.path.exists(LLAMA_TOK):
         assert main(["--init", STORIES260K, "--tokenizer", LLAMA_TOK, "--steps", "1", "--no-ckpt", "--no-progress",
-                     "--seq-len", "64"]) == 2
+                     "--seq-len", "64"]) == 1
         assert "vocabulary" in capsys.readouterr().err
 
 
@@ -104,7 +104,7 @@ def test_restart_on_budget_reexecs_and_finishes(tmp_path):
 def test_a_new_run_never_overwrites_another_runs_checkpoints(tmp_path, capsys, monkeypatch):
     run = str(tmp_path / "run")
     assert main(FAST + ["--steps", "1", "--ckpt-dir", run, "--sample-tokens", "0"]) == 0
-    assert main(FAST + ["--steps", "1", "--ckpt-dir", run, "--sample-tokens", "0"]) == 2
+    assert main(FAST + ["--steps", "1", "--ckpt-dir", run, "--sample-tokens", "0"]) == 1
     assert "already holds a training run" in capsys.readouterr().err
     monkeypatch.chdir(tmp_path)                 # the default folder: a fresh numbered one instead
     assert main(FAST + ["--steps", "1", "--sample-tokens", "0"]) == 0

@@ -7,15 +7,23 @@
     orion doctor               verify the weight-update strategies on this machine (and cache the verdict)
     orion generate --model PATH --prompt TEXT   generate text with GPT-2/Llama checkpoints
     orion train                train a small Llama on the bundled corpus (or your model and data)
+
+One module per command (``orion/cli/<command>.py``: its parser and its ``cmd_<command>``). Errors have one
+style: ``orion: error: <message>`` on stderr, exit 2 for a bad flag (argparse's or a check before any work),
+exit 1 for an orion error (bad file, model, program) -- a traceback only with ``-v``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
+import traceback
+import warnings
 
 from ..errors import OrionError
+from .common import Parser, UsageError, add_verbose_flag
 
 
 def version_text() -> str:
@@ -50,9 +58,10 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="orion", description="Compile, run and train networks on the Apple Neural "
+    p = Parser(prog="orion", description="Compile, run and train networks on the Apple Neural "
                                 "Engine or its faithful simulator.")
-    p.add_argument("-v", "--verbose", action="store_true", help="log what orion does")
+    p.add_argument("-v", "--verbose", action="store_true", help="log what orion does; show the traceback of an "
+                   "error (also accepted after the subcommand)")
     p.add_argument("-V", "--version", action=_VersionAction, help="version, kernels and backends of this build")
     sub = p.add_subparsers(dest="command")
 
@@ -71,22 +80,54 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_parser(sub)
     add_generate_parser(sub)
     add_doctor_parser(sub)
+    for sp in sub.choices.values():
+        add_verbose_flag(sp)
     return p
+
+
+def _oneline_warnings(message, category, filename, lineno, line=None):
+    # a command prints "AneSimWarning: <what happened>", not the library line that raised it
+    return f"{category.__name__}: {message}\n"
+
+
+@contextlib.contextmanager
+def _cli_warnings():
+    saved = warnings.formatwarning
+    warnings.formatwarning = _oneline_warnings
+    try:
+        yield
+    finally:
+        warnings.formatwarning = saved
+
+
+def _os_message(e: OSError) -> str:
+    if e.filename is not None and e.strerror:
+        return f"{e.filename}: {e.strerror}"
+    return str(e)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    verbose = bool(getattr(args, "verbose", False))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
     if not getattr(args, "func", None):
-        parser.print_help()
+        parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.func(args) or 0)
+        with _cli_warnings():
+            return int(args.func(args) or 0)
+    except UsageError as e:
+        err, msg, code = e, str(e), 2
     except OrionError as e:
-        print(f"orion: error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
-    except FileNotFoundError as e:
-        print(f"orion: error: {e}", file=sys.stderr)
-        return 1
-
+        err, msg, code = e, str(e), 1
+    except OSError as e:         # a path given on the command line that cannot be read or written
+        err, msg, code = e, _os_message(e), 1
+    except KeyboardInterrupt:
+        print("orion: interrupted", file=sys.stderr)
+        return 130
+    sys.stdout.flush()
+    if verbose:
+        traceback.print_exception(type(err), err, err.__traceback__)
+    print(f"orion: error: {msg}", file=sys.stderr)
+    return code

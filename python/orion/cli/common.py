@@ -1,14 +1,94 @@
-"""Flags and helpers shared by several ``orion`` subcommands."""
+"""What every ``orion`` subcommand shares: the parser class (one error style, defaults shown in --help),
+flag value types that refuse nonsense up front, and the --device/--chip/--permissive flags."""
 
 from __future__ import annotations
+
+import argparse
+import math
+import sys
 
 CHIPS = ["m1", "m2", "m3", "m4", "m5"]
 
 
+class UsageError(Exception):
+    """A flag value or combination the command refuses before doing any work (exit 2, like argparse)."""
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    # argparse's version also prints "(default: None)" and "(default: False)", which say nothing
+    def _get_help_string(self, action):
+        h = action.help or ""
+        if "default" in h or action.default in (None, False, argparse.SUPPRESS) or action.default == []:
+            return h
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return h + " (default: %(default)s)"
+        return h
+
+
+class Parser(argparse.ArgumentParser):
+    """``orion: error: <message>`` (exit 2) for every usage error, whichever subcommand's parser found it."""
+
+    def __init__(self, *a, formatter_class=HelpFormatter, **kw):
+        super().__init__(*a, formatter_class=formatter_class, **kw)
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(2, f"orion: error: {message}\n")
+
+
+# ---- flag value types: argparse reports "argument --x: <message>" and exits 2 --------------------------
+
+def _number(kind, text: str):
+    try:
+        v = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") \
+            from None
+    if kind is float and not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return v
+
+
+def int_at_least(lo: int):
+    def parse(text: str) -> int:
+        v = _number(int, text)
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {v}")
+        return v
+    parse.__name__ = f"integer >= {lo}"
+    return parse
+
+
+positive_int = int_at_least(1)
+nonneg_int = int_at_least(0)
+
+
+def float_in(lo: float, hi: float = math.inf, lo_open: bool = False, hi_open: bool = True):
+    def parse(text: str) -> float:
+        v = _number(float, text)
+        if v < lo or (lo_open and v == lo) or v > hi or (hi_open and v == hi):
+            rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+            raise argparse.ArgumentTypeError(f"must be in {rng}, got {text}")
+        return v
+    parse.__name__ = "number"
+    return parse
+
+
+positive_float = float_in(0.0, lo_open=True)
+nonneg_float = float_in(0.0)
+
+
 def add_device_flags(sp) -> None:
-    sp.add_argument("--device", default="auto", choices=["auto", "sim", "ane"])
-    sp.add_argument("--chip", choices=CHIPS, help="simulator chip profile")
+    sp.add_argument("--device", default="auto", choices=["auto", "sim", "ane"],
+                    help="where programs run: the ANE when present (auto), the simulator, or the ANE")
+    sp.add_argument("--chip", choices=CHIPS, help="simulator chip profile (default: the current profile's)")
     sp.add_argument("--permissive", action="store_true", help="allow contested ([X]) patterns")
+
+
+def add_verbose_flag(sp) -> None:
+    # SUPPRESS: a subcommand without -v leaves what `orion -v <command>` set
+    sp.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                    help="log what orion does; show the traceback of an error")
 
 
 def profile(args):

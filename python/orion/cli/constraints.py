@@ -7,8 +7,9 @@ from .common import CHIPS, profile
 
 def add_constraints_parser(sub) -> None:
     c = sub.add_parser("constraints", help="list the emulated ANE constraints")
-    c.add_argument("--chip", choices=CHIPS)
-    c.add_argument("--permissive", action="store_true")
+    c.add_argument("--chip", choices=CHIPS, help="chip profile (default: the current profile's)")
+    c.add_argument("--permissive", action="store_true", help="the permissive profile: contested ([X]) patterns "
+                   "allowed")
     c.set_defaults(func=cmd_constraints)
 
 

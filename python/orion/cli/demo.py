@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from .common import add_device_flags, profile
+from .common import add_device_flags, positive_int, profile
 
 
 def add_demo_parser(sub) -> None:
     d = sub.add_parser("demo", help="compile and run a bundled RMSNorm + linear program and check it")
     add_device_flags(d)
-    d.add_argument("--dim", type=int, default=768)
-    d.add_argument("--seq", type=int, default=256)
+    d.add_argument("--dim", type=positive_int, default=768, help="channels of the input (the linear maps dim -> 4 dim)")
+    d.add_argument("--seq", type=positive_int, default=256, help="sequence length (positions)")
     d.set_defaults(func=cmd_demo)
 
 

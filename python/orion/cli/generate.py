@@ -1,8 +1,11 @@
 """``orion generate``: text generation with a GPT-2 / Llama checkpoint on ANE programs.
 
-    orion generate --model PATH|ORG/NAME --prompt "Once upon a time" [--max-tokens 64] [--temperature 0.8]
+    orion generate --model PATH|ORG/NAME --prompt "Once upon a time" [--max-tokens 64] [--temp 0.8]
                    [--top-k 40] [--top-p 0.95] [--repetition-penalty 1.1] [--seed 0] [--device sim]
-                   [--adapter PEFT_FOLDER] [--chat]
+                   [--adapter-path PEFT_FOLDER] [--chat]
+
+The flags mlx-lm users know work as there (``--temp``, ``--adapter-path``, ``--max-tokens``); orion's
+longer names (``--temperature``, ``--adapter``) are the same flags.
 
 ``--chat`` sends the prompt as a user message through the tokenizer's chat template; the answer stops
 at the template's end-of-turn token (the model's eos ids).
@@ -16,6 +19,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import InputError
+from .common import float_in, nonneg_float, nonneg_int
 
 __all__ = ["add_generate_parser", "cmd_generate"]
 
@@ -34,19 +38,24 @@ def add_generate_parser(subparsers):
                    "vocab.json)")
     g.add_argument("--chat", action="store_true", help="send the prompt as a user message through the chat template "
                    "of tokenizer_config.json (instruct models); stops at the end of the answer's turn")
-    g.add_argument("--max-tokens", type=int, default=64)
-    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    g.add_argument("--top-k", type=int, default=0)
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--repetition-penalty", type=float, default=1.0)
-    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--max-tokens", "-m", type=nonneg_int, default=64,
+                   help="tokens to generate at most (fewer when the model's context ends first)")
+    g.add_argument("--temp", "--temperature", dest="temperature", type=nonneg_float, default=0.0,
+                   help="sampling temperature; 0 = greedy")
+    g.add_argument("--top-k", type=nonneg_int, default=0, help="sample among the k most likely tokens (0: all)")
+    g.add_argument("--top-p", type=float_in(0.0, 1.0, lo_open=True, hi_open=False), default=1.0,
+                   help="nucleus sampling: the smallest set of tokens with this much probability (1: all)")
+    g.add_argument("--repetition-penalty", type=float_in(0.0, lo_open=True), default=1.0,
+                   help="divide the logits of tokens already seen by this (1: off)")
+    g.add_argument("--seed", type=int, default=None, help="sampling seed (default: a fresh one each run)")
     g.add_argument("--stop-token", type=int, action="append", default=None, help="stop at this token id "
                    "(repeatable; default: the model's end-of-text)")
-    g.add_argument("--device", default="auto", choices=["auto", "sim", "ane"])
+    g.add_argument("--device", default="auto", choices=["auto", "sim", "ane"],
+                   help="where programs run: the ANE when present (auto), the simulator, or the ANE")
     g.add_argument("--chip", choices=["m1", "m2", "m3", "m4", "m5"], help="simulator chip profile")
     g.add_argument("--classifier", default="cpu", choices=["cpu", "device"], help="run the vocabulary projection "
                    "on the CPU (default) or as chunked programs")
-    g.add_argument("--adapter", default=None, metavar="DIR", help="LoRA adapter (PEFT folder: adapter_config.json + "
+    g.add_argument("--adapter-path", "--adapter", dest="adapter", default=None, metavar="DIR", help="LoRA adapter (PEFT folder: adapter_config.json + "
                    "adapter_model.safetensors, e.g. from orion train --lora); A/B become program inputs")
     g.add_argument("--cache-dir", default=None, help="weight cache folder (default $ORION_CACHE_DIR or "
                    "~/.cache/orion; kept under $ORION_CACHE_MAX_GB, default 32)")
@@ -92,17 +101,40 @@ def cmd_generate(args, out=None, err=None) -> int:
         stream = model.chat([{"role": "user", "content": args.prompt}], stream=True, **kw)
     else:
         stream = model.stream(prompt, **kw)
-    if isinstance(prompt, str) and not chat:
-        out.write(prompt)
-    for tok in stream:
-        out.write(tok.text if model.tokenizer is not None else f"{tok.id} ")
+    echo = prompt if isinstance(prompt, str) and not chat else ""
+    started = False
+    try:
+        for tok in stream:
+            if not started:             # the prompt is echoed once generation runs (an error stays on its line)
+                out.write(echo)
+                started = True
+            out.write(tok.text if model.tokenizer is not None else f"{tok.id} ")
+            out.flush()
+    finally:
+        if started:
+            out.write("\n")
+            out.flush()
+    if not started and echo:
+        out.write(echo + "\n")
         out.flush()
-    out.write("\n")
-    out.flush()
     r = stream.result
     from ..runtime import resolve_device
-    print(f"[{model.name} on {resolve_device(model.device)}] prompt "
-          f"{len(r.prompt_tokens)} tokens, prefill {r.prefill_seconds * 1e3:.1f} ms ({r.prefill_tok_s:.1f} tok/s); "
-          f"{len(r.tokens)} generated, decode {r.decode_tok_s:.1f} tok/s over {r.decode_steps} steps; compile "
-          f"{r.compile_seconds:.2f} s; stop: {r.stop_reason}", file=err)
+    print(f"[{model.name} on {resolve_device(model.device)}] {_stats(r)}", file=err)
+    if r.stop_reason == "context":
+        n_ctx = model.config.n_ctx
+        print(f"orion: note: stopped after {len(r.tokens)} of --max-tokens {args.max_tokens} tokens: the prompt "
+              f"({len(r.prompt_tokens)} tokens) and the answer filled the model's context of {n_ctx}", file=err)
     return 0
+
+
+def _rate(n: int, seconds: float) -> str:
+    return f"{n / seconds:.1f} tok/s" if seconds > 0 and n > 0 else "- tok/s"
+
+
+def _stats(r) -> str:
+    """One line of timings; a phase that did not run says so instead of "nan tok/s"."""
+    prefill = f"prefill {r.prefill_seconds * 1e3:.1f} ms ({_rate(len(r.prompt_tokens), r.prefill_seconds)})"
+    decode = (f"decode {_rate(r.decode_steps, r.decode_seconds)} over {r.decode_steps} steps" if r.decode_steps
+              else "no decode steps")
+    return (f"prompt {len(r.prompt_tokens)} tokens, {prefill}; {len(r.tokens)} generated, {decode}; compile "
+            f"{r.compile_seconds:.2f} s; stop: {r.stop_reason}")

@@ -10,8 +10,9 @@ llama2.c .bin, a Hugging Face folder or an ``orion train`` checkpoint folder; de
 baked into programs compiled once and frozen, checkpoints hold only the adapters, and the result is a
 PEFT adapter folder (``--export-adapter``, default ``<ckpt-dir>/adapter``).
 
-Exit status: 0 done · 2 bad input (typed error) · 75 the compile budget ran out under
-``--strategy recompile`` (a checkpoint was written: rerun with ``--resume``) · 130 interrupted.
+Exit status: 0 done · 1 an orion error (bad file, data or checkpoint) · 2 a bad flag value (refused before any
+work) · 75 the compile budget ran out under ``--strategy recompile`` (a checkpoint was written: rerun with
+``--resume``) · 130 interrupted.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import math
 import os
 import sys
 import time
+
+from .common import float_in, nonneg_float, nonneg_int, positive_float, positive_int
 
 EXIT_BUDGET = 75
 
@@ -41,7 +44,7 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
                                                   "train checkpoint folder (read only; never overwritten)")
     for flag, key in (("--dim", "dim"), ("--layers", "n_layers"), ("--heads", "n_heads"),
                       ("--kv-heads", "n_kv_heads"), ("--hidden", "hidden_dim"), ("--vocab", "vocab_size")):
-        m.add_argument(flag, dest="m_" + key, type=int, default=None, metavar="N",
+        m.add_argument(flag, dest="m_" + key, type=positive_int, default=None, metavar="N",
                        help=f"override the preset's {key}")
     lo = p.add_argument_group("LoRA fine-tuning")
     lo.add_argument("--lora", metavar="SPEC", default=None,
@@ -55,39 +58,46 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     d.add_argument("--tokenizer", metavar="PATH", help="tokenizer for text data: SentencePiece .model, tokenizer.json, "
                                                        "llama2.c tokenizer.bin; default: the --init checkpoint's own, "
                                                        "else train one on the data (vocab = --vocab)")
-    d.add_argument("--seq-len", type=int, default=None,
+    d.add_argument("--seq-len", type=positive_int, default=None,
                    help="tokens per training sequence (default: the preset's context; with --init the model's "
                         "context up to 512)")
-    d.add_argument("--val-fraction", type=float, default=None, help="tail of the data held out for validation")
+    d.add_argument("--val-fraction", type=float_in(0.0, 1.0), default=None,
+                   help="tail of the data held out for validation, in [0, 1) (default 0.05)")
     o = p.add_argument_group("optimization")
-    o.add_argument("--steps", type=int, default=None, help="total optimizer steps")
-    o.add_argument("--batch", type=int, default=None, help="sequences per microbatch")
-    o.add_argument("--accum", type=int, default=None, help="microbatches per optimizer step (gradient accumulation)")
-    o.add_argument("--lr", type=float, default=None, help="peak learning rate (warmup + cosine to 10%%)")
-    o.add_argument("--warmup", type=int, default=None, help="warmup steps")
-    o.add_argument("--weight-decay", type=float, default=None)
-    o.add_argument("--clip", type=float, default=None, help="global gradient-norm clip (0: off)")
-    o.add_argument("--loss-scale", type=float, default=None, help="initial dynamic loss scale (default 256)")
-    o.add_argument("--seed", type=int, default=None)
+    o.add_argument("--steps", type=nonneg_int, default=None, help="total optimizer steps (default 300)")
+    o.add_argument("--batch", type=positive_int, default=None, help="sequences per microbatch (default 8)")
+    o.add_argument("--accum", type=positive_int, default=None,
+                   help="microbatches per optimizer step (gradient accumulation; default 1)")
+    o.add_argument("--lr", type=positive_float, default=None,
+                   help="peak learning rate (warmup + cosine to 10%%; default 2e-3, LoRA 5e-3)")
+    o.add_argument("--warmup", type=nonneg_int, default=None, help="warmup steps (default 20, LoRA 10)")
+    o.add_argument("--weight-decay", type=nonneg_float, default=None, help="AdamW weight decay (default 0.1, LoRA 0)")
+    o.add_argument("--clip", type=nonneg_float, default=None, help="global gradient-norm clip (0: off; default 1)")
+    o.add_argument("--loss-scale", type=positive_float, default=None, help="initial dynamic loss scale (default 256)")
+    o.add_argument("--seed", type=int, default=None, help="seed of the initial weights and the data order "
+                                                          "(default 1337)")
     r = p.add_argument_group("device and checkpoints")
     r.add_argument("--strategy", choices=["dynamic", "recompile", "delta"], default=None,
                    help="weight updates: dynamic (weights as program inputs, compile once; default), recompile "
                         "(baked weights, budgeted), delta (only where `orion doctor` verified it)")
-    r.add_argument("--device", choices=["auto", "sim", "ane"], default=None)
+    r.add_argument("--device", choices=["auto", "sim", "ane"], default=None,
+                   help="where programs run (default: auto, the ANE when present, else the simulator)")
     r.add_argument("--ckpt-dir", metavar="DIR", default=None, help="checkpoint folder (default: ./orion-train-run)")
     r.add_argument("--no-ckpt", action="store_true", help="do not write checkpoints")
-    r.add_argument("--ckpt-interval", type=int, default=None, help="steps between checkpoints (0: at the end)")
-    r.add_argument("--keep", type=int, default=None, help="checkpoints kept (default 2)")
+    r.add_argument("--ckpt-interval", type=nonneg_int, default=None,
+                   help="steps between checkpoints (0: at the end; default 100)")
+    r.add_argument("--keep", type=positive_int, default=None, help="checkpoints kept (default 2)")
     r.add_argument("--resume", nargs="?", const="", metavar="DIR", default=None,
                    help="continue the run in DIR (default: --ckpt-dir)")
     r.add_argument("--restart-on-budget", action="store_true",
                    help="recompile strategy: when the compile budget runs out, checkpoint and re-exec this command "
                         "with --resume (what upstream does with exec())")
-    r.add_argument("--eval-interval", type=int, default=None, help="steps between validation passes")
-    r.add_argument("--eval-batches", type=int, default=None)
+    r.add_argument("--eval-interval", type=nonneg_int, default=None,
+                   help="steps between validation passes (default 100)")
+    r.add_argument("--eval-batches", type=positive_int, default=None, help="batches per validation pass (default 4)")
     s = p.add_argument_group("output")
-    s.add_argument("--sample-tokens", type=int, default=80, help="tokens of the final sample (0: none)")
-    s.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (0: greedy)")
+    s.add_argument("--sample-tokens", type=nonneg_int, default=80, help="tokens of the final sample (0: none)")
+    s.add_argument("--temperature", "--temp", type=nonneg_float, default=0.8, help="sampling temperature (0: greedy)")
     s.add_argument("--prompt", default=None, help="sample prompt (default: 'Once upon a time')")
     s.add_argument("--export-bin", metavar="PATH", help="also write the trained model as a llama2.c .bin")
     s.add_argument("--export-hf", metavar="DIR", help="also write a Hugging Face folder (the family's config.json, "
@@ -219,6 +229,10 @@ def _prepare(args):
                                     "pass --tokenizer PATH (e.g. tokenizer.model)")
             tok = D.train_sentencepiece(docs, cfg.vocab_size)
             if tok.vocab_size != cfg.vocab_size:
+                if args.m_vocab_size is not None:
+                    raise VocabMismatch(f"--vocab {args.m_vocab_size}: a tokenizer trained on {data_path} has "
+                                        f"{tok.vocab_size} pieces; pass --vocab {tok.vocab_size} or less, or more "
+                                        f"text")
                 cfg = dataclasses.replace(cfg, vocab_size=tok.vocab_size)
         tokens = D.encode_documents(docs, tok)
     if tok is not None and tok.vocab_size > cfg.vocab_size:
@@ -257,13 +271,10 @@ def _fmt_split(rec) -> str:
 
 
 def cmd_train(args) -> int:
-    from .. import OrionError
+    from .train_checks import check_train_args
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        return _run(args)
-    except OrionError as e:
-        print(f"orion train: error: {e}", file=sys.stderr)
-        return 2
+    check_train_args(args)                 # flag values, output paths and memory, before any work
+    return _run(args)
 
 
 def _run(args) -> int:
@@ -324,7 +335,10 @@ def _run(args) -> int:
         if log_f:
             log_f.write(json.dumps(dataclasses.asdict(rec)) + "\n")
 
+    shown_val = []
+
     def on_eval(step, v):
+        shown_val.append(step)
         msg = f"step {step}: val loss {v:.4f}"
         (bar.write(msg) if bar is not None else print(msg))
 
@@ -344,7 +358,7 @@ def _run(args) -> int:
               f"{recs[0].loss:.3f} -> {recs[-1].loss:.3f}; time split device {split['device']:.0f}% cpu "
               f"{split['cpu']:.0f}% update {split['update']:.0f}% optim {split['optim']:.0f}%; "
               f"compiles {sum(r.compiles for r in recs)} loads {sum(r.loads for r in recs)} during training")
-    if res.val:
+    if res.val and res.val[-1][0] not in shown_val:
         print(f"validation loss {res.val[-1][1]:.4f} at step {res.val[-1][0]}")
     st = res.stats
     print("stability: " + ", ".join(f"{k} {v}" for k, v in st.items()))
@@ -407,11 +421,8 @@ def _run(args) -> int:
 
 def main(argv=None) -> int:
     """``orion train`` with ``argv`` after the subcommand (``python -m orion.cli.train``; tests call it in process)."""
-    ap = argparse.ArgumentParser(prog="orion")
-    sub = ap.add_subparsers(dest="cmd")
-    add_train_parser(sub)
-    args = ap.parse_args(["train"] + list(sys.argv[1:] if argv is None else argv))
-    return args.func(args)
+    from . import main as orion_main
+    return orion_main(["train"] + list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":
