@@ -349,7 +349,12 @@ class Builder : public ops::Env {
     for (const auto& i : P.in_info) io += i.bytes();
     for (const auto& o : P.out_info) io += o.bytes();
     std::vector<cost::StepCost> sc;
-    for (const Step& s : P.steps) sc.push_back({s.flops, s.unit});
+    for (const Step& s : P.steps) {
+      int64_t bytes = (int64_t)P.values[s.out].bytes();
+      for (int id : s.ins)
+        if (id >= 0) bytes += (int64_t)P.values[id].bytes();
+      sc.push_back({s.flops, s.unit, s.name, s.op, bytes});
+    }
     P.cost_ = cost::estimate(sc, wbytes, P.arena_size, io);
     double ws = (double)(wbytes + P.arena_size + io);
     if (ws > cost::kSramBytes)

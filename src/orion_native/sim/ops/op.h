@@ -256,6 +256,8 @@ namespace orion::sim::cost {
 struct StepCost {
   double flops;
   ops::OpCtx::Unit unit;
+  std::string name, op;  // for the per-op rows (CostEstimate::ops)
+  int64_t bytes = 0;
 };
 CostEstimate estimate(const std::vector<StepCost>& steps, int64_t weight_bytes, int64_t activation_bytes,
                       int64_t io_bytes);
