@@ -58,6 +58,11 @@ class QuantizationError(OrionError, ValueError):
 class AneSimWarning(UserWarning):
     """The simulator reproduced a silent hardware behaviour (wrong data included)."""
 
+    # The native messages start with "AneSimWarning: " (for C++-side logs); Python's warning display puts the
+    # category name in front itself, so the text drops it once.
+    def __str__(self) -> str:
+        return super().__str__().removeprefix("AneSimWarning: ")
+
 
 __all__ = [
     "OrionError", "MILSyntaxError", "CompileError", "EvalError", "BudgetExceeded", "WeightUpdateError",
