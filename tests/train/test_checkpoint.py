@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from train_helpers import lively_params, micro_config, token_stream
+from train_helpers import lively_params, micro_config, minimal_state, token_stream
 from orion.train import checkpoint as ck
 from orion.train.data import TokenDataset
 from orion.train.errors import CheckpointError, ResumeMismatch
@@ -56,7 +56,7 @@ def test_save_load_roundtrip_and_corruption(tmp_path):
     p = lively_params(cfg)
     opt = {"m.a": np.ones(3, np.float32), "v.a": np.zeros(3, np.float32)}
     d = str(tmp_path / "c")
-    ck.save(d, 5, p, opt, {"hello": 1}, tokenizer=b"tok")
+    ck.save(d, 5, p, opt, minimal_state(hello=1), {"tokenizer.model": b"tok"})
     got = ck.load(d)
     assert got.step == 5 and got.state["hello"] == 1 and got.tokenizer == b"tok"
     for k in p:
@@ -85,16 +85,17 @@ _KILLER = textwrap.dedent("""
     import numpy as np
     from orion import safetensors as st
     from orion.train import checkpoint as ck
+    from train_helpers import minimal_state
     d = sys.argv[1]
     p = {"w": np.arange(1 << 16, dtype=np.float32)}
-    ck.save(d, 1, p, {}, {"n": 1})
+    ck.save(d, 1, p, {}, minimal_state(n=1))
     real = st.write
     def dying(f, tensors, metadata=None):
         real(f, tensors, metadata)
         f.flush()
         os.kill(os.getpid(), signal.SIGKILL)   # killed mid-checkpoint, after bytes hit the temp folder
     st.write = dying
-    ck.save(d, 2, {"w": p["w"] * 2}, {}, {"n": 2})
+    ck.save(d, 2, {"w": p["w"] * 2}, {}, minimal_state(n=2))
 """)
 
 
@@ -107,7 +108,7 @@ def test_kill_during_a_write_keeps_the_previous_checkpoint(tmp_path):
     got = ck.load(d)
     assert got.step == 1 and got.state["n"] == 1
     np.testing.assert_array_equal(got.params["w"], np.arange(1 << 16, dtype=np.float32))
-    ck.save(d, 2, {"w": got.params["w"]}, {}, {"n": 2})                       # the next save cleans up
+    ck.save(d, 2, {"w": got.params["w"]}, {}, minimal_state(n=2))            # the next save cleans up
     assert not any(n.startswith(".tmp-") for n in os.listdir(d))
 
 

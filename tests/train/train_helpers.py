@@ -27,6 +27,13 @@ def lively_params(cfg: LlamaConfig, seed: int = 1) -> dict:
     return p
 
 
+def minimal_state(cfg: LlamaConfig | None = None, **extra) -> dict:
+    """The smallest state.json content the checkpoint schema accepts (plus ``extra`` keys)."""
+    s = {"model": (cfg or micro_config()).to_dict(), "train": {"batch": 2}, "optimizer": {"t": 0},
+         "scaler": {"scale": 256.0, "good_steps": 0}, "data": {"epoch": 0, "cursor": 0}}
+    s.update(extra)
+    return s
+
 
 def token_stream() -> np.ndarray:
     """A learnable stream: a noisy repeating pattern over 96 ids."""

@@ -8,13 +8,15 @@ Device programs per layer (programs.py), CPU gradients and loss (step.py), AdamW
 implementation is built to make impossible.
 """
 
-from .errors import (CheckpointError, DataError, ResumeMismatch, StrategyUnavailable, TrainError,  # noqa: F401
-                     VocabMismatch)
+from .errors import (CheckpointError, DataError, ModelTooLarge, ResumeMismatch, StrategyUnavailable,  # noqa: F401
+                     TrainError, VocabMismatch)
+from .memory import check_memory, estimate as estimate_memory  # noqa: F401
 from ..models.config import LlamaConfig  # noqa: F401
 from .model import PRESETS, init_params, llama_config  # noqa: F401
 from .programs import BudgetExhausted, LayerPrograms  # noqa: F401
 from .trainer import TrainConfig, Trainer, TrainResult  # noqa: F401
 
 __all__ = ["TrainError", "DataError", "VocabMismatch", "CheckpointError", "ResumeMismatch", "StrategyUnavailable",
+           "ModelTooLarge", "check_memory", "estimate_memory",
            "LlamaConfig", "llama_config", "PRESETS", "init_params", "BudgetExhausted", "LayerPrograms",
            "TrainConfig", "Trainer", "TrainResult"]

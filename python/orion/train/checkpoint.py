@@ -1,18 +1,24 @@
-"""Training checkpoints: safetensors weights + optimizer moments + a JSON state, written atomically.
+"""Training checkpoints: a step folder is a model (Hugging Face layout) plus the optimizer state, written
+atomically and verified on read.
 
-Layout of a checkpoint folder ``DIR``::
+Layout of a run folder ``DIR``::
 
-    DIR/latest.json              {"checkpoint": "step-00000100", "step": 100}   (replaced atomically)
-    DIR/step-00000100/model.safetensors   fp32 master weights (canonical names)
-    DIR/step-00000100/optim.safetensors   AdamW m./v. moments
-    DIR/step-00000100/state.json          step, RNG, data position, loss scale, configs, strategy, and the
-                                          size + sha256 of every other file (corruption is detected)
-    DIR/step-00000100/tokenizer.model     when the run trained or was given a SentencePiece model
+    DIR/latest.json                 {"checkpoint": "step-00000100", "step": 100}   (replaced atomically)
+    DIR/step-00000100/config.json   the family's HF config        } what orion.models.load, orion generate,
+    DIR/step-00000100/model.safetensors   fp32, HF names          } orion train --init and transformers read
+    DIR/step-00000100/tokenizer.*   the run's tokenizer files     }
+    DIR/step-00000100/optim.safetensors   AdamW m./v. moments (+ ``exact.*``: master tensors whose HF form
+                                          does not convert back bit for bit)
+    DIR/step-00000100/state.json    step, RNG, data position, loss scale, configs, strategy (schema-checked)
+    DIR/step-00000100/manifest.json size + sha256 of every other file, state.json included
+
+LoRA runs keep only the adapter tensors (canonical names, no config.json). Version-1 folders (canonical
+model.safetensors, the manifest inside state.json) are still read.
 
 A checkpoint is written into a hidden temp folder, every file fsynced, the folder renamed into place and
 fsynced, and only then is ``latest.json`` replaced (temp file, fsync, rename). A kill at any moment leaves
-``latest.json`` pointing at a complete checkpoint. Paths registered with :func:`protect` (the user's
-input weights and data) are never written.
+``latest.json`` pointing at a complete checkpoint; the next save removes what a killed one left. Paths
+registered with :func:`protect` (the user's input weights and data) are never written.
 """
 
 from __future__ import annotations
@@ -23,18 +29,21 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import safetensors as st
 from ..errors import ModelFormatError
-from ..fileio import atomic_write as _atomic_write, fsync_dir as _fsync_dir
+from ..fileio import _umask, atomic_write as _atomic_write, fsync_dir as _fsync_dir, prune_stale_temps
 from .errors import CheckpointError
+from .state_schema import confined, validate_manifest, validate_state
 
 FORMAT = "orion-train-checkpoint"
-VERSION = 1
+VERSION = 2
 LATEST = "latest.json"
+MANIFEST = "manifest.json"
+EXACT = "exact."
 _protected: set[str] = set()
 
 
@@ -78,19 +87,42 @@ def _write_fsynced(path: str, writer) -> None:
 @dataclass
 class Checkpoint:
     path: str                      # the step folder
-    params: dict
+    params: dict                   # canonical names, fp32 (exactly the trainer's master weights)
     optim: dict
     state: dict
-    tokenizer: bytes | None = None
+    files: dict = field(default_factory=dict)        # the manifest: file name -> {size, sha256}
 
     @property
     def step(self) -> int:
         return int(self.state["step"])
 
+    @property
+    def tokenizer(self) -> bytes | None:
+        """The SentencePiece model the run trained or was given (None otherwise)."""
+        p = os.path.join(self.path, "tokenizer.model")
+        if "tokenizer.model" not in self.files:
+            return None
+        with open(p, "rb") as f:
+            return f.read()
 
-def save(ckpt_dir: str, step: int, params: dict, optim: dict, state: dict, tokenizer: bytes | None = None,
-         keep: int = 2) -> str:
-    """Write checkpoint ``step`` and point ``latest.json`` at it; returns the step folder."""
+
+def _model_files(cfg, params: dict) -> tuple[dict, dict]:
+    """(files written as the HF layout, exact canonical tensors for optim.safetensors): config.json and
+    model.safetensors in the family's HF form; a tensor whose HF form does not convert back bit for bit
+    (Gemma's ``w - 1`` norms) is also kept as it is, so a resume continues from the exact master weights."""
+    from ..models.loaders import hf_to_canonical
+    from .model import hf_model_files
+    files, hf = hf_model_files(cfg, params)
+    back = hf_to_canonical(cfg, hf, "checkpoint")
+    exact = {EXACT + k: v for k, v in params.items() if not np.array_equal(back[k], v)}
+    return files, exact
+
+
+def save(ckpt_dir: str, step: int, params: dict, optim: dict, state: dict, files: dict | None = None,
+         keep: int = 2, cfg=None) -> str:
+    """Write checkpoint ``step`` and point ``latest.json`` at it; returns the step folder. ``cfg`` (full
+    training): the weights are written in the Hugging Face layout of its family; without it (LoRA
+    adapters) as they are. ``files``: extra files by name (the tokenizer's)."""
     ckpt_dir = os.path.abspath(ckpt_dir)
     _check_writable(ckpt_dir)
     os.makedirs(ckpt_dir, exist_ok=True)
@@ -98,20 +130,27 @@ def save(ckpt_dir: str, step: int, params: dict, optim: dict, state: dict, token
     final = os.path.join(ckpt_dir, name)
     tmp = tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=ckpt_dir)
     try:
-        files = {
-            "model.safetensors": lambda f: st.write(f, params, {"format": FORMAT}),
-            "optim.safetensors": lambda f: st.write(f, optim, {"format": FORMAT}),
-        }
-        if tokenizer is not None:
-            files["tokenizer.model"] = lambda f: f.write(tokenizer)
+        os.chmod(tmp, 0o777 & ~_umask())             # mkdtemp makes 0700; a run folder follows the umask
+        if cfg is not None:
+            model_files, exact = _model_files(cfg, params)
+        else:
+            model_files, exact = {"model.safetensors": lambda f: st.write(f, params, {"format": FORMAT})}, {}
+        writers = dict(model_files)
+        writers["optim.safetensors"] = lambda f: st.write(f, {**optim, **exact}, {"format": FORMAT})
+        for fn, data in (files or {}).items():
+            writers.setdefault(fn, lambda f, data=data: f.write(data))
+        full = dict(state, format=FORMAT, version=VERSION, step=int(step), weights="hf" if cfg is not None
+                    else "canonical")
+        full.pop("files", None)
+        body = json.dumps(full, indent=1, sort_keys=True).encode()
+        writers["state.json"] = lambda f: f.write(body)
         manifest = {}
-        for fn, writer in files.items():
+        for fn, writer in writers.items():
             p = os.path.join(tmp, fn)
             _write_fsynced(p, writer)
             manifest[fn] = {"size": os.path.getsize(p), "sha256": _sha256(p)}
-        full = dict(state, format=FORMAT, version=VERSION, step=int(step), files=manifest)
-        data = json.dumps(full, indent=1, sort_keys=True).encode()
-        _write_fsynced(os.path.join(tmp, "state.json"), lambda f: f.write(data))
+        man = json.dumps({"format": FORMAT, "version": VERSION, "files": manifest}, indent=1, sort_keys=True).encode()
+        _write_fsynced(os.path.join(tmp, MANIFEST), lambda f: f.write(man))
         _fsync_dir(tmp)
         if os.path.exists(final):                  # the same step written again (e.g. after a resume)
             old = tempfile.mkdtemp(prefix=f".old-{name}-", dir=ckpt_dir)
@@ -140,6 +179,8 @@ def _prune(ckpt_dir: str, keep: int, current: str) -> None:
     for n in os.listdir(ckpt_dir):                  # leftovers of killed writes
         if n.startswith((".tmp-step-", ".old-step-")):
             shutil.rmtree(os.path.join(ckpt_dir, n), ignore_errors=True)
+    # a killed latest.json replace (no live writer: this process is the run's only writer)
+    prune_stale_temps(ckpt_dir, max_age_s=0.0)
 
 
 def resolve(path: str) -> str:
@@ -155,56 +196,103 @@ def resolve(path: str) -> str:
         with open(lp) as f:
             latest = json.load(f)
         name = latest["checkpoint"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
         raise CheckpointError(f"checkpoint {path}: corrupt {LATEST} ({e})") from None
-    if not isinstance(name, str) or "/" in name or name.startswith("."):
+    if not isinstance(name, str) or not name.startswith("step-"):
         raise CheckpointError(f"checkpoint {path}: corrupt {LATEST} (bad folder name {name!r})")
-    return os.path.join(path, name)
+    return confined(path, name, f"checkpoint {path}: {LATEST}")
 
 
-def read_state(path: str) -> dict:
-    folder = resolve(path)
+def is_run(path: str) -> bool:
+    """Whether ``path`` is an orion train run folder (latest.json) or one of its step folders."""
+    return os.path.isdir(path) and (os.path.isfile(os.path.join(path, LATEST)) or
+                                    os.path.isfile(os.path.join(path, "state.json")))
+
+
+def _read_json(path: str, what: str):
     try:
-        with open(os.path.join(folder, "state.json")) as f:
-            state = json.load(f)
+        with open(path, "rb") as f:
+            return json.loads(f.read())
     except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {folder}: state.json is missing") from None
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"checkpoint {folder}: corrupt state.json ({e})") from None
+        raise CheckpointError(f"{what} is missing") from None
+    except (OSError, ValueError, RecursionError) as e:
+        raise CheckpointError(f"{what} is corrupt ({e})") from None
+
+
+def read_state(path: str, verify: bool = False) -> dict:
+    """state.json of ``path`` (run or step folder), schema-checked; ``verify``: its size and sha256
+    checked against the manifest first."""
+    folder = resolve(path)
+    where = f"checkpoint {folder}: state.json"
+    if verify:
+        files = read_manifest(folder)
+        _verify(folder, "state.json", files.get("state.json"), True)
+    state = _read_json(os.path.join(folder, "state.json"), where)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {folder}: not an orion train checkpoint")
-    if state.get("version") != VERSION:
-        raise CheckpointError(f"checkpoint {folder}: format version {state.get('version')} is not supported "
-                              f"(this orion reads version {VERSION})")
+    if state.get("version") not in (1, VERSION):
+        raise CheckpointError(f"checkpoint {folder}: format version {state.get('version')!r} is not supported "
+                              f"(this orion reads versions 1 and {VERSION})")
+    validate_state(state, where)
     return state
 
 
+def read_manifest(folder: str) -> dict:
+    """The manifest (file name -> size, sha256) of a step folder: manifest.json (version 2, state.json
+    included) or, in version 1 folders, state.json's own ``files``."""
+    where = f"checkpoint {folder}: {MANIFEST}"
+    mp = os.path.join(folder, MANIFEST)
+    if os.path.isfile(mp):
+        man = _read_json(mp, where)
+        files = man.get("files") if isinstance(man, dict) else None
+        if "state.json" not in (files or {}):
+            raise CheckpointError(f"{where}: lists no state.json")
+    else:
+        st1 = _read_json(os.path.join(folder, "state.json"), f"checkpoint {folder}: state.json")
+        if not isinstance(st1, dict) or st1.get("version") != 1:
+            raise CheckpointError(f"{where} is missing")
+        where, files = f"checkpoint {folder}: state.json", st1.get("files")
+    validate_manifest(files, where)
+    for fn in files:
+        confined(folder, fn, where)
+    return files
+
+
+def _verify(folder: str, fn: str, info: dict | None, verify: bool) -> None:
+    if info is None:
+        raise CheckpointError(f"checkpoint {folder}: {fn} is not in the manifest")
+    p = confined(folder, fn, f"checkpoint {folder}: manifest")
+    if not os.path.isfile(p):
+        raise CheckpointError(f"checkpoint {folder}: {fn} is missing")
+    if os.path.getsize(p) != info["size"]:
+        raise CheckpointError(f"checkpoint {folder}: {fn} has {os.path.getsize(p)} bytes, expected "
+                              f"{info['size']} (truncated or corrupt)")
+    if verify and _sha256(p) != info["sha256"]:
+        raise CheckpointError(f"checkpoint {folder}: {fn} is corrupt (sha256 mismatch)")
+
+
 def load(path: str, verify: bool = True) -> Checkpoint:
-    """Reads and verifies (sizes + sha256) a checkpoint; raises CheckpointError when anything is off."""
+    """Reads and verifies (sizes + sha256 of every file, state.json included; the state's schema) a
+    checkpoint; raises CheckpointError when anything is off. Weights come back in canonical names."""
     folder = resolve(path)
-    state = read_state(folder)
-    files = state.get("files") or {}
-    for fn in ("model.safetensors", "optim.safetensors"):
+    files = read_manifest(folder)
+    for fn in ("model.safetensors", "optim.safetensors", "state.json"):
         if fn not in files:
-            raise CheckpointError(f"checkpoint {folder}: state.json lists no {fn}")
+            raise CheckpointError(f"checkpoint {folder}: the manifest lists no {fn}")
     for fn, info in files.items():
-        p = os.path.join(folder, fn)
-        if not os.path.isfile(p):
-            raise CheckpointError(f"checkpoint {folder}: {fn} is missing")
-        if os.path.getsize(p) != info.get("size"):
-            raise CheckpointError(f"checkpoint {folder}: {fn} has {os.path.getsize(p)} bytes, expected "
-                                  f"{info.get('size')} (truncated or corrupt)")
-        if verify and _sha256(p) != info.get("sha256"):
-            raise CheckpointError(f"checkpoint {folder}: {fn} is corrupt (sha256 mismatch)")
+        _verify(folder, fn, info, verify)
+    state = read_state(folder)
     try:
-        params, _ = st.load(os.path.join(folder, "model.safetensors"))
         optim, _ = st.load(os.path.join(folder, "optim.safetensors"))
+        if state.get("weights") == "hf":
+            from ..models.loaders import read_checkpoint
+            params = dict(read_checkpoint(folder).weights)
+        else:
+            params, _ = st.load(os.path.join(folder, "model.safetensors"))
     except ModelFormatError as e:
         raise CheckpointError(f"checkpoint {folder}: {e}") from None
-    tok = None
-    if "tokenizer.model" in files:
-        with open(os.path.join(folder, "tokenizer.model"), "rb") as f:
-            tok = f.read()
     params = {k: np.array(v, np.float32) for k, v in params.items()}
+    for k in [k for k in optim if k.startswith(EXACT)]:        # tensors the HF form cannot hold bit for bit
+        params[k[len(EXACT):]] = np.array(optim.pop(k), np.float32)
     optim = {k: np.array(v, np.float32) for k, v in optim.items()}
-    return Checkpoint(folder, params, optim, state, tok)
+    return Checkpoint(folder, params, optim, state, files)

@@ -25,8 +25,13 @@ class ResumeMismatch(CheckpointError):
     """``--resume`` with settings that cannot continue the checkpointed run (model, data, batch...)."""
 
 
+class ModelTooLarge(TrainError, InputError):
+    """The model, batch or sequence length needs more memory than the machine has (estimated up front)."""
+
+
 class StrategyUnavailable(TrainError):
     """The requested weight-update strategy is not verified on this machine (``orion doctor``)."""
 
 
-__all__ = ["TrainError", "DataError", "VocabMismatch", "CheckpointError", "ResumeMismatch", "StrategyUnavailable"]
+__all__ = ["TrainError", "DataError", "VocabMismatch", "CheckpointError", "ResumeMismatch", "StrategyUnavailable",
+           "ModelTooLarge"]

@@ -186,31 +186,68 @@ def write_llama2c(path: str, cfg: LlamaConfig, params: dict) -> None:
 
 
 # ----------------------------------------------------------------------------------- Hugging Face
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                   "generation_config.json")
-
-
-def write_hf(folder: str, cfg: LlamaConfig, params: dict, tokenizer_from: str | None = None) -> None:
-    """config.json (the family's :func:`hf_config`) + model.safetensors (fp32, HF names, rotate-half q/k rows,
-    fused tensors re-fused, Gemma's norm offset subtracted), and the tokenizer files of ``tokenizer_from``
-    (the --init folder) copied beside them."""
+def hf_model_files(cfg: LlamaConfig, params: dict) -> tuple[dict, dict]:
+    """({file name: writer(f)} for config.json (the family's :func:`hf_config`) and model.safetensors (fp32, HF
+    names, rotate-half q/k rows, fused tensors re-fused, Gemma's norm offset subtracted), the HF tensors)."""
     from ..models.families import family_module
     from ..models.loaders import canonical_to_hf
-    from .checkpoint import atomic_write
-    os.makedirs(folder, exist_ok=True)
     t = canonical_to_hf(cfg, {k: np.asarray(v, np.float32) for k, v in params.items()})
+    t = {k: np.ascontiguousarray(v, np.float32) for k, v in t.items()}
     hc = family_module(cfg.model_type).hf_config(cfg)
     hc["torch_dtype"] = "float32"
-    with atomic_write(os.path.join(folder, "model.safetensors")) as f:
-        st.write(f, {k: np.ascontiguousarray(v, np.float32) for k, v in t.items()}, {"format": "pt"})
-    with atomic_write(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(hc, f, indent=2)
-    if tokenizer_from and os.path.isdir(tokenizer_from):
-        for name in TOKENIZER_FILES:
-            src = os.path.join(tokenizer_from, name)
-            if os.path.isfile(src):
-                with open(src, "rb") as fi, atomic_write(os.path.join(folder, name)) as fo:
-                    fo.write(fi.read())
+    body = (json.dumps(hc, indent=2) + "\n").encode()
+    return {"model.safetensors": lambda f: st.write(f, t, {"format": "pt"}),
+            "config.json": lambda f: f.write(body)}, t
+
+
+def write_hf(folder: str, cfg: LlamaConfig, params: dict, tokenizer_files: dict | None = None,
+             tokenizer_from: str | None = None) -> None:
+    """A Hugging Face folder: config.json + model.safetensors (:func:`hf_model_files`) and the tokenizer's
+    files (:mod:`orion.train.tokenizer_files`; ``tokenizer_from``: those of an HF folder), written as a
+    hidden sibling folder renamed into place, so a kill never leaves new weights beside an old config.json.
+    An existing folder is replaced only when it holds nothing but such files (an earlier export)."""
+    from ..fileio import fsync_dir
+    from .checkpoint import _check_writable, _write_fsynced
+    from .tokenizer_files import HF_TOKENIZER_FILES
+    folder = os.path.abspath(folder)
+    _check_writable(folder)
+    if os.path.exists(folder):
+        if not os.path.isdir(folder):
+            raise TrainError(f"--export-hf {folder}: is a file; give a folder path")
+        ours = {"config.json", "model.safetensors", "tokenizer.bin", *HF_TOKENIZER_FILES}
+        other = sorted(set(os.listdir(folder)) - ours)
+        if other:
+            raise TrainError(f"--export-hf {folder}: the folder holds other files ({', '.join(other[:4])}); "
+                             f"export into a new or empty folder")
+    parent = os.path.dirname(folder)
+    os.makedirs(parent, exist_ok=True)
+    writers, _ = hf_model_files(cfg, params)
+    if tokenizer_files is None and tokenizer_from:
+        from .tokenizer_files import tokenizer_files as files_of
+        tokenizer_files = files_of(None, tokenizer_from)
+    for name, data in (tokenizer_files or {}).items():
+        writers.setdefault(name, lambda f, data=data: f.write(data))
+    import shutil
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(folder) + ".", suffix=".tmp", dir=parent)
+    try:
+        from ..fileio import _umask
+        os.chmod(tmp, 0o777 & ~_umask())
+        for name, w in writers.items():
+            _write_fsynced(os.path.join(tmp, name), w)
+        fsync_dir(tmp)
+        old = None
+        if os.path.exists(folder):
+            old = tempfile.mkdtemp(prefix="." + os.path.basename(folder) + ".old.", dir=parent)
+            os.rmdir(old)
+            os.rename(folder, old)
+        os.rename(tmp, folder)
+        fsync_dir(parent)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def load_pretrained(path: str) -> tuple[LlamaConfig, dict[str, np.ndarray]]:

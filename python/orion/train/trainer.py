@@ -29,6 +29,8 @@ from ..models.fp16_safety import resolve_fp16_plan
 from . import checkpoint as ckpt_mod
 from .data import TokenDataset
 from .errors import ResumeMismatch, TrainError
+from .interrupt import StopRequest
+from .memory import check_memory
 from ..models.config import LlamaConfig
 from .model import check_params, config_from_state
 from .optim import AdamW, LossScaler, Schedule, global_norm
@@ -166,6 +168,7 @@ class Trainer:
             raise TrainError(f"dataset windows of {data.seq_len} tokens, training seq_len {tc.seq_len}")
         if tc.batch < 1 or tc.accum < 1 or tc.steps < 0:
             raise TrainError("batch and accum must be >= 1 and steps >= 0")
+        check_memory(cfg, tc.batch, tc.seq_len, lora=lora is not None)
         self.cfg, self.tc, self.data, self.tokenizer = cfg, tc, data, tokenizer
         self.extra_state = dict(extra_state or {})
         check_params(cfg, params, "initial weights")
@@ -189,6 +192,7 @@ class Trainer:
         self.stability = StabilityStats()
         self.step = 0
         self.history: list = []
+        self._tokenizer_files = None
         if resume is not None:                                  # weights + state first ...
             check_resume(resume.state, cfg, tc, data.state(), self.extra_state.get("lora"))
             old_base = resume.state.get("lora_base")
@@ -229,9 +233,16 @@ class Trainer:
     def save(self) -> str | None:
         if not self.tc.ckpt_dir:
             return None
-        tok = getattr(self.tokenizer, "model_bytes", None)
-        return ckpt_mod.save(self.tc.ckpt_dir, self.step, self.trainable, self.opt.state_tensors(), self.state(), tok,
-                             keep=self.tc.keep)
+        if self._tokenizer_files is None:
+            self._tokenizer_files = self.tokenizer_files()
+        # a full-training checkpoint is a model (HF layout of its family); a LoRA one holds the adapters only
+        return ckpt_mod.save(self.tc.ckpt_dir, self.step, self.trainable, self.opt.state_tensors(), self.state(),
+                             self._tokenizer_files, keep=self.tc.keep, cfg=None if self.lora is not None else self.cfg)
+
+    def tokenizer_files(self) -> dict:
+        """The files of the run's tokenizer (checkpoints and exports carry them)."""
+        from .tokenizer_files import tokenizer_files
+        return tokenizer_files(self.tokenizer, self.extra_state.get("init"))
 
     # -------------------------------------------------------------------------------- evaluation
     def evaluate(self, max_batches: int | None = None) -> float | None:
@@ -316,8 +327,15 @@ class Trainer:
     def _train(self, on_step, stop_after, on_eval) -> TrainResult:
         tc = self.tc
         res = TrainResult("done", self.step)
-        try:
+        with StopRequest() as stop:
             while self.step < tc.steps:
+                if stop.requested:                # between steps: the state is that of a finished step
+                    res.status = "interrupted"
+                    res.checkpoint = self.save()
+                    res.message = (f"interrupted at step {self.step}" +
+                                   (f"; checkpoint in {tc.ckpt_dir}, continue with `orion train --resume "
+                                    f"{tc.ckpt_dir}`" if res.checkpoint else ""))
+                    break
                 if stop_after is not None and self.step >= stop_after:
                     res.status = "stopped"
                     break
@@ -347,23 +365,14 @@ class Trainer:
                             on_eval(self.step, v)
                 if tc.ckpt_interval and self.step % tc.ckpt_interval == 0 and self.step < tc.steps:
                     res.checkpoint = self.save()
-        except KeyboardInterrupt:
-            res.status = "interrupted"
-            res.checkpoint = self.save()
-            res.message = (f"interrupted at step {self.step}" +
-                           (f"; checkpoint in {tc.ckpt_dir}, continue with `orion train --resume {tc.ckpt_dir}`"
-                            if res.checkpoint else ""))
-            res.step = self.step
-            res.stats = self.stability.as_dict()
-            return res
-        if res.status in ("done", "stopped"):
-            if res.status == "done":
-                v = self.evaluate()
-                if v is not None:
-                    res.val.append((self.step, v))
-                    if on_eval:
-                        on_eval(self.step, v)
-            res.checkpoint = self.save() or res.checkpoint
+            if res.status in ("done", "stopped"):
+                if res.status == "done":
+                    v = self.evaluate()
+                    if v is not None:
+                        res.val.append((self.step, v))
+                        if on_eval:
+                            on_eval(self.step, v)
+                res.checkpoint = self.save() or res.checkpoint
         res.step = self.step
         res.stats = self.stability.as_dict()
         return res

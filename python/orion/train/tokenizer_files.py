@@ -1,0 +1,61 @@
+"""The tokenizer files a trained model carries (checkpoint folders and exports), in the form
+:func:`orion.models.tokenizers.find_tokenizer` and transformers' ``AutoTokenizer`` pick up.
+
+- a SentencePiece model (trained on the fly or given with ``--tokenizer x.model``): ``tokenizer.model`` +
+  a ``tokenizer_config.json`` naming transformers' ``LlamaTokenizer`` and its special tokens;
+- a tokenizer that came with ``--init`` (HF folder, llama2.c file): the files it was read from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+# what an HF folder's tokenizer consists of (copied from an --init folder as they are)
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                      "generation_config.json")
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def sentencepiece_files(model_bytes: bytes) -> dict[str, bytes]:
+    """``tokenizer.model`` + the ``tokenizer_config.json`` transformers needs to load it. Documents in the
+    training stream start with BOS, so a Hugging Face user's default (add_bos_token) matches training."""
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor()
+    sp.LoadFromSerializedProto(model_bytes)
+
+    def piece(i: int):
+        return sp.id_to_piece(i) if 0 <= i < sp.vocab_size() else None
+
+    cfg = {"tokenizer_class": "LlamaTokenizer", "bos_token": piece(sp.bos_id()), "eos_token": piece(sp.eos_id()),
+           "unk_token": piece(sp.unk_id()), "pad_token": None, "add_bos_token": True, "add_eos_token": False,
+           "legacy": False, "clean_up_tokenization_spaces": False, "sp_model_kwargs": {}}
+    return {"tokenizer.model": bytes(model_bytes),
+            "tokenizer_config.json": (json.dumps(cfg, indent=2) + "\n").encode()}
+
+
+def tokenizer_files(tokenizer, source: str | None = None) -> dict[str, bytes]:
+    """File name -> bytes of ``tokenizer`` (the run's tokenizer object) or, for a tokenizer read from the
+    ``--init`` model ``source``, of the files beside it; {} when there is nothing to carry (pretokenized
+    data without a tokenizer)."""
+    mb = getattr(tokenizer, "model_bytes", None)
+    if mb is not None:
+        return sentencepiece_files(mb)
+    if source and os.path.isdir(source):
+        found = {n: _read(os.path.join(source, n)) for n in HF_TOKENIZER_FILES
+                 if os.path.isfile(os.path.join(source, n))}
+        if found:
+            return found
+    path = getattr(tokenizer, "path", None)
+    if isinstance(path, str) and os.path.isfile(path):
+        name = os.path.basename(path)
+        if name.endswith(".bin"):
+            name = "tokenizer.bin"                       # the name find_tokenizer looks for in a folder
+        elif name.endswith(".model"):
+            name = "tokenizer.model"
+        return {name: _read(path)}
+    return {}
