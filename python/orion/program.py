@@ -108,13 +108,44 @@ class CompiledProgram:
         return (f"<orion.CompiledProgram {self.target} on {state}: inputs=({fmt(self.inputs)}) "
                 f"outputs=({fmt(self.outputs)}){dyn} mil={len(self.mil.splitlines())} lines>")
 
-    def _repr_html_(self) -> str:  # notebooks
-        import html
-        rows = "".join(f"<tr><td>{d}</td><td><code>{html.escape(s.name)}</code></td><td>{s.dtype.name}</td>"
-                       f"<td>{list(s.shape)}</td></tr>"
-                       for d, specs in (("in", self.inputs), ("out", self.outputs)) for s in specs)
-        return (f"<b>orion.CompiledProgram</b> ({self.target})<table><tr><th></th><th>name</th><th>dtype</th>"
-                f"<th>shape</th></tr>{rows}</table>")
+    def _repr_html_(self) -> str:  # notebooks (never raises: a released program still describes itself)
+        from . import _html
+        prog = self._prog
+        slot_in = {s.name: i for i, s in enumerate(prog.inputs)} if prog is not None else {}
+        slot_out = {s.name: i for i, s in enumerate(prog.outputs)} if prog is not None else {}
+
+        def where(mil_names, slots):
+            return ", ".join(f"{m} (slot {slots[m]})" if m in slots else m for m in mil_names)
+
+        rows = [("in", s.name, s.dtype.name, list(s.shape), where([self._activations[s.name].mil_name], slot_in))
+                for s in self.inputs]
+        rows += [("weight", n, "fp16", list(dw.user_shape), where([self._io.inputs[dw.input_key].mil_name], slot_in))
+                 for n, dw in self._io.dynamic.items()]
+        rows += [("out", s.name, s.dtype.name, list(s.shape),
+                  where([p.mil_name for p in self._io.outputs[s.name].parts], slot_out)) for s in self.outputs]
+        if prog is None:
+            info = [("state", "released")]
+        else:
+            c = prog.cost
+            info = [("identifier", prog.identifier), ("target", self.target),
+                    ("device", f"{prog.device} ({getattr(prog.sim_profile, 'chip', '?')} profile), {prog.state}"),
+                    ("modelled cost", f"{c['est_ms']:.4f} ms per eval, {c['flops']:,.0f} flops (profile() per op)")]
+            from .runtime import counters
+            info.append(("process counters", ", ".join(f"{k} {v}" for k, v in counters().items())))
+        info.append(("program", f"{len(self.mil.splitlines())} MIL lines, {len(self._weight_files)} weight file(s), "
+                                f"{sum(len(b) for b in self._weight_files.values()):,} bytes"))
+        return (_html.title("orion.CompiledProgram", self._source.name if self._source is not None else None,
+                            f"({self.target})")
+                + _html.items(info)
+                + _html.table(("", "name", "dtype", "shape", "MIL name (ANE slot)"), rows, code_cols=(1, 4))
+                + "<div>ANE slots: alphabetical order of the MIL names (C03/C13); the runtime binds by name.</div>")
+
+    def profile(self):
+        """The cost model per op of the compiled program (:meth:`orion.runtime.Program.profile`): MIL ops
+        (after the compiler's passes) with flops, bytes and modelled time; ``sum(est_ms)`` is ``cost["est_ms"]``."""
+        table = self._check_alive().profile()
+        table.title = "orion.CompiledProgram.profile()"
+        return table
 
     # -- calling ----------------------------------------------------------------------------------
     def _check_alive(self):

@@ -90,7 +90,7 @@ class Program:
     def __init__(self, native, device: str, profile: Profile):
         self._p = native
         self.device = device
-        self.profile = profile
+        self.sim_profile = profile             # the chip profile it was compiled under (profile() is the cost table)
         self.inputs = _specs(native.inputs)    # slot order (alphabetical by MIL name)
         self.outputs = _specs(native.outputs)
         self._in = {s.name: s for s in self.inputs}
@@ -110,6 +110,36 @@ class Program:
             return ", ".join(f"{s.name}: {s.dtype.name}{list(s.shape)}" for s in specs)
         return (f"<orion.Program {self.identifier[:12]}… on {self.device} ({self.state}) "
                 f"inputs=({fmt(self.inputs)}) outputs=({fmt(self.outputs)})>")
+
+    def _repr_html_(self) -> str:  # notebooks (never raises: a released program still describes itself)
+        from . import _html
+        try:
+            ident, state = self.identifier, self.state
+        except Exception:  # noqa: BLE001
+            ident, state = "?", "released"
+        io = [(i, d, s.name, s.dtype.name, list(s.shape), f"{s.nbytes:,}")
+              for d, specs in (("in", self.inputs), ("out", self.outputs)) for i, s in enumerate(specs)]
+        info = [("identifier", ident), ("device", f"{self.device} ({getattr(self.sim_profile, 'chip', '?')} profile)"),
+                ("state", state)]
+        try:
+            c = self.cost
+            info += [("modelled cost", f"{c['est_ms']:.4f} ms per eval, {c['flops']:,.0f} flops, "
+                                       f"{c['weight_bytes']:,} weight bytes (profile() for the per-op table)")]
+        except Exception:  # noqa: BLE001
+            pass
+        info += [("process counters", ", ".join(f"{k} {v}" for k, v in counters().items()))]
+        return (_html.title("orion.Program", ident[:16], f"on {self.device}")
+                + _html.items(info)
+                + _html.table(("slot", "", "MIL name", "dtype", "shape", "bytes"), io, code_cols=(2,))
+                + "<div>slots: the hardware binds inputs and outputs in alphabetical order of their MIL names "
+                  "(C03/C13); calls by name are mapped by the runtime.</div>")
+
+    def profile(self):
+        """The cost model per op (:class:`orion.cost_table.CostTable`: a list of dicts with a text and an HTML
+        table): the executed ops in program order with their flops, bytes and modelled time on the chip
+        profile, plus the per-eval dispatch; ``sum(est_ms)`` equals ``cost["est_ms"]``."""
+        from .cost_table import CostTable
+        return CostTable.from_cost(self._p.cost, chip=getattr(self.sim_profile, "chip", None))
 
     # -- calling ----------------------------------------------------------------------------------
     def __call__(self, **arrays) -> dict[str, np.ndarray]:

@@ -435,6 +435,10 @@ class Graph:
         return (f"Graph({self.name!r}: {len(self.inputs)} inputs, {len(self.weights)} weights, "
                 f"{len(self.nodes)} nodes, outputs {list(self.outputs)})")
 
+    def _repr_html_(self) -> str:  # notebooks: tables of I/O and nodes, the compiler's notes (ir/display.py)
+        from .display import graph_html
+        return graph_html(self)
+
     def summary(self) -> str:
         """One line per node, for debugging passes."""
         lines = [repr(self)]

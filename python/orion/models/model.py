@@ -48,6 +48,10 @@ class Model:
         return (f"<orion.models.Model {self.name}: {c.family} d={c.d_model} L={c.n_layers} H={c.n_heads} "
                 f"V={c.vocab_size} ctx={c.n_ctx} tokenizer={type(self.tokenizer).__name__ if self.tokenizer else None}>")
 
+    def _repr_html_(self) -> str:  # notebooks: config, tokenizer, programs, fp16 plan, adapter (display.py)
+        from .display import model_html
+        return model_html(self)
+
     @property
     def engine(self) -> Engine:
         if self._engine is None:
