@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -24,103 +23,11 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 
 import orion  # noqa: E402
-from orion.models import GPT2Config, Model  # noqa: E402
+from orion.models import GPT2Config  # noqa: E402
 from orion.models.testing import random_weights  # noqa: E402
 
 
-def bench_orion(cfg, w16, prompt, n_tokens, device, classifier, repeats):
-    m = Model(cfg, w16, device=device, classifier=classifier, stop_tokens=[])
-    eng = m.engine
-    t = time.perf_counter()
-    eng.prepare(len(prompt), len(prompt) + n_tokens)
-    compile_s = time.perf_counter() - t
-    prefill, steps = [], []
-    tokens = None
-    for _ in range(repeats):
-        eng.reset(len(prompt) + n_tokens)
-        t = time.perf_counter()
-        logits = eng.prefill(prompt)
-        prefill.append(time.perf_counter() - t)
-        tok = int(np.argmax(logits))
-        toks = [tok]
-        for _ in range(n_tokens - 1):
-            t = time.perf_counter()
-            logits = eng.step(tok)
-            steps.append(time.perf_counter() - t)
-            tok = int(np.argmax(logits))
-            toks.append(tok)
-        tokens = toks
-    return dict(compile_s=compile_s, prefill_s=float(np.median(prefill)), step_s=float(np.median(steps)),
-                compiles=eng.compiles, tokens=tokens)
-
-
-_TORCH_DEFAULT_THREADS = None
-
-
-def bench_torch(cfg, w32, prompt, n_tokens, repeats, threads=None):
-    import torch
-    import torch.nn.functional as F
-
-    global _TORCH_DEFAULT_THREADS
-    if _TORCH_DEFAULT_THREADS is None:
-        _TORCH_DEFAULT_THREADS = torch.get_num_threads()
-    torch.set_num_threads(threads or _TORCH_DEFAULT_THREADS)   # None: back to the default after a 1-thread row
-
-    W = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32)) for k, v in w32.items()}
-    d, H = cfg.d_model, cfg.n_heads
-    hd = d // H
-
-    def forward(ids, cache, pos0):
-        x = W["wte"][ids] + W["wpe"][pos0:pos0 + len(ids)]                      # [n, d]
-        n = x.shape[0]
-        for i in range(cfg.n_layers):
-            p = f"h.{i}."
-            h = F.layer_norm(x, (d,), W[p + "ln1.g"], W[p + "ln1.b"], cfg.norm_eps)
-            qkv = F.linear(h, W[p + "wqkv"], W[p + "bqkv"])
-            q, k, v = qkv.split(d, dim=1)
-            kc, vc = cache[i]
-            kc[pos0:pos0 + n] = k
-            vc[pos0:pos0 + n] = v
-            K, V = kc[:pos0 + n], vc[:pos0 + n]
-            qh = q.view(n, H, hd).transpose(0, 1)
-            kh = K.view(-1, H, hd).transpose(0, 1)
-            vh = V.view(-1, H, hd).transpose(0, 1)
-            if n == 1:
-                a = F.scaled_dot_product_attention(qh, kh, vh)
-            else:
-                mask = torch.ones(n, pos0 + n, dtype=torch.bool).tril(pos0)
-                a = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask)
-            a = a.transpose(0, 1).reshape(n, d)
-            x = x + F.linear(a, W[p + "wo"], W[p + "bo"])
-            h = F.layer_norm(x, (d,), W[p + "ln2.g"], W[p + "ln2.b"], cfg.norm_eps)
-            x = x + F.linear(F.gelu(F.linear(h, W[p + "wfc"], W[p + "bfc"]), approximate="tanh"),
-                             W[p + "wproj"], W[p + "bproj"])
-        x = F.layer_norm(x[-1:], (d,), W["ln_f.g"], W["ln_f.b"], cfg.norm_eps)
-        return F.linear(x, W["wte"])[0]
-
-    prefill, steps = [], []
-    tokens = None
-    with torch.inference_mode():
-        for _ in range(repeats + 1):          # first round warms up
-            cache = [(torch.zeros(cfg.n_ctx, d), torch.zeros(cfg.n_ctx, d)) for _ in range(cfg.n_layers)]
-            ids = torch.tensor(prompt)
-            t = time.perf_counter()
-            logits = forward(ids, cache, 0)
-            prefill.append(time.perf_counter() - t)
-            tok = int(torch.argmax(logits))
-            toks = [tok]
-            pos = len(prompt)
-            for _ in range(n_tokens - 1):
-                t = time.perf_counter()
-                logits = forward(torch.tensor([tok]), cache, pos)
-                steps.append(time.perf_counter() - t)
-                tok = int(torch.argmax(logits))
-                toks.append(tok)
-                pos += 1
-            tokens = toks
-    k = n_tokens - 1
-    return dict(prefill_s=float(np.median(prefill[1:])), step_s=float(np.median(steps[k:])), tokens=tokens,
-                threads=torch.get_num_threads(), version=torch.__version__)
+from orion.bench.decode import bench_orion, bench_torch  # noqa: E402
 
 
 def main(argv=None) -> int:

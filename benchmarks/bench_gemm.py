@@ -17,115 +17,17 @@ processes barely affects.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
-import time
 
 import numpy as np
 
-# name, batch, M, K, N  (C[M,N] = A[M,K] @ B[K,N])
-SHAPES = [
-    ("conv1x1 W[3072,768]@X[768,256]", 1, 3072, 768, 256),
-    ("conv1x1 W[768,3072]@X[3072,256]", 1, 768, 3072, 256),
-    ("attn 12x[256x64]@[64x256]", 12, 256, 64, 256),
-    ("attn 12x[256x256]@[256x64]", 12, 256, 256, 64),
-]
-
-# Persistent numpy worker: reads a shape index per line, runs that matmul once, answers the time.
-NUMPY_CHILD = r"""
-import json, sys, time
-import numpy as np
-shapes, cpu_time = json.loads(sys.argv[1]), sys.argv[2] == "1"
-clock = time.thread_time if cpu_time else time.perf_counter
-info = {}
-try:
-    from threadpoolctl import threadpool_info, threadpool_limits
-    if cpu_time:
-        threadpool_limits(1)
-    blas = [d for d in threadpool_info() if d.get("user_api") == "blas"]
-    if blas:
-        info = {k: blas[0].get(k) for k in ("internal_api", "architecture", "num_threads", "version")}
-except ImportError:
-    info = {"architecture": "? (pip install threadpoolctl)"}
-rng = np.random.default_rng(0)
-ops = []
-for name, batch, m, k, n in shapes:
-    lead = () if batch == 1 else (batch,)
-    a = rng.standard_normal(lead + (m, k)).astype(np.float32)
-    b = rng.standard_normal(lead + (k, n)).astype(np.float32)
-    out = np.matmul(a, b)
-    ops.append((a, b, out))
-print(json.dumps(info), flush=True)
-for line in sys.stdin:
-    a, b, out = ops[int(line)]
-    t0 = clock(); np.matmul(a, b, out=out); dt = clock() - t0
-    print(dt, flush=True)
-"""
-
-
-class NumpyWorker:
-    """numpy in a subprocess without the OpenBLAS kernel/cache overrides of this workplace."""
-
-    def __init__(self, cpu_time: bool):
-        env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-        env.pop("PYTHONPATH", None)
-        self.p = subprocess.Popen([sys.executable, "-c", NUMPY_CHILD, json.dumps(SHAPES), str(int(cpu_time))], env=env,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.info = json.loads(self.p.stdout.readline())
-
-    def run(self, i: int) -> float:
-        self.p.stdin.write(f"{i}\n")
-        self.p.stdin.flush()
-        return float(self.p.stdout.readline())
-
-    def close(self):
-        self.p.stdin.close()
-        self.p.wait()
-
-
-def orion_ops(native):
-    rng = np.random.default_rng(0)
-    ops = []
-    for _name, batch, m, k, n in SHAPES:
-        lead = () if batch == 1 else (batch,)
-        a = rng.standard_normal(lead + (m, k)).astype(np.float16)
-        b = rng.standard_normal(lead + (k, n)).astype(np.float16)
-        ops.append((a, b))
-    return ops
-
-
-def time_orion(native, a, b, clock) -> float:
-    t0 = clock()
-    native.gemm_f16(a, b)
-    return clock() - t0
+from orion.bench.gemm import SHAPES, sample  # the measurement `orion bench gemm` runs too
 
 
 def measure(native, args, cpu_time: bool) -> float:
     """One comparison; prints its table and returns the worst best-time ratio."""
-    native.set_num_threads(1 if cpu_time else args.threads)
-    clock = time.thread_time if cpu_time else time.perf_counter
-    # Alternating blocks per shape (ours, numpy, ours, ...) so both sides see the same machine load.
-    # Not finer than blocks: OpenBLAS worker threads busy-wait for a long time after each call and
-    # would steal the cores from whatever runs right after them; a pause lets them go to sleep.
-    ours = [[] for _ in SHAPES]
-    theirs = [[] for _ in SHAPES]
-    worker = NumpyWorker(cpu_time)
-    info = worker.info
-    ops = orion_ops(native)
-    for i in range(len(SHAPES)):  # warm-up (buffers, pools, page faults)
-        for _ in range(2):
-            time_orion(native, *ops[i], clock)
-            worker.run(i)
-    for _ in range(args.rounds):
-        for i in range(len(SHAPES)):
-            time.sleep(0.3)
-            ours[i] += [time_orion(native, *ops[i], clock) for _ in range(args.reps)]
-            time.sleep(0.3)
-            theirs[i] += [worker.run(i) for _ in range(args.reps)]
-    worker.close()
+    ours, theirs, info = sample(native, SHAPES, args.rounds, args.reps, cpu_time, args.threads)
 
     timing = "thread CPU time, 1 thread each" if cpu_time else "wall time"
     print(f"== {timing}: orion isa={native.kernel_isa()} threads={native.num_threads()} (fp16 storage, "

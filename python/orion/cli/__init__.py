@@ -7,6 +7,7 @@
     orion doctor               verify the weight-update strategies on this machine (and cache the verdict)
     orion generate --model PATH --prompt TEXT   generate text with GPT-2/Llama checkpoints
     orion train                train a small Llama on the bundled corpus (or your model and data)
+    orion bench                the RESULTS.md benchmarks in one run: --json OUT, --compare BASELINE.json
 
 One module per command (``orion/cli/<command>.py``: its parser and its ``cmd_<command>``). Errors have one
 style: ``orion: error: <message>`` on stderr, exit 2 for a bad flag (argparse's or a check before any work),
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-V", "--version", action=_VersionAction, help="version, kernels and backends of this build")
     sub = p.add_subparsers(dest="command")
 
+    from .bench import add_bench_parser
     from .constraints import add_constraints_parser
     from .demo import add_demo_parser
     from .doctor import add_doctor_parser
@@ -80,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_parser(sub)
     add_generate_parser(sub)
     add_doctor_parser(sub)
+    add_bench_parser(sub)
     for sp in sub.choices.values():
         add_verbose_flag(sp)
     return p

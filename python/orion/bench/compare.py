@@ -1,0 +1,64 @@
+"""``orion bench --compare BASELINE.json``: which metrics regressed beyond noise.
+
+Noise, defined: a metric moved against its direction ("higher" or "lower" is better) by more than
+``max(NOISE_FLOOR, spread of this run, spread of the baseline)``, where a metric's spread is the relative
+run-to-run spread measured while it was taken ((max - min) / median of its repetitions; for a ratio of
+two sides, the sum of both sides' spreads). A shared machine easily moves single numbers by 10 %, hence
+the floor; a metric whose repetitions already disagree by more than that needs a larger move to count.
+The ratios against the comparison side (PyTorch, numpy) are measured in the same run, so machine load
+cancels in them: they are the headline numbers and the ones worth gating on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InputError
+
+NOISE_FLOOR = 0.10
+
+
+@dataclass
+class Finding:
+    bench: str
+    metric: str
+    old: float
+    new: float
+    change: float        # relative change in the metric's good direction: +0.2 = 20 % better
+    noise: float         # the threshold it was judged against
+    verdict: str         # "regression" | "improvement" | "within noise"
+
+    def line(self) -> str:
+        return (f"{self.verdict:12s} {self.bench}.{self.metric}: {self.old:.4g} -> {self.new:.4g} "
+                f"({self.change:+.1%}, noise {self.noise:.0%})")
+
+
+def _check(doc, what: str) -> dict:
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), dict):
+        raise InputError(f"{what}: not an orion bench result (no 'benchmarks' object); write one with "
+                         f"`orion bench --json FILE`")
+    return doc["benchmarks"]
+
+
+def compare(result: dict, baseline: dict, floor: float = NOISE_FLOOR) -> list[Finding]:
+    """Every metric present in both, judged as the module docstring says (metrics only one side has are
+    skipped: a benchmark not run, or torch absent on one machine)."""
+    new_b, old_b = _check(result, "result"), _check(baseline, "baseline")
+    out = []
+    for bench, section in new_b.items():
+        old_metrics = (old_b.get(bench) or {}).get("metrics") or {}
+        for name, m in (section.get("metrics") or {}).items():
+            o = old_metrics.get(name)
+            if not o or not _usable(m) or not _usable(o):
+                continue
+            higher = m.get("better", "higher") == "higher"
+            ratio = m["value"] / o["value"] if higher else o["value"] / m["value"]
+            change = ratio - 1.0
+            noise = max(floor, float(m.get("spread") or 0.0), float(o.get("spread") or 0.0))
+            verdict = "regression" if change < -noise else "improvement" if change > noise else "within noise"
+            out.append(Finding(bench, name, float(o["value"]), float(m["value"]), change, noise, verdict))
+    return out
+
+
+def _usable(m) -> bool:
+    return isinstance(m, dict) and isinstance(m.get("value"), (int, float)) and m["value"] > 0

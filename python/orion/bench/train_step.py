@@ -1,0 +1,177 @@
+"""One training step (one microbatch, forward + backward + AdamW) of a Llama-shaped model: orion (device
+programs on the simulator or the ANE, the rest on the CPU) vs PyTorch CPU fp32 with AdamW, in the same run
+(``benchmarks/bench_train_step.py`` prints the RESULTS.md table from these functions). torch is imported
+only inside :func:`torch_step_times`."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+def our_step_times(cfg, params, tokens, steps: int, strategy: str, blas_threads, log=print):
+    from .. import runtime as orion
+    from ..train.optim import AdamW, global_norm
+    from ..train.programs import LayerPrograms
+    from ..train.step import GradAccumulator, StepEngine, zero_grads
+    from ..train.trainer import blas_threads as limit, default_blas_threads
+    blas_threads = blas_threads or default_blas_threads(cfg)
+
+    t = time.perf_counter()
+    progs = LayerPrograms(cfg, tokens.shape[1] - 1, params, strategy, "auto")
+    compile_s = time.perf_counter() - t
+    eng = StepEngine(cfg, progs, params)
+    opt = AdamW(params)
+    grads = GradAccumulator(zero_grads(params))
+    X, Y = tokens[:, :-1], tokens[:, 1:]
+    out = []
+    with limit(blas_threads):
+        for i in range(steps + 1):
+            c0 = orion.counters()
+            s0 = dict(progs.stats)
+            t0 = time.perf_counter()
+            grads.start()
+            res = eng.microbatch(X, Y, grads, 256.0 / X.size)
+            grads.finish()
+            t1 = time.perf_counter()
+            gn = global_norm(grads) / 256.0
+            mul = (1 / 256.0) * min(1.0, 1.0 / (gn + 1e-6))
+            t2 = time.perf_counter()
+            opt.step(params, grads, 3e-4, grad_mul=mul)
+            t3 = time.perf_counter()
+            progs.update(params)
+            t4 = time.perf_counter()
+            c1 = orion.counters()
+            s1 = progs.stats
+            dev = s1["eval_s"] - s0["eval_s"]
+            stage = s1["stage_s"] - s0["stage_s"]
+            rec = dict(total=t4 - t0, device=dev, weights=stage + (t4 - t3), cpu=(t1 - t0) - dev - stage + (t2 - t1),
+                       optim=t3 - t2, loss=res.loss_sum / res.n_tokens, finite=res.finite,
+                       compiles=c1["compiles"] - c0["compiles"], loads=c1["loads"] - c0["loads"])
+            rec["warmup"] = i == 0
+            out.append(rec)
+            log(f"  orion {strategy} step {i}{' (warmup)' if i == 0 else ''}: {rec['total']:.2f}s "
+                f"loss {rec['loss']:.4f}")
+    device = progs.device
+    progs.release()
+    return compile_s, out, device
+
+
+def recompile_update_cost(cfg, params, seq):
+    """Seconds for one weight update under the recompile strategy (4 programs per layer)."""
+    from .. import runtime as orion
+    from ..train.programs import LayerPrograms
+    progs = LayerPrograms(cfg, seq, params, "recompile", "auto")
+    c0 = orion.counters()
+    t = time.perf_counter()
+    progs.update(params)
+    dt = time.perf_counter() - t
+    c1 = orion.counters()
+    progs.release()
+    return dt, c1["compiles"] - c0["compiles"], c1["loads"] - c0["loads"]
+
+
+def torch_step_times(cfg, params, tokens, steps: int, log=print):
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    P = {k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in params.items()}
+    decay = [p for k, p in P.items() if p.ndim >= 2]
+    nodecay = [p for k, p in P.items() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    S = tokens.shape[1] - 1
+    hd = cfg.head_dim or cfg.d_model // cfg.n_heads
+    freq = cfg.rope_theta ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    ang = torch.arange(S, dtype=torch.float64)[:, None] * freq[None]
+    cos, sin = torch.cos(ang).float(), torch.sin(ang).float()
+    x_in = torch.from_numpy(tokens[:, :-1])
+    y = torch.from_numpy(tokens[:, 1:])
+
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.norm_eps) * w
+
+    def rope(x, heads):                    # x [B, S, heads*hd], adjacent pairs
+        B = x.shape[0]
+        xr = x.view(B, S, heads, hd // 2, 2)
+        x0, x1 = xr[..., 0], xr[..., 1]
+        c, s = cos[None, :, None, :], sin[None, :, None, :]
+        return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], -1).view(B, S, heads * hd)
+
+    def loss_fn():
+        x = P["tok_emb"][x_in]
+        B = x.shape[0]
+        for i in range(cfg.n_layers):
+            p = f"layers.{i}."
+            h = rms(x, P[p + "rms_att"])
+            q = rope(h @ P[p + "wq"].T, cfg.n_heads).view(B, S, cfg.n_heads, hd).transpose(1, 2)
+            k = rope(h @ P[p + "wk"].T, cfg.n_kv_heads).view(B, S, cfg.n_kv_heads, hd).transpose(1, 2)
+            v = (h @ P[p + "wv"].T).view(B, S, cfg.n_kv_heads, hd).transpose(1, 2)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + a.transpose(1, 2).reshape(B, S, cfg.d_model) @ P[p + "wo"].T
+            h = rms(x, P[p + "rms_ffn"])
+            x = x + (F.silu(h @ P[p + "w1"].T) * (h @ P[p + "w3"].T)) @ P[p + "w2"].T
+        logits = rms(x, P["rms_final"]) @ P.get("wcls", P["tok_emb"]).T
+        return F.cross_entropy(logits.view(-1, cfg.vocab_size), y.reshape(-1))
+
+    out = []
+    for i in range(steps + 1):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn()
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(list(P.values()), 1.0)
+        opt.step()
+        t3 = time.perf_counter()
+        rec = dict(total=t3 - t0, forward=t1 - t0, backward=t2 - t1, optim=t3 - t2, loss=float(loss.detach()))
+        rec["warmup"] = i == 0
+        out.append(rec)
+        log(f"  torch step {i}{' (warmup)' if i == 0 else ''}: {rec['total']:.2f}s loss {rec['loss']:.4f}")
+    return out, torch.get_num_threads()
+
+
+def med(xs, k):
+    return float(np.median([x[k] for x in xs if not x["warmup"]]))
+
+
+QUICK = dict(preset="micro", layers=1, seq=32, steps=3)
+FULL = dict(preset="stories110M", layers=12, seq=256, steps=3)
+
+
+def setup(preset: str, layers: int, seq: int):
+    """Config (``preset`` with ``layers``), initial parameters and one ``seq``-token microbatch."""
+    from ..train.model import PRESETS, init_params
+    cfg = dataclasses.replace(PRESETS[preset], n_layers=layers, n_ctx=max(seq, PRESETS[preset].n_ctx))
+    params = init_params(cfg, 0)
+    tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, (1, seq + 1))
+    return cfg, params, tokens
+
+
+def run(quick: bool = False, use_torch: bool = True, log=lambda *a: None) -> dict:
+    """The ``train`` section of an ``orion bench`` result: seconds per step of both sides (medians after a
+    warm-up step), our step split, and the speed-up (torch time / ours)."""
+    from . import metric
+    p = QUICK if quick else FULL
+    cfg, params, tokens = setup(p["preset"], p["layers"], p["seq"])
+    compile_s, ours, device = our_step_times(cfg, {k: v.copy() for k, v in params.items()}, tokens, p["steps"],
+                                             "dynamic", None, log=log)
+    timed = [r for r in ours if not r["warmup"]]
+    metrics = {"orion_step_s": metric(med(ours, "total"), "s/step", "lower", [r["total"] for r in timed])}
+    for part in ("device", "cpu", "weights", "optim"):
+        metrics[f"orion_{part}_s"] = metric(med(ours, part), "s/step", "lower", [r[part] for r in timed])
+    notes = [f"orion on {device}, strategy dynamic: {timed[-1]['compiles']} compiles and {timed[-1]['loads']} loads "
+             f"per step; one-time compile {compile_s:.2f} s (not timed)"]
+    if use_torch:
+        tsteps, threads = torch_step_times(cfg, params, tokens, p["steps"], log=log)
+        t_timed = [r for r in tsteps if not r["warmup"]]
+        metrics["torch_step_s"] = metric(med(tsteps, "total"), "s/step", "lower", [r["total"] for r in t_timed])
+        a, b = metrics["orion_step_s"], metrics["torch_step_s"]
+        metrics["speedup_vs_torch"] = metric(b["value"] / a["value"], "x", "higher", spread=a["spread"] + b["spread"])
+        notes.append(f"PyTorch CPU fp32 with AdamW, {threads} threads")
+    return {"params": dict(preset=p["preset"], layers=p["layers"], seq=p["seq"], steps=p["steps"],
+                           d_model=cfg.d_model, vocab_size=cfg.vocab_size),
+            "notes": notes, "metrics": metrics}
