@@ -139,6 +139,10 @@ class Program:
         table): the executed ops in program order with their flops, bytes and modelled time on the chip
         profile, plus the per-eval dispatch; ``sum(est_ms)`` equals ``cost["est_ms"]``."""
         from .cost_table import CostTable
+        if self.state == "released":
+            from .errors import ProgramStateError
+            raise ProgramStateError("this Program was released: its cost model went with it; profile() before "
+                                    "release()")
         return CostTable.from_cost(self._p.cost, chip=getattr(self.sim_profile, "chip", None))
 
     # -- calling ----------------------------------------------------------------------------------

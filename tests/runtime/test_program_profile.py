@@ -76,6 +76,8 @@ def test_runtime_program_html_lists_slots_in_alphabetical_order():
         order = [h.index(f"<code>{n}</code>") for n in ("lora_a", "lora_b", "x")]
         assert order == sorted(order)                                   # slot order, not declaration order
         assert math.isclose(p.profile().total_ms, p.cost["est_ms"], rel_tol=1e-12)
+    with pytest.raises(orion.errors.ProgramStateError, match="released"):
+        p.profile()
 
 
 def test_html_escapes_user_names_and_survives_release():
