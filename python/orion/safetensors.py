@@ -58,6 +58,8 @@ class SafetensorsFile:
             header = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ModelFormatError(f"{path}: corrupt safetensors header (not JSON: {e})") from None
+        except RecursionError:
+            raise ModelFormatError(f"{path}: corrupt safetensors header (JSON nested too deeply)") from None
         if not isinstance(header, dict):
             raise ModelFormatError(f"{path}: corrupt safetensors header (expected a JSON object)")
         self.metadata = header.pop("__metadata__", None) or {}
@@ -70,11 +72,16 @@ class SafetensorsFile:
         self._entries: dict[str, tuple[np.dtype, tuple, int, int, str]] = {}
         for name, e in header.items():
             try:
-                dt_name, shape, (b, end) = e["dtype"], tuple(int(d) for d in e["shape"]), e["data_offsets"]
-                b, end = int(b), int(end)
+                dt_name, shape, (b, end) = e["dtype"], e["shape"], e["data_offsets"]
             except (KeyError, TypeError, ValueError):
                 raise ModelFormatError(f"{path}: tensor {name!r}: malformed header entry {e!r} (expected dtype, "
                                        f"shape, data_offsets)") from None
+            # JSON integers only: a "2", 2.0 or true would be read as some size by int()
+            if not isinstance(shape, list) or not all(_is_int(d) for d in shape):
+                raise ModelFormatError(f"{path}: tensor {name!r}: shape {shape!r} is not a list of integers")
+            if not (_is_int(b) and _is_int(end)):
+                raise ModelFormatError(f"{path}: tensor {name!r}: data_offsets {[b, end]!r} are not integers")
+            shape = tuple(shape)
             if dt_name not in DTYPES:
                 raise ModelFormatError(f"{path}: tensor {name!r}: unsupported dtype {dt_name!r} (expected one of "
                                        f"{', '.join(DTYPES)})")
@@ -89,6 +96,11 @@ class SafetensorsFile:
                 raise ModelFormatError(f"{path}: truncated: tensor {name!r} ends at byte {self._data0 + end} but "
                                        f"the file has {size} bytes")
             self._entries[name] = (dt, shape, b, end, dt_name)
+        spans = sorted((b, end, name) for name, (_, _, b, end, _) in self._entries.items() if end > b)
+        for (_, e0, n0), (b1, _, n1) in zip(spans, spans[1:]):
+            if b1 < e0:              # the spec's buffers are disjoint; an overlap aliases two tensors' bytes
+                raise ModelFormatError(f"{path}: tensors {n0!r} and {n1!r} overlap (data_offsets ending at {e0} "
+                                       f"and starting at {b1})")
 
     @property
     def names(self) -> list[str]:
@@ -111,6 +123,10 @@ class SafetensorsFile:
         if dt_name == "BF16":
             arr = (arr.astype(np.uint32) << 16).view(np.float32)
         return arr
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def read_safetensors(path: str) -> dict[str, np.ndarray]:

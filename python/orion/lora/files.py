@@ -15,7 +15,7 @@ from ..fileio import read_json
 from .adapter import _DIM_KEYS, Adapter, _dims
 from .config import ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraConfig
 from .errors import AdapterConfigError, AdapterFormatError, AdapterMismatch, AdapterShapeError
-from .targets import _PATH_RE, _family_of, linear_shapes, model_config, module_parts, module_path
+from .targets import _PATH_RE, _family_of, linear_shapes, model_config, module_parts, module_path, resolve_targets
 
 PEFT_PREFIX = "base_model.model."
 _TENSOR_RE = re.compile(r"^(?:base_model\.model\.)?(?P<mod>.+?)\.lora_(?P<ab>[AB])(?:\.[A-Za-z0-9_\-]+)?\.weight$")
@@ -152,6 +152,13 @@ def load(path: str | os.PathLike, model, weights: Mapping[str, np.ndarray] | Non
                                         f"({' + '.join(f'{k.rsplit(chr(46), 1)[-1]} {r}' for k, r in parts)} = "
                                         f"{sum(rows)} rows) — an adapter for another model?")
             B.update(zip((k for k, _ in parts), np.split(arr, np.cumsum(rows)[:-1], axis=0)))
+    if not A and not B:
+        raise AdapterFormatError(f"{tfile}: holds no lora_A/lora_B tensors")
+    if lcfg.targets:                 # PEFT refuses target_modules that match no module of the model; so do we
+        try:
+            resolve_targets(cfg, lcfg.targets, lcfg.layers)
+        except AdapterConfigError as e:
+            raise AdapterConfigError(f"{cpath}: target_modules {list(lcfg.targets)}: {e}") from None
     shapes = linear_shapes(cfg)
     for n in list(B):
         if n in A and B[n].ndim == 2 and B[n].shape[0] == shapes[n][0]:

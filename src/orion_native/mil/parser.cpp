@@ -5,6 +5,7 @@
 #include "mil/parser.h"
 
 #include <cmath>
+#include <string>
 
 #include "common/error.h"
 #include "mil/lexer.h"
@@ -69,7 +70,12 @@ class Parser {
     if (at(Tok::LBracket)) buildinfo(p);
     expect(Tok::LBrace, "to open the program body");
     do {
-      p.functions.push_back(function());
+      Function f = function();
+      // two functions of one name: the compiler would take one of them silently
+      if (const Function* first = p.find(f.name))
+        error_at(f.loc, "a second function named '" + f.name + "' (the first is at line " +
+                            std::to_string(first->loc.line) + "); function names must be unique");
+      p.functions.push_back(std::move(f));
     } while (at_word("func"));
     if (!at(Tok::RBrace)) fail_at(peek(), "'func' or '}' to close the program body");
     take();

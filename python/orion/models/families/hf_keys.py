@@ -127,6 +127,11 @@ class ConfigReader:
         params = self.d.get("rope_parameters")
         legacy_scaling = self.d.get("rope_scaling")
         legacy_theta = self.d.get("rope_theta")
+        # the legacy keys are checked even beside rope_parameters (which wins): a wrong type is a broken file
+        if legacy_scaling is not None and not isinstance(legacy_scaling, dict):
+            raise self.error(f"config key 'rope_scaling' must be an object or null, got {legacy_scaling!r}")
+        if legacy_theta is not None and (isinstance(legacy_theta, bool) or not isinstance(legacy_theta, (int, float))):
+            raise self.error(f"config key 'rope_theta' must be a number, got {legacy_theta!r}")
         if params is not None:
             if not isinstance(params, dict):
                 raise self.error(f"config key 'rope_parameters' must be an object, got {params!r}")

@@ -45,6 +45,23 @@ def _added_token(spec, special: bool | None = None):
     return AddedToken(str(spec), special=True if special is None else special, normalized=False)
 
 
+def _check_config(cfg: dict, path: str | None) -> None:
+    """The tokenizer_config.json keys read here have the types transformers gives them: a special token is
+    a string or an AddedToken object (a number would become a new special token "5"), a chat template a
+    string or a list of {name, template}."""
+    for k in NAMED_SPECIAL_TOKENS:
+        v = cfg.get(k)
+        if v is not None and not isinstance(v, str) and not (isinstance(v, dict) and isinstance(v.get("content"), str)):
+            raise ModelFormatError(f"{path}: {k} must be a token string or an AddedToken object with a 'content' "
+                                   f"string, got {v!r}")
+    t = cfg.get("chat_template")
+    if t is not None and not isinstance(t, str) and not (
+            isinstance(t, list) and all(isinstance(e, dict) and isinstance(e.get("name"), str) and
+                                        isinstance(e.get("template"), str) for e in t)):
+        raise ModelFormatError(f"{path}: chat_template must be a string or a list of {{name, template}} strings, "
+                               f"got {str(t)[:80]}")
+
+
 class HFTokenizer:
     """``tokenizer.json`` (+ ``tokenizer_config.json`` beside it, when present)."""
 
@@ -73,6 +90,7 @@ class HFTokenizer:
             if not isinstance(cfg, dict):
                 raise ModelFormatError(f"{config_path}: expected a JSON object")
         self.config = cfg
+        _check_config(cfg, config_path)
         legacy = os.path.join(folder, "special_tokens_map.json")
         if "added_tokens_decoder" not in cfg and os.path.isfile(legacy):
             smap = read_json(legacy, ModelFormatError, invalid="not a special_tokens_map.json")
