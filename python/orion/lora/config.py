@@ -165,9 +165,10 @@ class LoraConfig:
         if "r" not in d:
             raise AdapterFormatError(f"{source}: missing key 'r'")
         layers = d.get("layers_to_transform")
-        if isinstance(layers, int):
+        if isinstance(layers, int) and not isinstance(layers, bool):
             layers = [layers]
         tm = d.get("target_modules") or []
+        _check_peft_types(d, source, layers, tm)
         try:
             return cls(r=d["r"], alpha=d.get("lora_alpha", 8), targets=tm if isinstance(tm, str) else tuple(tm),
                        layers=None if layers is None else tuple(layers), dropout=float(d.get("lora_dropout") or 0.0),
@@ -175,6 +176,23 @@ class LoraConfig:
                        rank_pattern=dict(d.get("rank_pattern") or {}), alpha_pattern=dict(d.get("alpha_pattern") or {}))
         except AdapterConfigError as e:
             raise AdapterConfigError(f"{source}: {e}") from None
+
+
+def _check_peft_types(d: Mapping, source: str, layers, targets) -> None:
+    """The PEFT keys read here, of the types PEFT writes (else int()/float()/dict() would fail bare or guess)."""
+    def bad(key, want):
+        raise AdapterConfigError(f"{source}: {key} must be {want}, got {d.get(key)!r}")
+    if not isinstance(targets, str) and not (isinstance(targets, list) and all(isinstance(t, str) for t in targets)):
+        bad("target_modules", "a module name, a regex string or a list of module names")
+    if layers is not None and not (isinstance(layers, list) and
+                                   all(isinstance(i, int) and not isinstance(i, bool) for i in layers)):
+        bad("layers_to_transform", "a layer index or a list of layer indices")
+    p = d.get("lora_dropout")
+    if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1):
+        bad("lora_dropout", "a number in [0, 1)")
+    for key in ("rank_pattern", "alpha_pattern"):
+        if d.get(key) is not None and not isinstance(d.get(key), Mapping):
+            bad(key, "an object module pattern -> value")
 
 
 def _pattern(table: Mapping, path: str | None, default):

@@ -158,7 +158,7 @@ def load(path: str | os.PathLike, model, weights: Mapping[str, np.ndarray] | Non
         try:
             resolve_targets(cfg, lcfg.targets, lcfg.layers)
         except AdapterConfigError as e:
-            raise AdapterConfigError(f"{cpath}: target_modules {list(lcfg.targets)}: {e}") from None
+            raise AdapterConfigError(f"{cpath}: {e}") from None
     shapes = linear_shapes(cfg)
     for n in list(B):
         if n in A and B[n].ndim == 2 and B[n].shape[0] == shapes[n][0]:
