@@ -7,6 +7,7 @@
     orion doctor               verify the weight-update strategies on this machine (and cache the verdict)
     orion generate --model PATH --prompt TEXT   generate text with GPT-2/Llama checkpoints
     orion train                train a small Llama on the bundled corpus (or your model and data)
+    orion plot RUN             loss.png of a training run (train + validation loss, tokens/s)
     orion bench                the RESULTS.md benchmarks in one run: --json OUT, --compare BASELINE.json
 
 One module per command (``orion/cli/<command>.py``: its parser and its ``cmd_<command>``). Errors have one
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .doctor import add_doctor_parser
     from .generate import add_generate_parser
     from .info import add_info_parser
+    from .plot import add_plot_parser
     from .run import add_run_parser
     from .train import add_train_parser
 
@@ -81,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_constraints_parser(sub)
     add_train_parser(sub)
     add_generate_parser(sub)
+    add_plot_parser(sub)
     add_doctor_parser(sub)
     add_bench_parser(sub)
     for sp in sub.choices.values():

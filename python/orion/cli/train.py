@@ -64,7 +64,10 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     d.add_argument("--val-fraction", type=float_in(0.0, 1.0), default=None,
                    help="tail of the data held out for validation, in [0, 1) (default 0.05)")
     o = p.add_argument_group("optimization")
-    o.add_argument("--steps", type=nonneg_int, default=None, help="total optimizer steps (default 300)")
+    o.add_argument("--steps", type=nonneg_int, default=None,
+                   help="total optimizer steps of the run, also with --resume (default 300)")
+    o.add_argument("--more-steps", type=nonneg_int, default=None, metavar="N",
+                   help="with --resume: continue N steps beyond the checkpoint's step")
     o.add_argument("--batch", type=positive_int, default=None, help="sequences per microbatch (default 8)")
     o.add_argument("--accum", type=positive_int, default=None,
                    help="microbatches per optimizer step (gradient accumulation; default 1)")
@@ -102,7 +105,9 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--export-bin", metavar="PATH", help="also write the trained model as a llama2.c .bin")
     s.add_argument("--export-hf", metavar="DIR", help="also write a Hugging Face folder (the family's config.json, "
                                                       "model.safetensors, the --init folder's tokenizer files)")
-    s.add_argument("--log-jsonl", metavar="PATH", help="append one JSON record per step")
+    s.add_argument("--log-jsonl", metavar="PATH",
+                   help="one JSON record per step and validation pass, flushed per step (default: "
+                        "<ckpt-dir>/train_log.jsonl; `orion plot` draws it)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar (one log line per 10 steps)")
     p.set_defaults(func=cmd_train)
     return p
@@ -166,6 +171,7 @@ def _prepare(args):
                 "eval_batches": args.eval_batches, "ckpt_interval": args.ckpt_interval, "keep": args.keep,
                 "seq_len": args.seq_len}
     base.update({k: v for k, v in explicit.items() if v is not None})
+    base["steps"] = _total_steps(args, resume, base["steps"])
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     # -- model and weights (read before anything is compiled)
     init_path = None
@@ -251,6 +257,21 @@ def _prepare(args):
     return cfg, params, tc, dataset, tok, resume, extras
 
 
+def _total_steps(args, resume, steps: int) -> int:
+    """--steps is the run's total, also on --resume; --more-steps N continues N beyond the checkpoint."""
+    from .common import UsageError
+    done = resume.step if resume is not None else 0
+    more = getattr(args, "more_steps", None)
+    if more is not None:
+        if args.steps is not None:
+            raise UsageError("--steps (the total) and --more-steps (beyond the checkpoint) exclude each other")
+        return done + more
+    if args.steps is not None and args.steps < done:
+        raise UsageError(f"--steps {args.steps}: the run is already at step {done} and --steps is the total; "
+                         f"give --steps above {done}, or --more-steps N to continue by N steps")
+    return steps
+
+
 def _checkpoint_tokenizer(path: str) -> bytes | None:
     from ..train import checkpoint as ck
     try:
@@ -278,8 +299,6 @@ def cmd_train(args) -> int:
 
 
 def _run(args) -> int:
-    import json
-
     from ..train.errors import TrainError
     from ..train.model import llama2c_unsupported, n_params, write_hf, write_llama2c
     from ..train.sample import generate
@@ -314,7 +333,9 @@ def _run(args) -> int:
           f"{trainer.progs.compiles_per_update()} compiles per update); data {data.n_tokens:,} tokens "
           f"({data.n_windows} train / {data.n_val_windows} val windows of {tc.seq_len}); batch {tc.batch}x{tc.accum}; "
           f"steps {trainer.step}->{tc.steps}; compile {time.perf_counter() - t_setup:.1f}s")
-    log_f = open(args.log_jsonl, "a") if args.log_jsonl else None
+    from ..train.runlog import LOG_NAME, RunLog
+    log_path = args.log_jsonl or (os.path.join(tc.ckpt_dir, LOG_NAME) if tc.ckpt_dir else None)
+    log_f = RunLog(log_path, trainer.step) if log_path else None
     bar = None
     if not args.no_progress and tc.steps > trainer.step:
         from tqdm import tqdm
@@ -333,12 +354,14 @@ def _run(args) -> int:
             print(f"step {rec.step}/{tc.steps} loss {rec.loss:.4f} {tps:,.0f} tok/s {_fmt_split(rec)} "
                   f"compiles {rec.compiles} loads {rec.loads}")
         if log_f:
-            log_f.write(json.dumps(dataclasses.asdict(rec)) + "\n")
+            log_f.step(rec)
 
     shown_val = []
 
     def on_eval(step, v):
         shown_val.append(step)
+        if log_f:
+            log_f.val(step, v)
         msg = f"step {step}: val loss {v:.4f}"
         (bar.write(msg) if bar is not None else print(msg))
 
@@ -363,7 +386,9 @@ def _run(args) -> int:
     st = res.stats
     print("stability: " + ", ".join(f"{k} {v}" for k, v in st.items()))
     if res.checkpoint:
-        print(f"checkpoint: {res.checkpoint}")
+        print(f"checkpoint: {res.checkpoint} (a model: orion generate --model {res.checkpoint})")
+    if log_path:
+        print(f"training log: {log_path} (draw it: orion plot {log_path})")
     if res.message:
         print(res.message)
     trainer.close()
@@ -403,7 +428,7 @@ def _run(args) -> int:
         print(f"exported llama2.c checkpoint{' (adapter merged)' if adapter is not None else ''}: "
               f"{args.export_bin}")
     if args.export_hf:
-        write_hf(args.export_hf, cfg, final, tokenizer_from=extras.get("init"))
+        write_hf(args.export_hf, cfg, final, tokenizer_files=trainer.tokenizer_files())
         print(f"exported Hugging Face folder{' (adapter merged)' if adapter is not None else ''}: {args.export_hf}")
     if res.status == "interrupted":
         return 130

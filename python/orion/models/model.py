@@ -189,12 +189,21 @@ def _search_dirs() -> list[str]:
     return dirs
 
 
+def _latest_checkpoint(p: str) -> str:
+    """An ``orion train`` run folder means its latest checkpoint (a step folder, itself an HF folder)."""
+    if os.path.isdir(p) and not os.path.isfile(os.path.join(p, "config.json")) and \
+            os.path.isfile(os.path.join(p, "latest.json")):
+        from ..train.checkpoint import resolve
+        return resolve(p)
+    return p
+
+
 def resolve_model_path(path_or_name: str) -> str:
     """A path as given; a bare name in $ORION_MODEL_PATH, ~/.cache/orion/models, the current folder; a
     Hub repo id (``Qwen/Qwen3-0.6B``) that is not a local path through :mod:`orion.models.hub`."""
     p = os.path.expanduser(os.fspath(path_or_name))
     if os.path.exists(p):
-        return p
+        return _latest_checkpoint(p)
     if os.sep not in p and "/" not in p:
         for d in _search_dirs():
             for cand in (p, p + ".bin"):

@@ -1,0 +1,75 @@
+"""``loss.png`` of a run: training loss per step (and its moving average), validation loss, tokens/s,
+drawn from the run's JSONL log (:mod:`orion.train.runlog`) with matplotlib, an optional dependency
+(``pip install "orion-ane[plot]"``): plotting is the only use orion has for it, and it is large.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import TrainError
+from .runlog import LOG_NAME, read_log
+
+
+class PlotUnavailable(TrainError):
+    """matplotlib is not installed."""
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotUnavailable("orion plot needs matplotlib, an optional extra: pip install 'orion-ane[plot]' "
+                              "(or pip install matplotlib)") from None
+    matplotlib.use("Agg")                 # files only: no display needed (servers, CI)
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _smooth(ys: list[float], w: int) -> list[float]:
+    """Trailing mean over ``w`` steps (no start-up bias, unlike an EMA)."""
+    out, acc = [], 0.0
+    for i, y in enumerate(ys):
+        acc += y - (ys[i - w] if i >= w else 0.0)
+        out.append(acc / min(i + 1, w))
+    return out
+
+
+def plot_run(run: str, out: str | None = None) -> str:
+    """Writes the plot of ``run`` (a run folder or a JSONL log) to ``out`` (default: ``loss.png`` beside the
+    log); returns its path."""
+    log = os.path.join(run, LOG_NAME) if os.path.isdir(run) else run
+    steps, vals = read_log(log)
+    if not steps and not vals:
+        raise TrainError(f"{log}: no step records yet (nothing to plot)")
+    plt = _pyplot()
+    out = out or os.path.join(os.path.dirname(os.path.abspath(log)), "loss.png")
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    pts = [(d["step"], d["loss"]) for d in steps if isinstance(d.get("loss"), (int, float))]
+    if pts:
+        x, y = zip(*pts)
+        w = min(50, len(y) // 10)
+        ax.plot(x, y, color="tab:blue", alpha=0.35 if w > 1 else 1.0, lw=1, label="train loss")
+        if w > 1:
+            ax.plot(x, _smooth(list(y), w), color="tab:blue", lw=1.5, label=f"train loss (mean of {w} steps)")
+    vp = [(d["step"], d["val_loss"]) for d in vals if isinstance(d.get("val_loss"), (int, float))]
+    if vp:
+        vx, vy = zip(*vp)
+        ax.plot(vx, vy, "o-", color="tab:orange", label="validation loss")
+    ax.set_ylabel("loss (nats/token)")
+    ax.set_title(os.path.basename(os.path.dirname(os.path.abspath(log))) or log)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    tp = [(d["step"], d["tokens_per_s"]) for d in steps if isinstance(d.get("tokens_per_s"), (int, float))]
+    if tp:
+        tx, ty = zip(*tp)
+        ax2.plot(tx, ty, color="tab:green", lw=1)
+    ax2.set_ylabel("tokens/s")
+    ax2.set_xlabel("step")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    from .checkpoint import atomic_write
+    with atomic_write(out) as f:
+        fig.savefig(f, format="png", dpi=100)
+    plt.close(fig)
+    return out
