@@ -1,5 +1,6 @@
 """Checks of ``orion train``'s flags that need more than one value: output paths (a file where a folder
-goes, an unwritable parent), before anything is read or compiled, so a mistake costs nothing (issue 12 §7)."""
+goes, an unwritable parent) and the memory the flags' model would need (orion.train.memory's estimate),
+before anything is read, allocated or compiled, so a mistake costs nothing (issue 12 §4, §7)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from .common import UsageError
 
 def check_train_args(args) -> None:
     _check_outputs(args)
+    _check_memory(args)
 
 
 # ---- output paths -------------------------------------------------------------------------------------
@@ -46,3 +48,28 @@ def _check_outputs(args) -> None:
         path = getattr(args, attr, None)
         if path:
             _writable_target(flag, path, folder)
+
+
+# ---- memory -------------------------------------------------------------------------------------------
+
+def _check_memory(args) -> None:
+    # only where the flags say what the model is (a preset and its overrides): --init/--resume read it from
+    # files, and the trainer checks those before it allocates
+    if args.init or args.resume is not None:
+        return
+    from ..train.defaults import DEFAULTS
+    from ..train.errors import ModelTooLarge
+    from ..train.memory import check_memory
+    from ..train.model import PRESETS
+    from .train import _model_config
+
+    cfg = _model_config(args, PRESETS[args.model or DEFAULTS["preset"]])
+    try:
+        check_memory(cfg, args.batch or DEFAULTS["batch"], args.seq_len or cfg.n_ctx, lora=bool(args.lora))
+    except ModelTooLarge as e:
+        given = [f"{flag} {getattr(args, dest)}" for flag, dest in _SIZE_FLAGS if getattr(args, dest, None) is not None]
+        raise UsageError(f"{e}" + (f" (sizes set here: {', '.join(given)})" if given else "")) from None
+
+
+_SIZE_FLAGS = (("--dim", "m_dim"), ("--layers", "m_n_layers"), ("--heads", "m_n_heads"), ("--hidden", "m_hidden_dim"),
+               ("--vocab", "m_vocab_size"), ("--seq-len", "seq_len"), ("--batch", "batch"))
