@@ -162,3 +162,14 @@ def test_export_roundtrips_through_the_model_loaders(tmp_path, tied):
             np.testing.assert_array_equal(p2[k], p[k], err_msg=f"{path}: {k}")
     ck_hf = loaders.read_checkpoint(str(tmp_path / "hf"))
     assert ck_hf.kind == "hf"
+
+
+def test_a_save_removes_what_killed_writes_left(tmp_path):
+    """A .latest.json.*.tmp (killed latest.json replace) and a hidden step folder (killed checkpoint write)
+    are gone after the next save (issue 12 §8)."""
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / ".latest.json.k3j2.tmp").write_text("{")
+    (d / ".tmp-step-00000001-x").mkdir()
+    ck.save(str(d), 1, {"w": np.zeros(3, np.float32)}, {}, minimal_state())
+    assert sorted(os.listdir(d)) == ["latest.json", "step-00000001"]

@@ -111,3 +111,33 @@ def test_a_new_run_never_overwrites_another_runs_checkpoints(tmp_path, capsys, m
     assert main(FAST + ["--steps", "1", "--sample-tokens", "0"]) == 0
     assert os.path.exists(tmp_path / "orion-train-run" / "latest.json")
     assert os.path.exists(tmp_path / "orion-train-run-2" / "latest.json")
+
+
+def test_steps_is_the_total_and_more_steps_continues(tmp_path, capsys):
+    """--steps stays the run's total on --resume (fewer than done: exit 2 saying so); --more-steps N adds N."""
+    run = str(tmp_path / "run")
+    assert main(FAST + ["--steps", "3", "--ckpt-dir", run, "--sample-tokens", "0"]) == 0
+    capsys.readouterr()
+    assert main(FAST + ["--steps", "2", "--resume", run, "--sample-tokens", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "already at step 3" in err and "--more-steps" in err
+    assert main(FAST + ["--steps", "4", "--more-steps", "1", "--resume", run]) == 2
+    assert "exclude each other" in capsys.readouterr().err
+    assert main(FAST + ["--more-steps", "2", "--resume", run, "--sample-tokens", "0"]) == 0
+    assert "steps 3->5" in capsys.readouterr().out
+    assert orion.train.checkpoint.load(run).step == 5
+
+
+def test_the_run_log_is_in_the_run_folder_and_printed(tmp_path, capsys):
+    import json
+    run = tmp_path / "run"
+    assert main(FAST + ["--steps", "3", "--ckpt-dir", str(run), "--sample-tokens", "0", "--eval-interval", "2"]) == 0
+    out = capsys.readouterr().out
+    log = run / "train_log.jsonl"
+    assert f"training log: {log}" in out.replace(str(os.path.relpath(log)), str(log))
+    recs = [json.loads(line) for line in log.read_text().splitlines()]
+    steps = [r for r in recs if "loss" in r]
+    assert [r["step"] for r in steps] == [1, 2, 3]
+    for key in ("loss", "lr", "grad_norm", "tokens_per_s", "t_device", "t_cpu", "t_update", "t_optim"):
+        assert all(isinstance(r[key], float) for r in steps), key
+    assert [r["step"] for r in recs if "val_loss" in r] == [2, 3]

@@ -73,7 +73,7 @@ def check_memory(cfg, batch: int, seq_len: int, lora: bool = False, available: i
     if est["activations"] > est["weights"]:
         what = (f"activations of one microbatch ({est['activations'] / GiB:,.1f} GiB at batch {batch} x seq_len "
                 f"{seq_len}, {cfg.n_layers} layers): lower --seq-len or --batch (use --accum for a larger "
-                f"effective batch)")
+                f"effective batch), or --layers")
     else:
         what = (f"{est['params'] / 1e6:,.1f}M parameters with gradients and AdamW state "
                 f"({est['weights'] / GiB:,.1f} GiB): lower --dim, --layers, --hidden or --vocab")
