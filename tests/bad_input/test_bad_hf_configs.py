@@ -1,0 +1,55 @@
+"""HF config.json values of the wrong type that test_family_configs.py does not try: a ModelFormatError
+naming config.json and the key (issue 12 §5)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pytest
+
+from orion.errors import ModelFormatError
+from orion.models.config import config_from_hf
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models")
+
+
+def _base(name):
+    with open(os.path.join(FIXTURES, name, "config.json")) as f:
+        return json.load(f)
+
+
+CASES = [
+    ("llama3", {"rope_theta": "abc"}, "rope_theta"),                 # beside rope_parameters
+    ("llama3", {"rope_theta": [1]}, "rope_theta"),
+    ("llama3", {"rope_scaling": [1, 2]}, "rope_scaling"),
+    ("llama_legacy_keys", {"rope_theta": "abc"}, "rope_theta"),
+    ("llama_legacy_keys", {"rope_scaling": "linear"}, "rope_scaling"),
+    ("llama3", {"max_position_embeddings": "256"}, "max_position_embeddings"),
+    ("llama3", {"vocab_size": 512.5}, "vocab_size"),
+    ("llama3", {"vocab_size": True}, "vocab_size"),
+    ("llama3", {"num_key_value_heads": 3}, "n_kv_heads 3"),
+    ("llama3", {"eos_token_id": ["a"]}, "eos_token_id"),
+    ("llama3", {"bos_token_id": 1.5}, "bos_token_id"),
+    ("llama3", {"tie_word_embeddings": "yes"}, "tie_word_embeddings"),
+    ("llama3", {"rms_norm_eps": float("nan")}, "rms_norm_eps"),
+    ("llama3", {"model_type": ["llama"]}, "model_type"),
+    ("gemma3", {"sliding_window": 0}, "sliding_window"),
+    ("gemma3", {"query_pre_attn_scalar": "x"}, "query_pre_attn_scalar"),
+]
+
+
+@pytest.mark.parametrize("name,patch,needle", CASES, ids=[f"{c[0]}-{list(c[1])[0]}={c[1][list(c[1])[0]]!r}"
+                                                          for c in CASES])
+def test_bad_config_value(name, patch, needle):
+    d = copy.deepcopy(_base(name))
+    d.update(patch)
+    with pytest.raises(ModelFormatError) as e:
+        config_from_hf(d, "m/config.json")
+    assert needle in str(e.value) and "m/config.json" in str(e.value)
+
+
+def test_config_that_is_not_an_object():
+    with pytest.raises(ModelFormatError, match="m/config.json: expected a JSON object"):
+        config_from_hf([1, 2], "m/config.json")
