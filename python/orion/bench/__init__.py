@@ -35,11 +35,18 @@ def metric(value: float, unit: str, better: str, samples=(), spread: float | Non
 
 
 def rel_spread(samples) -> float:
-    """(max - min) / median: how much repetitions of one measurement disagree (0 for fewer than two)."""
+    """How much repetitions of one measurement disagree, relative to their median: the interquartile range
+    for four samples or more (one stalled repetition on a shared machine does not make every later change
+    "noise"), the full range below that; 0 for fewer than two."""
     if len(samples) < 2:
         return 0.0
     med = statistics.median(samples)
-    return (max(samples) - min(samples)) / med if med > 0 else 0.0
+    if med <= 0:
+        return 0.0
+    if len(samples) >= 4:
+        q1, _, q3 = statistics.quantiles(samples, n=4)
+        return (q3 - q1) / med
+    return (max(samples) - min(samples)) / med
 
 
 def torch_available() -> bool:

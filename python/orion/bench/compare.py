@@ -2,8 +2,9 @@
 
 Noise, defined: a metric moved against its direction ("higher" or "lower" is better) by more than
 ``max(NOISE_FLOOR, spread of this run, spread of the baseline)``, where a metric's spread is the relative
-run-to-run spread measured while it was taken ((max - min) / median of its repetitions; for a ratio of
-two sides, the sum of both sides' spreads). A shared machine easily moves single numbers by 10 %, hence
+run-to-run spread measured while it was taken (:func:`orion.bench.rel_spread` of its repetitions: the
+interquartile range over the median, the full range for fewer than four; for a ratio of two sides, the
+sum of both sides' spreads). A shared machine easily moves single numbers by 10 %, hence
 the floor; a metric whose repetitions already disagree by more than that needs a larger move to count.
 The ratios against the comparison side (PyTorch, numpy) are measured in the same run, so machine load
 cancels in them: they are the headline numbers and the ones worth gating on.
