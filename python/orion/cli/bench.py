@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from .common import UsageError
+from .common import UsageError, check_writable_target
 
 EXIT_REGRESSION = 3
 
@@ -51,6 +51,8 @@ def cmd_bench(args) -> int:
     if not 0 <= args.noise < 1:
         raise UsageError(f"--noise must be in [0, 1), got {args.noise}")
     baseline = read_json(args.compare, InputError) if args.compare else None   # fail before the long run
+    if args.json:
+        check_writable_target("--json", args.json, folder=False)
     doc = run(args.only, quick=args.quick, use_torch=not args.no_torch,
               log=lambda m: print(m, file=sys.stderr, flush=True))
     for name, section in doc["benchmarks"].items():

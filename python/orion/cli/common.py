@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
 CHIPS = ["m1", "m2", "m3", "m4", "m5"]
@@ -76,6 +77,27 @@ def float_in(lo: float, hi: float = math.inf, lo_open: bool = False, hi_open: bo
 
 positive_float = float_in(0.0, lo_open=True)
 nonneg_float = float_in(0.0)
+
+
+def check_writable_target(flag: str, path: str, folder: bool) -> None:
+    """``path`` can become a folder (``folder``) or a file: not the other kind already, and its nearest
+    existing parent is a writable folder."""
+    full = os.path.abspath(path)
+    if os.path.exists(full):
+        if folder and not os.path.isdir(full):
+            raise UsageError(f"{flag} {path}: is a file, not a folder; choose a folder path")
+        if not folder and os.path.isdir(full):
+            raise UsageError(f"{flag} {path}: is a folder; give a file path")
+        if not os.access(full if folder else os.path.dirname(full), os.W_OK):
+            raise UsageError(f"{flag} {path}: not writable by this user")
+        return
+    parent = os.path.dirname(full)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise UsageError(f"{flag} {path}: {parent} is a file, so nothing can be created under it")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{flag} {path}: cannot create it, {parent} is not writable by this user")
 
 
 def add_device_flags(sp) -> None:

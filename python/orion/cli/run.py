@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from ..errors import InputError, ModelFormatError
-from .common import UsageError, add_device_flags, positive_int, profile
+from .common import UsageError, add_device_flags, check_writable_target, positive_int, profile
 
 MODEL_PATH = "@model_path/"
 # MIL element types a MILBlob file holds and numpy can generate
@@ -181,6 +181,8 @@ def cmd_run(args) -> int:
     if args.weights and not os.path.isdir(args.weights):
         raise UsageError(f"--weights {args.weights}: not a folder")
     given = parse_inputs(args.input)
+    if args.out:
+        check_writable_target("--out", args.out, folder=False)
     with open(args.program, "rb") as f:
         text = f.read()
     parsed = mil.parse(text)

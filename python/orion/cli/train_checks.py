@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from .common import UsageError
+from .common import UsageError, check_writable_target
 
 
 def check_train_args(args) -> None:
@@ -16,30 +16,9 @@ def check_train_args(args) -> None:
 
 # ---- output paths -------------------------------------------------------------------------------------
 
-def _writable_target(flag: str, path: str, folder: bool) -> None:
-    """``path`` can become a folder (``folder``) or a file: not the other kind already, and its nearest
-    existing parent is a writable folder."""
-    full = os.path.abspath(path)
-    if os.path.exists(full):
-        if folder and not os.path.isdir(full):
-            raise UsageError(f"{flag} {path}: is a file, not a folder; choose a folder path")
-        if not folder and os.path.isdir(full):
-            raise UsageError(f"{flag} {path}: is a folder; give a file path")
-        if not os.access(full if folder else os.path.dirname(full), os.W_OK):
-            raise UsageError(f"{flag} {path}: not writable by this user")
-        return
-    parent = os.path.dirname(full)
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise UsageError(f"{flag} {path}: {parent} is a file, so nothing can be created under it")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"{flag} {path}: cannot create it, {parent} is not writable by this user")
-
-
 def _check_outputs(args) -> None:
     if not args.no_ckpt and args.ckpt_dir:
-        _writable_target("--ckpt-dir", args.ckpt_dir, folder=True)
+        check_writable_target("--ckpt-dir", args.ckpt_dir, folder=True)
     if args.resume:
         if os.path.exists(args.resume) and not os.path.isdir(args.resume):
             raise UsageError(f"--resume {args.resume}: is a file; give the run folder (--ckpt-dir of that run)")
@@ -47,7 +26,7 @@ def _check_outputs(args) -> None:
                                ("--export-bin", "export_bin", False), ("--log-jsonl", "log_jsonl", False)):
         path = getattr(args, attr, None)
         if path:
-            _writable_target(flag, path, folder)
+            check_writable_target(flag, path, folder)
 
 
 # ---- memory -------------------------------------------------------------------------------------------
