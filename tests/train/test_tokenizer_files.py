@@ -93,3 +93,15 @@ def test_an_export_is_replaced_whole_or_not_at_all(run, tmp_path, monkeypatch):
     monkeypatch.undo()
     with pytest.raises(TrainError, match="other files"):
         write_hf(str(out), cfg, state.params)
+
+
+def test_a_run_from_an_hf_folder_resumes_again_and_again(run, tmp_path):
+    """Its checkpoints carry the --init folder's tokenizer files, and state.json keeps naming that folder."""
+    base = ["--data", str(run / "text.txt"), "--batch", "2", "--sample-tokens", "0", "--no-progress", "--seq-len", "32",
+            "--ckpt-dir", str(tmp_path / "r")]
+    assert main(base + ["--init", str(run / "hf"), "--steps", "1"]) == 0
+    for _ in range(2):
+        assert main(base + ["--resume", str(tmp_path / "r"), "--more-steps", "1"]) == 0
+    st = ck.load(str(tmp_path / "r"))
+    assert st.step == 3 and st.state["init"] == str(run / "hf")
+    assert {"tokenizer.model", "tokenizer_config.json"} <= set(st.files)

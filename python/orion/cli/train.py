@@ -218,6 +218,8 @@ def _prepare(args):
         # tokenizer.bin, vocab.json: read as orion generate reads them
         tok = D.load_tokenizer(args.tokenizer) if args.tokenizer.endswith(".model") else \
             load_tokenizer(args.tokenizer, cfg.vocab_size)
+    elif resume is not None and find_tokenizer(resume.path, cfg) is not None:
+        tok = find_tokenizer(resume.path, cfg)              # a checkpoint carries its tokenizer's files
     elif init_path or (resume is not None and resume.state.get("init")):
         src = init_path or resume.state["init"]             # a resumed run re-reads its --init's tokenizer
         init_tok = _checkpoint_tokenizer(src) if os.path.isdir(src) else None
@@ -251,7 +253,8 @@ def _prepare(args):
     base["seq_len"] = seq
     tc = TrainConfig(**{k: v for k, v in base.items() if k in fields})
     dataset = D.TokenDataset(tokens, seq, cfg.vocab_size, tc.val_fraction, tc.seed, source=data_path)
-    extras = {"data_source": data_path, "init": init_path}
+    # a resumed run keeps naming the model it began from (its tokenizer and a LoRA base are found there)
+    extras = {"data_source": data_path, "init": init_path or (resume.state.get("init") if resume else None)}
     if lora_cfg is not None:
         extras["lora_config"] = lora_cfg
     return cfg, params, tc, dataset, tok, resume, extras

@@ -39,23 +39,24 @@ def sentencepiece_files(model_bytes: bytes) -> dict[str, bytes]:
 
 
 def tokenizer_files(tokenizer, source: str | None = None) -> dict[str, bytes]:
-    """File name -> bytes of ``tokenizer`` (the run's tokenizer object) or, for a tokenizer read from the
-    ``--init`` model ``source``, of the files beside it; {} when there is nothing to carry (pretokenized
-    data without a tokenizer)."""
+    """File name -> bytes of ``tokenizer`` (the run's tokenizer object): a SentencePiece model as
+    :func:`sentencepiece_files`; a tokenizer read from a Hugging Face folder (``source``, the --init
+    folder, or the folder of its tokenizer.json) as that folder's tokenizer files; a llama2.c
+    tokenizer.bin as it is. {} when there is nothing to carry (pretokenized data without a tokenizer)."""
     mb = getattr(tokenizer, "model_bytes", None)
     if mb is not None:
         return sentencepiece_files(mb)
-    if source and os.path.isdir(source):
-        found = {n: _read(os.path.join(source, n)) for n in HF_TOKENIZER_FILES
-                 if os.path.isfile(os.path.join(source, n))}
+    path = getattr(tokenizer, "path", None)
+    path = path if isinstance(path, str) and os.path.isfile(path) else None
+    folders = [source] if source and os.path.isdir(source) else []
+    if path and os.path.basename(path) == "tokenizer.json":
+        folders.append(os.path.dirname(os.path.abspath(path)))
+    for d in folders:
+        found = {n: _read(os.path.join(d, n)) for n in HF_TOKENIZER_FILES if os.path.isfile(os.path.join(d, n))}
         if found:
             return found
-    path = getattr(tokenizer, "path", None)
-    if isinstance(path, str) and os.path.isfile(path):
-        name = os.path.basename(path)
-        if name.endswith(".bin"):
-            name = "tokenizer.bin"                       # the name find_tokenizer looks for in a folder
-        elif name.endswith(".model"):
-            name = "tokenizer.model"
-        return {name: _read(path)}
+    if path and path.endswith(".model"):
+        return sentencepiece_files(_read(path))
+    if path:
+        return {"tokenizer.bin" if path.endswith(".bin") else os.path.basename(path): _read(path)}
     return {}
