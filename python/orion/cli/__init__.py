@@ -1,7 +1,8 @@
 """The ``orion`` command line.
 
     orion demo                 compile and run a bundled program on the default device, check it
-    orion run PROGRAM.mil      compile a hand-written MIL file (weights from its folder) and run it
+    orion run PROGRAM.mil      compile a hand-written MIL file (the weight files it names; --random-weights
+                               fills missing ones) and run it; outputs as a table
     orion info                 build, kernels, threads, simulator profile and compile budget
     orion constraints          the emulated ANE constraints under a chip profile
     orion doctor               verify the weight-update strategies on this machine (and cache the verdict)
