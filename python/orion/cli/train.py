@@ -391,7 +391,7 @@ def _run(args) -> int:
     if res.checkpoint:
         print(f"checkpoint: {res.checkpoint} (a model: orion generate --model {res.checkpoint})")
     if log_path:
-        print(f"training log: {log_path} (draw it: orion plot {log_path})")
+        print(f"training log: {log_path} (draw it: orion plot {tc.ckpt_dir if not args.log_jsonl else log_path})")
     if res.message:
         print(res.message)
     trainer.close()

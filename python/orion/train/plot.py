@@ -27,12 +27,12 @@ def _pyplot():
 
 
 def _smooth(ys: list[float], w: int) -> list[float]:
-    """Trailing mean over ``w`` steps (no start-up bias, unlike an EMA)."""
-    out, acc = [], 0.0
-    for i, y in enumerate(ys):
-        acc += y - (ys[i - w] if i >= w else 0.0)
-        out.append(acc / min(i + 1, w))
-    return out
+    """Centred mean over ``w`` steps (a trailing mean or an EMA would lag behind a falling loss)."""
+    import numpy as np
+    c = np.concatenate([[0.0], np.cumsum(ys)])
+    i = np.arange(len(ys))
+    lo, hi = np.maximum(0, i - w // 2), np.minimum(len(ys), i + w // 2 + 1)
+    return list((c[hi] - c[lo]) / (hi - lo))
 
 
 def plot_run(run: str, out: str | None = None) -> str:

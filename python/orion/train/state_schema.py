@@ -74,7 +74,8 @@ def validate_state(state, where: str) -> None:
     if state["step"] < 0 or state["data"]["epoch"] < 0 or state["data"]["cursor"] < 0 or state["optimizer"]["t"] < 0:
         raise CheckpointError(f"{where}: 'step', 'optimizer.t', 'data.epoch' and 'data.cursor' must be >= 0")
     if state.get("weights", "canonical") not in WEIGHTS_LAYOUTS:
-        raise CheckpointError(f"{where}: key 'weights' must be one of {list(WEIGHTS_LAYOUTS)}, got {state['weights']!r}")
+        raise CheckpointError(f"{where}: key 'weights' must be one of {list(WEIGHTS_LAYOUTS)}, got "
+                              f"{state['weights']!r}")
     for k, v in state.get("stability", {}).items():
         if not _is(v, _INT):
             raise CheckpointError(f"{where}: key 'stability.{k}' must be an integer, got {v!r:.80}")
