@@ -17,7 +17,10 @@ import numpy as np
 from ..models import GPT2Config, Model
 from ..models.testing import random_weights
 
+
 def bench_orion(cfg, w16, prompt, n_tokens, device, classifier, repeats):
+    """Greedy decode with orion's engine: compile once (timed apart), then ``repeats`` rounds of one prefill
+    and ``n_tokens - 1`` steps; medians and every sample."""
     m = Model(cfg, w16, device=device, classifier=classifier, stop_tokens=[])
     eng = m.engine
     t = time.perf_counter()
@@ -48,6 +51,8 @@ _TORCH_DEFAULT_THREADS = None
 
 
 def bench_torch(cfg, w32, prompt, n_tokens, repeats, threads=None):
+    """The same decode in PyTorch fp32 with a KV cache (``threads``: None = torch's default); a warm-up
+    round, then ``repeats`` timed rounds."""
     import torch
     import torch.nn.functional as F
 

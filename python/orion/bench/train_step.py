@@ -11,7 +11,9 @@ import time
 import numpy as np
 
 def our_step_times(cfg, params, tokens, steps: int, strategy: str, blas_threads, log=print):
-    from .. import runtime as orion
+    """``steps`` + 1 (warm-up) training steps on orion's programs: per step the total and its split (device
+    eval, CPU, weight staging/update, AdamW), loss, compiles and loads; also the one-time compile seconds."""
+    from ..runtime import counters
     from ..train.optim import AdamW, global_norm
     from ..train.programs import LayerPrograms
     from ..train.step import GradAccumulator, StepEngine, zero_grads
@@ -28,7 +30,7 @@ def our_step_times(cfg, params, tokens, steps: int, strategy: str, blas_threads,
     out = []
     with limit(blas_threads):
         for i in range(steps + 1):
-            c0 = orion.counters()
+            c0 = counters()
             s0 = dict(progs.stats)
             t0 = time.perf_counter()
             grads.start()
@@ -42,7 +44,7 @@ def our_step_times(cfg, params, tokens, steps: int, strategy: str, blas_threads,
             t3 = time.perf_counter()
             progs.update(params)
             t4 = time.perf_counter()
-            c1 = orion.counters()
+            c1 = counters()
             s1 = progs.stats
             dev = s1["eval_s"] - s0["eval_s"]
             stage = s1["stage_s"] - s0["stage_s"]
@@ -60,19 +62,20 @@ def our_step_times(cfg, params, tokens, steps: int, strategy: str, blas_threads,
 
 def recompile_update_cost(cfg, params, seq):
     """Seconds for one weight update under the recompile strategy (4 programs per layer)."""
-    from .. import runtime as orion
+    from ..runtime import counters
     from ..train.programs import LayerPrograms
     progs = LayerPrograms(cfg, seq, params, "recompile", "auto")
-    c0 = orion.counters()
+    c0 = counters()
     t = time.perf_counter()
     progs.update(params)
     dt = time.perf_counter() - t
-    c1 = orion.counters()
+    c1 = counters()
     progs.release()
     return dt, c1["compiles"] - c0["compiles"], c1["loads"] - c0["loads"]
 
 
 def torch_step_times(cfg, params, tokens, steps: int, log=print):
+    """The same step in PyTorch fp32 (the Llama forward written out, autograd, clipping, AdamW)."""
     import torch
     import torch.nn.functional as F
 
