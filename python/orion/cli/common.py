@@ -8,7 +8,9 @@ import math
 import os
 import sys
 
-CHIPS = ["m1", "m2", "m3", "m4", "m5"]
+from .. import sim as _sim
+
+CHIPS = list(_sim.CHIPS)          # defined once, in the native core
 
 
 class UsageError(Exception):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import InputError
-from .common import float_in, nonneg_float, nonneg_int
+from .common import CHIPS, float_in, nonneg_float, nonneg_int
 
 __all__ = ["add_generate_parser", "cmd_generate"]
 
@@ -52,7 +52,7 @@ def add_generate_parser(subparsers):
                    "(repeatable; default: the model's end-of-text)")
     g.add_argument("--device", default="auto", choices=["auto", "sim", "ane"],
                    help="where programs run: the ANE when present (auto), the simulator, or the ANE")
-    g.add_argument("--chip", choices=["m1", "m2", "m3", "m4", "m5"], help="simulator chip profile")
+    g.add_argument("--chip", choices=CHIPS, help="simulator chip profile")
     g.add_argument("--classifier", default="cpu", choices=["cpu", "device"], help="run the vocabulary projection "
                    "on the CPU (default) or as chunked programs")
     g.add_argument("--adapter-path", "--adapter", dest="adapter", default=None, metavar="DIR", help="LoRA adapter (PEFT folder: adapter_config.json + "
