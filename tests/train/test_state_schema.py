@@ -114,3 +114,28 @@ def test_a_valid_state_loads_with_its_weights(saved):
     assert got.step == 3 and set(got.params) == set(want)
     for k in want:
         np.testing.assert_array_equal(got.params[k], want[k])
+
+
+def test_a_version_1_checkpoint_still_loads(tmp_path):
+    """Version 1 (canonical model.safetensors, the manifest inside state.json) as written before the HF layout."""
+    from orion import safetensors as st
+    cfg = micro_config()
+    p = lively_params(cfg)
+    folder = tmp_path / "run" / "step-00000002"
+    folder.mkdir(parents=True)
+    files = {}
+    for fn, tensors in (("model.safetensors", p), ("optim.safetensors", {"m.a": np.ones(2, np.float32)})):
+        with open(folder / fn, "wb") as f:
+            st.write(f, tensors, {"format": ck.FORMAT})
+        files[fn] = {"size": os.path.getsize(folder / fn), "sha256": ck._sha256(str(folder / fn))}
+    state = dict(minimal_state(cfg), format=ck.FORMAT, version=1, step=2, files=files)
+    (folder / "state.json").write_text(json.dumps(state))
+    (tmp_path / "run" / ck.LATEST).write_text(json.dumps({"checkpoint": "step-00000002", "step": 2}))
+    got = ck.load(str(tmp_path / "run"))
+    assert got.step == 2
+    for k in p:
+        np.testing.assert_array_equal(got.params[k], p[k])
+    files["model.safetensors"]["sha256"] = "0" * 64
+    (folder / "state.json").write_text(json.dumps(state))
+    with pytest.raises(CheckpointError, match="model.safetensors is corrupt"):
+        ck.load(str(tmp_path / "run"))

@@ -276,7 +276,8 @@ def load(path: str, verify: bool = True) -> Checkpoint:
     checkpoint; raises CheckpointError when anything is off. Weights come back in canonical names."""
     folder = resolve(path)
     files = read_manifest(folder)
-    for fn in ("model.safetensors", "optim.safetensors", "state.json"):
+    v1 = not os.path.isfile(os.path.join(folder, MANIFEST))      # its manifest is inside state.json
+    for fn in ("model.safetensors", "optim.safetensors") + (() if v1 else ("state.json",)):
         if fn not in files:
             raise CheckpointError(f"checkpoint {folder}: the manifest lists no {fn}")
     for fn, info in files.items():
