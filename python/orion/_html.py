@@ -6,8 +6,6 @@ from __future__ import annotations
 import html
 from typing import Iterable, Sequence
 
-_CELL = "padding:1px 8px;text-align:left;border-bottom:1px solid #ddd"
-
 
 def esc(value) -> str:
     return html.escape(str(value), quote=True)
@@ -15,13 +13,13 @@ def esc(value) -> str:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence], *, code_cols: Sequence[int] = ()) -> str:
     """A table; the cells of ``code_cols`` in monospace. Every header and cell is escaped."""
-    head = "".join(f'<th style="{_CELL}">{esc(h)}</th>' for h in headers)
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)       # notebooks style plain tables themselves
     body = []
     for row in rows:
         cells = []
         for i, c in enumerate(row):
             text = esc(c)
-            cells.append(f'<td style="{_CELL}">' + (f"<code>{text}</code>" if i in code_cols else text) + "</td>")
+            cells.append("<td>" + (f"<code>{text}</code>" if i in code_cols else text) + "</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table><tr>{head}</tr>{"".join(body)}</table>'
 
