@@ -152,8 +152,10 @@ class Program:
             _warn(ws)
         return out
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        out, ws = self._p.call(dict(inputs))
+    def run(self, inputs: Mapping[str, np.ndarray], live_columns=None) -> dict[str, np.ndarray]:
+        """``live_columns``: see :meth:`eval`."""
+        self._note_live(live_columns)
+        out, ws = self._p.call(dict(inputs), live=live_columns)
         if ws:
             _warn(ws)
         return out
@@ -175,9 +177,32 @@ class Program:
     def bind_output(self, name: str, surface) -> None:
         self._p.bind_output(self._slot(self._p.output_slot, name, "output"), surface)
 
-    def eval(self) -> None:
-        """Evaluates with the surfaces currently bound (read results from the output surfaces)."""
-        _warn(self._p.eval())
+    def eval(self, live_columns=None) -> None:
+        """Evaluates with the surfaces currently bound (read results from the output surfaces).
+
+        ``live_columns`` (a hint): ``n`` - the caller reads only the first ``n`` entries of the last axis
+        (the columns) of every output, or ``{output name: n}`` per output (others whole); the rest of
+        those outputs is then unspecified. The simulator computes only what those entries read where it
+        can prove that the live columns never read dead ones, op by op (the reasons it computes some
+        ops whole are logged at debug level, once per hint); live entries are bit-identical to a full
+        evaluation. The ANE ignores the hint (an eval costs the same for 1 or 16 columns there)."""
+        self._note_live(live_columns)
+        _warn(self._p.eval(live=live_columns))
+
+    def live_notes(self, live_columns) -> list[str]:
+        """Why parts of this program still compute every column under ``live_columns``."""
+        return list(self._p.live_notes(live_columns))
+
+    def _note_live(self, live_columns) -> None:
+        if live_columns is None or not log.isEnabledFor(logging.DEBUG):
+            return
+        key = tuple(sorted(live_columns.items())) if isinstance(live_columns, Mapping) else live_columns
+        seen = self.__dict__.setdefault("_live_seen", set())
+        if key in seen:
+            return
+        seen.add(key)
+        for note in self.live_notes(live_columns):
+            log.debug("orion: live_columns=%s: %s", live_columns, note)
 
     def eval_slots(self, inputs, outputs) -> None:
         """Raw hardware request: surfaces bound to slots in the order given (no name mapping)."""

@@ -306,7 +306,7 @@ class Engine:
         e = self.fam.embed(cfg, self.w, ids, p0)
         x[0, :, 0, :n] = e * np.float32(self.residual_scale) if self.residual_scale != 1.0 else e
         feeds = self._layer_inputs(S, T, p0, n)
-        out = stages[0].run({"x": x, **feeds[0]})
+        out = stages[0].run({"x": x, **feeds[0]}, live=n)     # columns >= n are padding: skipped
         resid = x
         L = len(stages) - 1
         for l in range(1, L + 1):
@@ -316,7 +316,7 @@ class Engine:
             c = stages[l].cache
             c["k_cache"][:, p0:p0 + n] = k[:, :n]
             c["v_cache"][:, p0:p0 + n] = v[:, :n]
-            out = stages[l].run({"x": resid, "q_attn": q, **feeds[l]})
+            out = stages[l].run({"x": resid, "q_attn": q, **feeds[l]}, live=n)
             if l < L:
                 resid = out["x_out"]
         self.pos = p0 + n

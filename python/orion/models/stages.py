@@ -9,6 +9,17 @@ import numpy as np
 __all__ = ["Stage", "SplitStage"]
 
 _NP_FLOAT = {"fp16": np.float16, "fp32": np.float32}
+
+
+def live_prefix(part, n: int) -> int:
+    """How many leading entries of the last axis of output ``part``'s MIL result hold the first ``n``
+    entries of its graph output's last axis (the columns)."""
+    for step in part.unpad:                       # in program order
+        if step[0] == "widen":
+            n *= step[1]                          # every column repeated k times on the last axis
+    return n
+
+
 class Stage:
     """One compiled stage program, called by graph names; cache inputs are written in place."""
 
@@ -34,6 +45,7 @@ class Stage:
         self.cache = {**self.views, **self.host}
         self.in_views: dict[str, np.ndarray] = {}
         self.out_views: dict[str, tuple] = {}
+        self._live: dict[int, dict] = {}
         self.zero_copy = not self.host and self._bind_views()
 
     def _bind_views(self) -> bool:
@@ -64,13 +76,29 @@ class Stage:
             return False
         return True
 
-    def run(self, feed: dict) -> dict:
+    def live_columns(self, n: int | None) -> dict | None:
+        """The program's live-columns hint when only the first ``n`` columns of the outputs are used."""
+        if n is None:
+            return None
+        if n not in self._live:
+            hint = {}
+            for ob in self.outputs.values():       # stage outputs are [1, C, 1, S]: columns last
+                split_cols = len(ob.parts) > 1 and ob.concat_axis in (-1, len(ob.shape) - 1)
+                for p in ob.parts:
+                    hint[p.mil_name] = -1 if split_cols else live_prefix(p, n)
+            self._live[n] = hint
+        return self._live[n]
+
+    def run(self, feed: dict, live: int | None = None) -> dict:
         """Runs the stage; with zero-copy I/O the returned arrays are views of the output surfaces,
-        valid until this stage runs again (callers consume them before that)."""
+        valid until this stage runs again (callers consume them before that). ``live``: only the first
+        ``live`` columns of the outputs are used (the others are then unspecified: the simulator skips
+        what only they need)."""
+        hint = self.live_columns(live)
         if self.zero_copy:
             for n, a in feed.items():
                 self.in_views[n][...] = a
-            self.prog.eval()
+            self.prog.eval(live_columns=hint)
             out = {}
             for name, (parts, ob) in self.out_views.items():
                 arr = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=ob.concat_axis)
@@ -83,7 +111,7 @@ class Stage:
         for n, a in self.host.items():
             b = self.inputs[n]
             mil[b.mil_name] = b.to_surface(a[None, :, None, :])
-        raw = self.prog.run(mil)
+        raw = self.prog.run(mil, live_columns=hint)
         out = {}
         for name, ob in self.outputs.items():
             parts = [p.from_surface(np.asarray(raw[p.mil_name])) for p in ob.parts]
@@ -115,11 +143,11 @@ class SplitStage:
     def programs(self) -> list:
         return [p.cp for p in self.parts]
 
-    def run(self, feed: dict) -> dict:
+    def run(self, feed: dict, live: int | None = None) -> dict:
         out: dict = {}
         x = feed["x"]
         for p in self.parts:
-            o = p.run({"x": x, **{n: a for n, a in feed.items() if n in p.inputs and n != "x"}})
+            o = p.run({"x": x, **{n: a for n, a in feed.items() if n in p.inputs and n != "x"}}, live)
             x = o.get("x_mid", o.get("x_out", x))
             out.update(o)
         out.pop("x_mid", None)

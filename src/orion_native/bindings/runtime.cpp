@@ -1,5 +1,7 @@
 // Python face of runtime/: Surface, Program, process counters and compile budget.
 #include <nanobind/ndarray.h>
+#include <optional>
+
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -132,6 +134,25 @@ nb::dict update(Program& p, const nb::dict& w, F f) {
   return report_dict(r);
 }
 
+// The live-columns hint (Program::eval): None, an int for every output, or {output name: int}.
+std::optional<std::vector<int64_t>> live_slots(const Program& p, const nb::handle& live) {
+  if (live.is_none()) return std::nullopt;
+  std::vector<int64_t> r(p.outputs().size(), -1);
+  if (nb::isinstance<nb::dict>(live)) {
+    for (auto [k, v] : nb::borrow<nb::dict>(live)) {
+      std::string name = nb::cast<std::string>(k);
+      int slot = p.output_slot(name);
+      if (slot < 0) throw_error(ErrorKind::Input, "live_columns names unknown output '" + name + "'");
+      r[(size_t)slot] = nb::cast<int64_t>(v);
+    }
+  } else {
+    std::fill(r.begin(), r.end(), nb::cast<int64_t>(live));
+  }
+  for (int64_t v : r)
+    if (v < -1) throw_error(ErrorKind::Input, "live_columns must be >= 0 (or -1: all), got " + std::to_string(v));
+  return r;
+}
+
 }  // namespace
 
 void bind_runtime(nb::module_& m) {
@@ -205,7 +226,8 @@ void bind_runtime(nb::module_& m) {
       .def("staged", &Program::staged)
       .def(
           "call",
-          [](Program& p, nb::dict arrays) {
+          [](Program& p, nb::dict arrays, nb::handle live) {
+            auto hint = live_slots(p, live);
             // One call = write inputs, eval, read outputs, atomically per program. Taken with the GIL
             // released so a holder waiting for the GIL can never deadlock with us.
             std::unique_lock<std::mutex> call(p.call_mutex(), std::defer_lock);
@@ -233,13 +255,14 @@ void bind_runtime(nb::module_& m) {
             std::vector<sim::Warning> w;
             {
               nb::gil_scoped_release nogil;
-              w = p.eval();
+              w = p.eval(hint ? &*hint : nullptr);
             }
             nb::dict out;
             for (size_t j = 0; j < p.outputs().size(); ++j) out[nb::str(p.outputs()[j].name.c_str())] = read_output(p, j);
             return nb::make_tuple(out, warning_list(w));
           },
-          nb::arg("arrays"), "Writes inputs by name, evaluates, returns ({output name: array}, warnings).")
+          nb::arg("arrays"), nb::arg("live") = nb::none(),
+          "Writes inputs by name, evaluates, returns ({output name: array}, warnings); `live`: the live-columns hint.")
       .def(
           "stage",
           [](Program& p, const std::string& name, nb::handle value) {
@@ -253,15 +276,26 @@ void bind_runtime(nb::module_& m) {
             write_array(p, slot, name, value, true);
           },
           nb::arg("name"), nb::arg("array"), "Writes an input surface once; later calls may omit that input.")
-      .def("eval",
-           [](Program& p) {
-             std::vector<sim::Warning> w;
-             {
-               nb::gil_scoped_release nogil;
-               w = p.eval();
-             }
-             return warning_list(w);
-           })
+      .def(
+          "eval",
+          [](Program& p, nb::handle live) {
+            auto hint = live_slots(p, live);
+            std::vector<sim::Warning> w;
+            {
+              nb::gil_scoped_release nogil;
+              w = p.eval(hint ? &*hint : nullptr);
+            }
+            return warning_list(w);
+          },
+          nb::arg("live") = nb::none())
+      .def(
+          "live_notes",
+          [](Program& p, nb::handle live) {
+            auto hint = live_slots(p, live);
+            return hint ? p.live_notes(*hint) : std::vector<std::string>{};
+          },
+          nb::arg("live"),
+          "Why parts of the program compute every column under the live-columns hint `live`.")
       .def(
           "eval_slots",
           [](Program& p, std::vector<SurfacePtr> in, std::vector<SurfacePtr> out) {

@@ -44,6 +44,15 @@ class BackendModel {
   // feeds inputs()[i]. Size and count rules are checked as the hardware does (eval-fail 0x1d).
   virtual void eval(const std::vector<Surface*>& in, const std::vector<Surface*>& out,
                     std::vector<sim::Warning>* warnings) = 0;
+  // The same with a hint: live[j] >= 0, the caller reads only the first live[j] entries of the last
+  // axis of output slot j (the rest unspecified); -1, all. Backends may ignore it (the ANE does: an
+  // eval costs the same for 1 or 16 columns there); the simulator skips what no live entry reads.
+  virtual void eval_live(const std::vector<Surface*>& in, const std::vector<Surface*>& out,
+                         std::vector<sim::Warning>* warnings, const std::vector<int64_t>& live) {
+    eval(in, out, warnings);
+  }
+  // Why parts of the program still compute every column under `live` (debug log).
+  virtual std::vector<std::string> live_notes(const std::vector<int64_t>& live) const { return {}; }
   virtual std::vector<sim::Warning> compile_warnings() const { return {}; }
   virtual sim::CostEstimate cost() const { return {}; }
 };

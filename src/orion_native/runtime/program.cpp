@@ -258,16 +258,25 @@ void Program::write_input(size_t slot, const void* src, DType src_dtype, size_t 
   counters().bytes_written += (int64_t)io.bytes();
 }
 
-std::vector<sim::Warning> Program::eval() {
+std::vector<sim::Warning> Program::eval(const std::vector<int64_t>* live) {
   std::lock_guard<std::mutex> lk(mu_);
   require(State::loaded, "evaluate");
   std::vector<Surface*> in, out;
   for (auto& s : in_) in.push_back(s.get());
   for (auto& s : out_) out.push_back(s.get());
   std::vector<sim::Warning> w;
-  model_->eval(in, out, &w);
+  if (live)
+    model_->eval_live(in, out, &w, *live);
+  else
+    model_->eval(in, out, &w);
   counters().evals++;
   return w;
+}
+
+std::vector<std::string> Program::live_notes(const std::vector<int64_t>& live) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  require_live("analyse");
+  return model_->live_notes(live);
 }
 
 std::vector<sim::Warning> Program::eval_slots(const std::vector<SurfacePtr>& in_s, const std::vector<SurfacePtr>& out_s) {

@@ -50,8 +50,10 @@ class Program {
   // slot's dtype; marks the input as staged (it may then be omitted from later calls).
   void write_input(size_t slot, const void* src, DType src_dtype, size_t n, bool stage);
   bool staged(size_t slot) const { return staged_[slot]; }
-  // Runs with the currently bound surfaces (GIL must be released by the caller).
-  std::vector<sim::Warning> eval();
+  // Runs with the currently bound surfaces (GIL must be released by the caller). `live` (per output
+  // slot, BackendModel::eval_live): only those leading entries of each output's last axis are read.
+  std::vector<sim::Warning> eval(const std::vector<int64_t>* live = nullptr);
+  std::vector<std::string> live_notes(const std::vector<int64_t>& live) const;
   // Held by a binding across write-inputs -> eval -> read-outputs so concurrent callers of one
   // program cannot interleave their surfaces.
   std::mutex& call_mutex() { return call_mu_; }

@@ -48,12 +48,32 @@ class SimModel : public BackendModel {
     plan_->execute(in_ptrs, out_ptrs, warnings);
   }
 
+  void eval_live(const std::vector<Surface*>& in, const std::vector<Surface*>& out, std::vector<sim::Warning>* warnings,
+                 const std::vector<int64_t>& live) override {
+    check_request(in, out, inputs_, outputs_, profile_.min_surface_bytes);
+    std::vector<const void*> in_ptrs(in.size());
+    std::vector<void*> out_ptrs(out.size());
+    for (size_t s = 0; s < in.size(); ++s) in_ptrs[in_plan_index_[s]] = in[s]->data();
+    for (size_t s = 0; s < out.size(); ++s) out_ptrs[out_plan_index_[s]] = out[s]->data();
+    plan_->execute_live(in_ptrs, out_ptrs, warnings, plan_order(live));
+  }
+
+  std::vector<std::string> live_notes(const std::vector<int64_t>& live) const override {
+    return plan_->live_notes(plan_order(live));
+  }
+
  private:
   std::unique_ptr<sim::Plan> plan_;
   sim::Profile profile_;
   std::vector<sim::Warning> warnings_;
   std::vector<IOSlot> inputs_, outputs_;
   std::vector<size_t> in_plan_index_, out_plan_index_;
+
+  std::vector<int64_t> plan_order(const std::vector<int64_t>& live_by_slot) const {
+    std::vector<int64_t> r(out_plan_index_.size(), -1);
+    for (size_t s = 0; s < live_by_slot.size() && s < r.size(); ++s) r[out_plan_index_[s]] = live_by_slot[s];
+    return r;
+  }
 };
 
 std::vector<sim::WeightFile> weight_files(const CompileRequest& req) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 
@@ -26,6 +28,8 @@ struct Step {
   std::vector<int> ins;  // value ids, in RunArgs::in order
   int out = -1;
   ops::RunFn run;
+  ops::ColumnRule rule;          // dead-column skipping: what a prefix of `out` reads
+  ops::PrefixRunFn run_prefix;   // computes only a prefix of `out` (null: run() computes all)
   int64_t scratch_bytes = 0, scratch_off = 0;
   double flops = 0;  // cost model
   ops::OpCtx::Unit unit = ops::OpCtx::Unit::other;
@@ -51,6 +55,35 @@ class PlanImpl : public Plan {
 
   void execute(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
                std::vector<Warning>* warnings) const override {
+    run(inputs, outputs, warnings, nullptr);
+  }
+
+  void execute_live(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                    std::vector<Warning>* warnings, const std::vector<int64_t>& live) const override {
+    run(inputs, outputs, warnings, analysis(live).get());
+  }
+
+  std::vector<std::string> live_notes(const std::vector<int64_t>& live) const override { return analysis(live)->notes; }
+
+ private:
+  mutable std::mutex live_mu_;
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<const live::Result>> live_cache_;
+
+  // One analysis per distinct hint, kept (a decode loop repeats a handful of them).
+  std::shared_ptr<const live::Result> analysis(const std::vector<int64_t>& live) const {
+    std::lock_guard<std::mutex> lk(live_mu_);
+    auto it = live_cache_.find(live);
+    if (it != live_cache_.end()) return it->second;
+    std::vector<live::StepInfo> info;
+    for (const Step& s : steps) info.push_back({s.out, &s.ins, &s.rule});
+    auto r = std::make_shared<const live::Result>(live::analyse(values, info, views, out_ids, live));
+    if (live_cache_.size() >= 256) live_cache_.clear();
+    live_cache_[live] = r;
+    return r;
+  }
+
+  void run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs, std::vector<Warning>* warnings,
+           const live::Result* lp) const {
     if (inputs.size() != in_info.size() || outputs.size() != out_info.size())
       throw_error(ErrorKind::Input, "plan takes " + std::to_string(in_info.size()) + " inputs and " +
                                         std::to_string(out_info.size()) + " outputs, got " + std::to_string(inputs.size()) +
@@ -73,7 +106,10 @@ class PlanImpl : public Plan {
     for (const auto& [id, src] : views) ptr[id] = ptr[src];
     ops::WarnSink sink;
     std::vector<const void*> in;
-    for (const Step& s : steps) {
+    for (size_t si = 0; si < steps.size(); ++si) {
+      const Step& s = steps[si];
+      const ops::Region* reg = lp ? &lp->step[si] : nullptr;
+      if (reg && reg->kind == ops::Region::Kind::none) continue;  // no live entry reads it
       in.resize(s.ins.size());
       for (size_t k = 0; k < s.ins.size(); ++k) in[k] = ptr[s.ins[k]];
       ops::RunArgs a;
@@ -81,7 +117,10 @@ class PlanImpl : public Plan {
       a.out = (void*)ptr[s.out];
       a.scratch = s.scratch_bytes ? arena + s.scratch_off : nullptr;
       a.warn = &sink;
-      s.run(a);
+      if (reg && reg->kind == ops::Region::Kind::prefix && s.run_prefix)
+        s.run_prefix(a, reg->axis, reg->len);
+      else
+        s.run(a);  // whole (a step without a prefix runner computes dead entries too: harmless, proved)
     }
     for (size_t j = 0; j < out_ids.size(); ++j) {
       const Value& v = values[out_ids[j]];
@@ -274,6 +313,8 @@ class Builder : public ops::Env {
     }
     Step s;
     s.run = def->lower(ctx);
+    s.rule = ops::column_rule(ctx);
+    s.run_prefix = ctx.run_prefix;
     s.name = st.out;
     s.op = st.op;
     s.ins = ctx.inputs;

@@ -57,6 +57,17 @@ class Plan {
                        std::vector<Warning>* warnings) const = 0;
   virtual CostEstimate cost() const = 0;
   virtual size_t num_ops() const = 0;  // executed (non-const) statements
+  // Dead-column skipping: live[j] >= 0 says the caller reads only the first live[j] entries of the
+  // last axis of output j (-1: all of it); the rest of each output is then unspecified. The plan proves
+  // op by op which parts of each value those entries read and computes only those where an op can
+  // (sim/live.cpp); live entries are bit-identical to execute(). Default: a full execute.
+  virtual void execute_live(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                            std::vector<Warning>* warnings, const std::vector<int64_t>& live) const {
+    execute(inputs, outputs, warnings);
+  }
+  // Why some steps still compute all of their output under `live` (ops that mix along the axis),
+  // then a "summary: P of N steps compute a prefix, W all, K none" line.
+  virtual std::vector<std::string> live_notes(const std::vector<int64_t>& live) const { return {}; }
 };
 
 struct WeightFile {

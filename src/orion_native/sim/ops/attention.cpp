@@ -77,7 +77,23 @@ RunFn sdpa_lower(OpCtx& ctx) {
   ctx.flops = 2.0 * nb * LS * (g.E + g.Ev) + 5.0 * nb * LS;
   ctx.unit = OpCtx::Unit::matmul;
   std::string name = ctx.st.out;
-  return [=](const RunArgs& a) {
+  // Dead-column skipping: a prefix of the query axis reads those query rows and every key/value
+  // (attention mixes along the key axis only); a prefix of the value columns reads those of value.
+  const int ro = (int)g.pv.out.size(), rq = ctx.v("query").rank(), rv = ctx.v("value").rank();
+  const int qid = ctx.vid("query"), vid = ctx.vid("value");
+  ctx.column_rule = [=](int axis, int64_t len, std::vector<std::pair<int, Region>>* in, std::string* why) {
+    if (axis == ro - 2) {
+      in->push_back({qid, Region::prefix(rq - 2, len)});
+      return true;
+    }
+    if (axis == ro - 1) {
+      in->push_back({vid, Region::prefix(rv - 1, len)});
+      return true;
+    }
+    *why = "scaled_dot_product_attention '" + name + "': no column rule for its batch axis " + std::to_string(axis);
+    return false;
+  };
+  auto run = [=](const RunArgs& a, int64_t rows) {  // the first `rows` queries of every batch
     float* sc = (float*)a.scratch;
     f16* s16 = (f16*)(sc + nb * LS);
     f16* p16 = s16 + nb * LS;
@@ -92,17 +108,24 @@ RunFn sdpa_lower(OpCtx& ctx) {
       B[b] = k + g.qk.y_off[b];
       C[b] = sc + b * LS;
     }
-    kernels::gemm_f16_f32out(g.qk.gs, nb, A.data(), B.data(), C.data());
-    for (int64_t i = 0; i < nb * LS; ++i) s16[i] = f32_to_f16(sc[i] * scale);  // scaled scores are fp16 (C37)
-    kernels::softmax(s16, p16, nb * g.L, g.S, 1);
+    kernels::GemmShape qk = g.qk.gs, pv = g.pv.gs;
+    qk.M = pv.M = rows;
+    kernels::gemm_f16_f32out(qk, nb, A.data(), B.data(), C.data());
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int64_t i = b * LS; i < b * LS + rows * g.S; ++i) s16[i] = f32_to_f16(sc[i] * scale);  // fp16 scores (C37)
+      if (rows < g.L) kernels::softmax(s16 + b * LS, p16 + b * LS, rows, g.S, 1);
+    }
+    if (rows == g.L) kernels::softmax(s16, p16, nb * g.L, g.S, 1);
     for (int64_t b = 0; b < nb; ++b) {
       A[b] = p16 + b * LS;
       B[b] = v + g.pv.y_off[b];
       C16[b] = a.o<f16>() + b * g.L * g.Ev;
     }
-    kernels::gemm_f16(g.pv.gs, nb, A.data(), B.data(), C16.data());
+    kernels::gemm_f16(pv, nb, A.data(), B.data(), C16.data());
     if (masked && a.warn) a.warn->warn("C06", "scaled_dot_product_attention '" + name + "': attn_mask ignored, as on the ANE");
   };
+  ctx.run_prefix = [=](const RunArgs& a, int axis, int64_t len) { run(a, axis == ro - 2 ? len : g.L); };
+  return [=](const RunArgs& a) { run(a, g.L); };
 }
 
 }  // namespace orion::sim::ops

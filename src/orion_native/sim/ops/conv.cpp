@@ -112,12 +112,13 @@ void im2col(const ConvGeom& g, const f16* x, f16* col) {
   });
 }
 
-void add_bias(const f16* b, f16* y, int64_t N, int64_t O, int64_t S) {
+// y[n, o, s] += b[o] for the first `cols` of the S columns.
+void add_bias(const f16* b, f16* y, int64_t N, int64_t O, int64_t S, int64_t cols) {
   parallel_for(N * O, 4, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       float bv = f16_to_f32(b[r % O]);
       f16* yr = y + r * S;
-      for (int64_t s = 0; s < S; ++s) yr[s] = f32_to_f16(f16_to_f32(yr[s]) + bv);
+      for (int64_t s = 0; s < cols; ++s) yr[s] = f32_to_f16(f16_to_f32(yr[s]) + bv);
     }
   });
 }
@@ -144,6 +145,21 @@ RunFn conv_lower(OpCtx& ctx) {
   gs.lda = Cg * kk;
   gs.ldb = S;
   gs.ldc = S;
+  // Dead-column skipping: a pointwise conv maps every spatial column (and batch entry) on its own;
+  // the channel axis contracts x whole. A prefix of the last axis (one row of columns) is a narrower GEMM.
+  const std::string name = ctx.st.out;
+  const int xid = ctx.vid("x"), last = ctx.v("x").rank() - 1;
+  const bool pointwise = g.one_by_one();
+  ctx.column_rule = [=](int axis, int64_t len, std::vector<std::pair<int, Region>>* in, std::string* why) {
+    if (axis == 1) return true;
+    if (axis >= 2 && !pointwise) {
+      *why = "conv '" + name + "' has a kernel window, stride or padding along axis " + std::to_string(axis);
+      return false;
+    }
+    in->push_back({xid, Region::prefix(axis, len)});
+    return true;
+  };
+  auto cols_of = [=](int axis, int64_t len) { return axis == last && g.H == 1 ? len : S; };
   if (g.one_by_one() && g.G == 1 && ctx.v("weight").is_const()) {
     if (ctx.env.check_only()) return nullptr;  // nothing runs: no packed copy of the weight
     // A constant weight (every linear layer): packed once here into the panel kernel's fp16 layout,
@@ -151,7 +167,7 @@ RunFn conv_lower(OpCtx& ctx) {
     // blocked GEMM at every width (decode's 16 columns most of all).
     auto pw = std::make_shared<const kernels::PackedA>(
         kernels::pack_a((const f16*)ctx.v("weight").cdata->bytes.data(), g.O, g.C));
-    return [=](const RunArgs& a) {
+    auto run = [=](const RunArgs& a, int64_t cols) {
       const f16* x = a.at<f16>(ix);
       f16* y = a.o<f16>();
       std::vector<const f16*> B(g.N);
@@ -160,13 +176,17 @@ RunFn conv_lower(OpCtx& ctx) {
         B[n] = x + n * g.C * HW;
         C[n] = y + n * g.O * S;
       }
-      kernels::gemm_packed_f16(*pw, gs, g.N, B.data(), C.data());
-      if (ib >= 0) add_bias(a.at<f16>(ib), y, g.N, g.O, S);
+      kernels::GemmShape gc = gs;
+      gc.N = cols;
+      kernels::gemm_packed_f16(*pw, gc, g.N, B.data(), C.data());
+      if (ib >= 0) add_bias(a.at<f16>(ib), y, g.N, g.O, S, cols);
     };
+    ctx.run_prefix = [=](const RunArgs& a, int axis, int64_t len) { run(a, cols_of(axis, len)); };
+    return [=](const RunArgs& a) { run(a, S); };
   }
   if (g.one_by_one()) {
     // One GEMM batch of N x G: A = weight rows of group gi, B = x_n channels of group gi.
-    return [=](const RunArgs& a) {
+    auto run = [=](const RunArgs& a, int64_t cols) {
       const f16* x = a.at<f16>(ix);
       const f16* w = a.at<f16>(iw);
       f16* y = a.o<f16>();
@@ -180,9 +200,13 @@ RunFn conv_lower(OpCtx& ctx) {
           B[b] = x + (n * g.C + gi * Cg) * HW;
           C[b] = y + (n * g.O + gi * Og) * S;
         }
-      kernels::gemm_f16(gs, nb, A.data(), B.data(), C.data());
-      if (ib >= 0) add_bias(a.at<f16>(ib), y, g.N, g.O, S);
+      kernels::GemmShape gc = gs;
+      gc.N = cols;
+      kernels::gemm_f16(gc, nb, A.data(), B.data(), C.data());
+      if (ib >= 0) add_bias(a.at<f16>(ib), y, g.N, g.O, S, cols);
     };
+    ctx.run_prefix = [=](const RunArgs& a, int axis, int64_t len) { run(a, cols_of(axis, len)); };
+    return [=](const RunArgs& a) { run(a, S); };
   }
   ctx.scratch_bytes = g.C * kk * S * (int64_t)sizeof(f16);  // im2col of one batch element
   return [=](const RunArgs& a) {
@@ -201,7 +225,7 @@ RunFn conv_lower(OpCtx& ctx) {
       }
       kernels::gemm_f16(gs, g.G, A.data(), B.data(), C.data());
     }
-    if (ib >= 0) add_bias(a.at<f16>(ib), y, g.N, g.O, S);
+    if (ib >= 0) add_bias(a.at<f16>(ib), y, g.N, g.O, S, S);
   };
 }
 

@@ -140,6 +140,7 @@ struct SliceGeom {
   Shape out;
   int64_t offset = 0;
   std::vector<int64_t> strides, copy_shape;
+  std::vector<int64_t> in_axis, begin, step;  // per output axis: the axis of x it reads, first index, stride
 };
 
 // numpy slice semantics per axis (Python slice.indices), masks as in coremltools.
@@ -175,6 +176,9 @@ SliceGeom slice_index_geom(OpCtx& ctx) {
     g.offset += (len ? b : 0) * xs[i];
     g.out.push_back(len);
     g.strides.push_back(s * xs[i]);
+    g.in_axis.push_back(i);
+    g.begin.push_back(b);
+    g.step.push_back(s);
   }
   g.copy_shape = g.out;
   if (g.copy_shape.empty()) { g.copy_shape = {1}; g.strides = {0}; }
@@ -191,7 +195,16 @@ void slice_by_index_infer(OpCtx& ctx) {
 RunFn slice_by_index_lower(OpCtx& ctx) {
   const SliceGeom g = slice_index_geom(ctx);
   size_t es = storage_size(ctx.v("x").dtype);
-  int ix = ctx.input("x");
+  int ix = ctx.input("x"), id = ctx.vid("x");
+  // dead-column skipping: a forward slice reads a prefix of its axis of x; a reversed one, all of it
+  ctx.column_rule = [g, id](int axis, int64_t len, std::vector<std::pair<int, Region>>* in, std::string* why) {
+    if (g.step[axis] < 0) {
+      *why = "slice_by_index reverses axis " + std::to_string(g.in_axis[axis]);
+      return false;
+    }
+    in->push_back({id, Region::prefix((int)g.in_axis[axis], g.begin[axis] + (len - 1) * g.step[axis] + 1)});
+    return true;
+  };
   return [=](const RunArgs& a) { kernels::strided_copy(a.in[ix], a.out, es, g.offset, g.strides, g.copy_shape); };
 }
 

@@ -87,7 +87,25 @@ RunFn matmul_lower(OpCtx& ctx) {
   ctx.flops = 2.0 * nb * g.M * g.N * g.K;
   ctx.unit = OpCtx::Unit::matmul;
   std::string name = ctx.st.out;
-  return [=](const RunArgs& a) {
+  // Dead-column skipping: a prefix of the rows (M) reads those rows of op(x) and all of y; of the
+  // columns (N), those columns of op(y) and all of x. The batch axes are refused (kept simple).
+  const int ro = (int)g.out.size(), rx = ctx.v("x").rank(), ry = ctx.v("y").rank();
+  const int m_axis = g.drop_m ? -1 : ro - (g.drop_n ? 1 : 2), n_axis = g.drop_n ? -1 : ro - 1;
+  const int xid = ctx.vid("x"), yid = ctx.vid("y");
+  ctx.column_rule = [=](int axis, int64_t len, std::vector<std::pair<int, Region>>* in, std::string* why) {
+    if (axis == m_axis) {
+      in->push_back({xid, Region::prefix(tx ? rx - 1 : rx - 2, len)});
+      return true;
+    }
+    if (axis == n_axis) {
+      in->push_back({yid, Region::prefix(ty ? ry - 2 : ry - 1, len)});
+      return true;
+    }
+    *why = "matmul '" + name + "': no column rule for its batch axis " + std::to_string(axis);
+    return false;
+  };
+  // rows x cols of each batch's [M, N] result (row stride N)
+  auto run = [=](const RunArgs& a, int64_t rows, int64_t cols) {
     const f16* x = a.at<f16>(ix);
     const f16* y = a.at<f16>(iy);
     f16* out = a.o<f16>();
@@ -98,11 +116,24 @@ RunFn matmul_lower(OpCtx& ctx) {
       B[b] = y + g.y_off[b];
       C[b] = out + b * mn;
     }
-    kernels::gemm_f16(g.gs, nb, A.data(), B.data(), C.data());
-    int64_t n = saturate_matmul(out, (size_t)(nb * mn));
+    kernels::GemmShape gs = g.gs;
+    gs.M = rows;
+    gs.N = cols;
+    kernels::gemm_f16(gs, nb, A.data(), B.data(), C.data());
+    int64_t n = 0;
+    if (cols == g.N) {
+      for (int64_t b = 0; b < nb; ++b) n += saturate_matmul(C[b], (size_t)(rows * g.N));
+    } else {
+      for (int64_t b = 0; b < nb; ++b)
+        for (int64_t i = 0; i < rows; ++i) n += saturate_matmul(C[b] + i * g.N, (size_t)cols);
+    }
     if (n && a.warn)
       a.warn->warn("C36", "matmul '" + name + "': outputs with |y| >= 32752 saturated to +-inf (" + std::to_string(n) + " elements)");
   };
+  ctx.run_prefix = [=](const RunArgs& a, int axis, int64_t len) {
+    run(a, axis == m_axis ? len : g.M, axis == n_axis ? len : g.N);
+  };
+  return [=](const RunArgs& a) { run(a, g.M, g.N); };
 }
 
 }  // namespace orion::sim::ops

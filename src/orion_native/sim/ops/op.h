@@ -5,6 +5,7 @@
 // ANE-specific rejections live apart in constraints.cpp (check_op / check_program).
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -81,6 +82,24 @@ struct RunArgs {
 };
 using RunFn = std::function<void(const RunArgs&)>;
 
+// ---- live columns (dead-column skipping: sim/ops/columns.cpp, sim/plan.cpp) -----------------------
+// A part of a value: nothing, all of it, or its first `len` entries along `axis` (other axes whole).
+struct Region {
+  enum class Kind : uint8_t { none, all, prefix };
+  Kind kind = Kind::none;
+  int axis = -1;
+  int64_t len = 0;
+  static Region all() { return {Kind::all, -1, 0}; }
+  static Region prefix(int axis, int64_t len) { return {Kind::prefix, axis, len}; }
+};
+// The parts of a step's inputs (by value id) that the prefix [0, len) of its output along `axis` reads;
+// inputs not listed are read whole. False, with `why`, when the op mixes entries along that axis.
+// A rule also promises that running the whole op on inputs that are garbage outside those parts is
+// harmless (no value-dependent addressing or warnings) and leaves the output prefix exact.
+using ColumnRule = std::function<bool(int axis, int64_t len, std::vector<std::pair<int, Region>>* in, std::string* why)>;
+// Computes at least the output prefix [0, len) along `axis`, reading only what the rule named.
+using PrefixRunFn = std::function<void(const RunArgs&, int axis, int64_t len)>;
+
 // ---- build ----------------------------------------------------------------------------------------
 // Services the builder offers to an op while it is resolved.
 class Env {
@@ -149,6 +168,10 @@ class OpCtx {
   int64_t scratch_bytes = 0;
   double flops = 0;
   enum class Unit { other, conv, matmul } unit = Unit::other;
+  // dead-column skipping, optional (set by lower): the op's own rule (else columns.cpp's, by op
+  // name) and a runner that computes only an output prefix (else the whole op runs)
+  ColumnRule column_rule;
+  PrefixRunFn run_prefix;
 
  private:
   const mil::Arg* arg(const std::string& p) const;
@@ -207,6 +230,12 @@ int64_t load_int(const void* p, DType d, int64_t i);
 void store_int(void* p, DType d, int64_t i, int64_t v);
 int64_t prod(const Shape& s, int from, int to);  // product of s[from, to)
 
+// Dead-column skipping (columns.cpp): the step's column rule (the op's own or the generic one by op
+// name; one that always refuses for ops without a rule), and region `r` of a value of shape `of` as a
+// region of the same bytes viewed with shape `as` (reshape views), widened to one that covers it.
+ColumnRule column_rule(OpCtx& ctx);
+Region reshape_region(const Shape& of, const Region& r, const Shape& as);
+
 // Const construction (const.cpp): literals and BLOBFILE weights into plan-owned storage.
 std::shared_ptr<ConstData> const_from_literal(const mil::Literal& lit, const std::string& stmt);
 struct WeightLookup {
@@ -263,3 +292,21 @@ CostEstimate estimate(const std::vector<StepCost>& steps, int64_t weight_bytes, 
                       int64_t io_bytes);
 constexpr double kSramBytes = 32.0 * 1024 * 1024;  // C26
 }  // namespace orion::sim::cost
+
+// Dead-column skipping analysis (sim/live.cpp): from the live prefixes of the outputs back to every
+// value, the region of each step's output that must be computed (none, all or a prefix).
+namespace orion::sim::live {
+struct StepInfo {
+  int out;
+  const std::vector<int>* ins;
+  const ops::ColumnRule* rule;
+};
+struct Result {
+  std::vector<ops::Region> step;   // per step: what to compute
+  std::vector<std::string> notes;  // why steps compute all of their output; last, a "summary: ..." line
+};
+// `views`: (view, source) value pairs (reshapes sharing their source's bytes), in definition order.
+Result analyse(const std::deque<ops::Value>& values, const std::vector<StepInfo>& steps,
+               const std::vector<std::pair<int, int>>& views, const std::vector<int>& out_ids,
+               const std::vector<int64_t>& live);
+}  // namespace orion::sim::live
