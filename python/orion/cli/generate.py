@@ -3,9 +3,14 @@
     orion generate --model PATH|ORG/NAME --prompt "Once upon a time" [--max-tokens 64] [--temp 0.8]
                    [--top-k 40] [--top-p 0.95] [--repetition-penalty 1.1] [--seed 0] [--device sim]
                    [--adapter-path PEFT_FOLDER] [--chat]
+    orion generate --model PATH --prompts-file prompts.txt [--batch 16] [...]
 
 The flags mlx-lm users know work as there (``--temp``, ``--adapter-path``, ``--max-tokens``); orion's
 longer names (``--temperature``, ``--adapter``) are the same flags.
+
+``--prompts-file`` generates one prompt per line as a batch: up to ``--batch`` (<= 16) sequences share
+each decode eval, a finished one's column taking the next prompt; per-stream and aggregate tok/s go to
+stderr.
 
 ``--chat`` sends the prompt as a user message through the tokenizer's chat template; the answer stops
 at the template's end-of-turn token (the model's eos ids).
@@ -19,7 +24,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import InputError
-from .common import CHIPS, float_in, nonneg_float, nonneg_int
+from .common import CHIPS, float_in, int_at_least, nonneg_float, nonneg_int
 
 __all__ = ["add_generate_parser", "cmd_generate"]
 
@@ -38,6 +43,10 @@ def add_generate_parser(subparsers):
                    "vocab.json)")
     g.add_argument("--chat", action="store_true", help="send the prompt as a user message through the chat template "
                    "of tokenizer_config.json (instruct models); stops at the end of the answer's turn")
+    g.add_argument("--prompts-file", default=None, metavar="FILE", help="one prompt per line (blank lines "
+                   "skipped; token ids separated by spaces for models without a tokenizer), generated as a batch")
+    g.add_argument("--batch", type=int_at_least(1), default=16,
+                   help="with --prompts-file: sequences per decode eval (at most 16, one per decode column)")
     g.add_argument("--max-tokens", "-m", type=nonneg_int, default=64,
                    help="tokens to generate at most (fewer when the model's context ends first)")
     g.add_argument("--temp", "--temperature", dest="temperature", type=nonneg_float, default=0.0,
@@ -82,6 +91,12 @@ def cmd_generate(args, out=None, err=None) -> int:
                  use_cache=not getattr(args, "no_cache", False), classifier=args.classifier)
     if getattr(args, "adapter", None):
         model.set_adapter(args.adapter)
+    kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+              repetition_penalty=args.repetition_penalty, seed=args.seed, stop_tokens=args.stop_token)
+    if getattr(args, "prompts_file", None):
+        if chat:
+            raise InputError("--chat is not supported with --prompts-file")
+        return _generate_file(model, args, kw, out, err)
     if args.prompt_ids is not None:
         try:
             prompt = [int(t) for t in args.prompt_ids.replace(",", " ").split()]
@@ -95,8 +110,6 @@ def cmd_generate(args, out=None, err=None) -> int:
         prompt = [bos if bos is not None else 0]
     else:
         prompt = args.prompt
-    kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-              repetition_penalty=args.repetition_penalty, seed=args.seed, stop_tokens=args.stop_token)
     if chat:
         stream = model.chat([{"role": "user", "content": args.prompt}], stream=True, **kw)
     else:
@@ -138,3 +151,45 @@ def _stats(r) -> str:
               else "no decode steps")
     return (f"prompt {len(r.prompt_tokens)} tokens, {prefill}; {len(r.tokens)} generated, {decode}; compile "
             f"{r.compile_seconds:.2f} s; stop: {r.stop_reason}")
+
+
+def _read_prompts(path: str, model) -> list:
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [ln.rstrip("\r\n") for ln in f]
+    except OSError as e:
+        raise InputError(f"--prompts-file {path}: cannot read it ({e.strerror})") from None
+    prompts = []
+    for no, ln in enumerate(lines, 1):
+        if not ln.strip():
+            continue
+        if model.tokenizer is None:
+            try:
+                prompts.append([int(t) for t in ln.replace(",", " ").split()])
+            except ValueError:
+                raise InputError(f"--prompts-file {path}, line {no}: the model has no tokenizer, so each line must be "
+                                 f"token ids separated by spaces; got {ln[:40]!r}") from None
+        else:
+            prompts.append(ln)
+    if not prompts:
+        raise InputError(f"--prompts-file {path} holds no prompt (one per line; blank lines are skipped)")
+    return prompts
+
+
+def _generate_file(model, args, kw, out, err) -> int:
+    from ..models.batch import BatchStats
+    from ..runtime import resolve_device
+    prompts = _read_prompts(args.prompts_file, model)
+    st = BatchStats()
+    gens = model.generate_batch(prompts, max_batch=args.batch, stats=st, **kw)
+    for i, (p, g) in enumerate(zip(prompts, gens)):
+        body = g.text if model.tokenizer is not None else " ".join(str(t) for t in g.tokens)
+        out.write(f"--- [{i}] ---\n{p if isinstance(p, str) else ''}{body}\n")
+    out.flush()
+    for i, g in enumerate(gens):
+        print(f"[{i}] {_stats(g)} (decode per stream)", file=err)
+    cols = sum(st.columns_used) / len(st.columns_used) if st.columns_used else 0.0
+    print(f"[{model.name} on {resolve_device(model.device)}] {st.sequences} sequences, batch {args.batch}: "
+          f"{st.generated} tokens in {st.seconds:.2f} s = {_rate(st.generated, st.seconds)} aggregate over "
+          f"{st.decode_evals} decode evals ({cols:.1f} sequences per eval); compile {st.compile_seconds:.2f} s", file=err)
+    return 0

@@ -76,6 +76,8 @@ class Engine:
     fp16 (exact up to rounding; see :mod:`orion.models.fp16_safety`): a number, or "auto" (measured on a
     probe through the float reference at construction)."""
 
+    skip_dead_columns = True    # live_columns hint: padding columns are not computed (simulator; per engine too)
+
     def __init__(self, cfg, weights: dict, *, device: str = "auto", profile=None, classifier: str = "cpu",
                  ctx_buckets: Sequence[int] | None = None, prefill_buckets: Sequence[int] = PREFILL_BUCKETS,
                  classifier_chunk: int = 16384, compile_options: dict | None = None, residual_scale="auto"):
@@ -104,6 +106,7 @@ class Engine:
         self.k_host = np.zeros((cfg.n_layers, cfg.kv_dim, 0), np.float16)
         self.v_host = np.zeros((cfg.n_layers, cfg.kv_dim, 0), np.float16)
         self.sets: dict[tuple[int, int], list[Stage]] = {}
+        self.batch_sets: dict[int, list] = {}            # batched decode sets by region length (models/batch.py)
         self.cls_sets: dict[int, list[tuple[int, int, Stage]]] = {}
         self._synced: dict[tuple[int, int], int] = {}
         self._wcls = None                                # classifier panels (CPU path)
@@ -224,6 +227,10 @@ class Engine:
         for progs in self.cls_sets.values():
             for _, _, s in progs:
                 s.release()
+        for stages in self.batch_sets.values():
+            for s in stages:
+                s.release()
+        self.batch_sets.clear()
         self.sets.clear()
         self.cls_sets.clear()
 
@@ -306,7 +313,8 @@ class Engine:
         e = self.fam.embed(cfg, self.w, ids, p0)
         x[0, :, 0, :n] = e * np.float32(self.residual_scale) if self.residual_scale != 1.0 else e
         feeds = self._layer_inputs(S, T, p0, n)
-        out = stages[0].run({"x": x, **feeds[0]}, live=n)     # columns >= n are padding: skipped
+        live = n if self.skip_dead_columns else None       # columns >= n are padding: not computed
+        out = stages[0].run({"x": x, **feeds[0]}, live=live)
         resid = x
         L = len(stages) - 1
         for l in range(1, L + 1):
@@ -316,7 +324,7 @@ class Engine:
             c = stages[l].cache
             c["k_cache"][:, p0:p0 + n] = k[:, :n]
             c["v_cache"][:, p0:p0 + n] = v[:, :n]
-            out = stages[l].run({"x": resid, "q_attn": q, **feeds[l]}, live=n)
+            out = stages[l].run({"x": resid, "q_attn": q, **feeds[l]}, live=live)
             if l < L:
                 resid = out["x_out"]
         self.pos = p0 + n

@@ -152,6 +152,35 @@ class Model:
             pass
         return s.result
 
+    def generate_batch(self, prompts, *, max_batch: int = 16, stats=None, **kw) -> list[Generation]:
+        """Generates every prompt, up to ``max_batch`` (<= 16) sequences sharing each decode eval, a finished
+        sequence's column going to the next waiting prompt (see :mod:`orion.models.batch`). Options as
+        :meth:`stream`, each either one value for all or a list with one per prompt. Each result equals the
+        prompt generated alone (greedy: token for token). ``stats``: a :class:`~orion.models.batch.BatchStats`
+        to fill (aggregate tokens, evals, seconds)."""
+        from .batch import generate_batch
+        prompts = list(prompts)
+        names = ("max_tokens", "temperature", "top_k", "top_p", "repetition_penalty", "seed", "stop_tokens")
+        bad = sorted(set(kw) - set(names))
+        if bad:
+            raise InputError(f"generate_batch got unknown option(s) {bad}; options: {', '.join(names)}")
+        defaults = SamplingParams()
+        params = []
+        for i in range(len(prompts)):
+            vals = {}
+            for k in names:
+                v = kw.get(k, getattr(defaults, k))
+                per_prompt = isinstance(v, (list, tuple)) and not (k == "stop_tokens" and v and not
+                                                                   isinstance(v[0], (list, tuple, type(None))))
+                if per_prompt and len(v) != len(prompts):
+                    raise InputError(f"{k}: {len(v)} values for {len(prompts)} prompts")
+                vals[k] = v[i] if per_prompt else v
+            p = SamplingParams(**{k: (None if vals[k] is None else list(vals[k])) if k == "stop_tokens" else vals[k]
+                                  for k in names})
+            p.validate()
+            params.append(p)
+        return generate_batch(self, [self.encode(p) for p in prompts], params, max_batch=max_batch, stats=stats)
+
     def chat(self, messages, *, add_generation_prompt: bool = True, stream: bool = False,
              template_kwargs: dict | None = None, **generate_kw):
         """Answers ``messages`` (``[{"role": "user", "content": "Hi"}, ...]``) through the tokenizer's chat
