@@ -47,6 +47,8 @@ def add_generate_parser(subparsers):
                    "skipped; token ids separated by spaces for models without a tokenizer), generated as a batch")
     g.add_argument("--batch", type=int_at_least(1), default=16,
                    help="with --prompts-file: sequences per decode eval (at most 16, one per decode column)")
+    g.add_argument("--speculative", default=None, choices=["prompt-lookup"], help="greedy speculative decoding: "
+                   "n-gram drafts from the prompt and the text, up to 15 verified per eval (same tokens)")
     g.add_argument("--max-tokens", "-m", type=nonneg_int, default=64,
                    help="tokens to generate at most (fewer when the model's context ends first)")
     g.add_argument("--temp", "--temperature", dest="temperature", type=nonneg_float, default=0.0,
@@ -110,6 +112,18 @@ def cmd_generate(args, out=None, err=None) -> int:
         prompt = [bos if bos is not None else 0]
     else:
         prompt = args.prompt
+    if getattr(args, "speculative", None):
+        if chat:
+            raise InputError("--chat is not supported with --speculative")
+        r = model.generate(prompt, speculative=args.speculative, **kw)
+        text = r.text if model.tokenizer is not None else " ".join(str(t) for t in r.tokens)
+        out.write((prompt if isinstance(prompt, str) else "") + text + "\n")
+        out.flush()
+        spec = (f"{r.tokens_per_eval:.2f} tokens per eval, draft acceptance {r.acceptance_rate:.2f}" if r.drafted
+                else "no drafts found")
+        print(f"[{model.name}] {len(r.tokens)} generated, decode {_rate(len(r.tokens) - 1, r.decode_seconds)}, "
+              f"{spec}; stop: {r.stop_reason}", file=err)
+        return 0
     if chat:
         stream = model.chat([{"role": "user", "content": args.prompt}], stream=True, **kw)
     else:

@@ -383,6 +383,26 @@ class Engine:
         h = self._block([int(token)], DECODE_S)
         return self._logits(h, slice(0, 1))[0]
 
+    def verify(self, ids: Sequence[int]) -> np.ndarray:
+        """Appends up to 16 tokens in one decode eval (consecutive columns, causal); returns the logits
+        after each ``[n, V]`` (speculative decoding checks drafts with them)."""
+        ids = [int(t) for t in ids]
+        if not 1 <= len(ids) <= DECODE_S:
+            raise InputError(f"verify takes 1..{DECODE_S} tokens, got {len(ids)}")
+        self._check_ids(ids)
+        self._grow(self.pos + len(ids))
+        h = self._block(ids, DECODE_S)
+        return self._logits(h, slice(0, len(ids)))
+
+    def rollback(self, pos: int) -> None:
+        """Forgets the cache positions from ``pos`` on (rejected drafts): no copies - later tokens mask
+        and overwrite them."""
+        if not 0 <= pos <= self.pos:
+            raise InputError(f"rollback to {pos} outside the cached positions [0, {self.pos}]")
+        self.pos = pos
+        for k in self._synced:
+            self._synced[k] = min(self._synced[k], pos)
+
     def _check_ids(self, ids) -> None:
         V = self.cfg.vocab_size
         bad = [t for t in ids if not 0 <= int(t) < V]

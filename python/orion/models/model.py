@@ -145,8 +145,22 @@ class Model:
         params.validate()
         return TokenStream(self, self.encode(prompt), params, keep_logits)
 
-    def generate(self, prompt, **kw) -> Generation:
-        """Same options as :meth:`stream`; returns the finished :class:`Generation`."""
+    def generate(self, prompt, speculative: str | None = None, **kw) -> Generation:
+        """Same options as :meth:`stream`; returns the finished :class:`Generation`. ``speculative=
+        "prompt-lookup"`` (greedy only): drafts from n-grams of the prompt and the generated text, verified
+        up to 15 per eval; the same tokens, a :class:`~orion.models.speculative.SpeculativeGeneration`
+        (acceptance rate, tokens per eval)."""
+        if speculative is not None:
+            if speculative != "prompt-lookup":
+                raise InputError(f"speculative must be None or 'prompt-lookup', got {speculative!r}")
+            from .speculative import generate_prompt_lookup
+            if kw.get("keep_logits"):
+                raise InputError("keep_logits is not available with speculative decoding")
+            kw.pop("keep_logits", None)
+            params = SamplingParams(**{k: v for k, v in kw.items() if k != "stop_tokens"},
+                                    stop_tokens=None if kw.get("stop_tokens") is None else list(kw["stop_tokens"]))
+            params.validate()
+            return generate_prompt_lookup(self, self.encode(prompt), params)
         s = self.stream(prompt, **kw)
         for _ in s:
             pass
