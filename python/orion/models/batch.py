@@ -110,7 +110,6 @@ def _batch_stages(eng, R: int):
 def _feeds(eng, R: int, pos: np.ndarray) -> list[dict]:
     """Per stage: the per-column masks (column i sees region i up to pos[i], within its window) and the
     RoPE tables of each column's position."""
-    cfg, L = eng.cfg, eng.fam.n_stages(eng.cfg) - 1
     S = DECODE_S
     local = np.arange(R)[None, :]
 
@@ -122,22 +121,7 @@ def _feeds(eng, R: int, pos: np.ndarray) -> list[dict]:
         m[np.arange(S), np.arange(S)] = np.where(seen, 0.0, MASK_VALUE)
         return m.reshape(1, 1, S, S * R)
 
-    sliding = [getattr(cfg, "layer_sliding", lambda i: False)(i) for i in range(L)]
-    masks = {w: mask(w) for w in {cfg.sliding_window if s else None for s in sliding}}
-    tables: dict = {}
-    feeds = []
-    for l in range(L + 1):
-        f = {}
-        if l >= 1:
-            f["mask"] = masks[cfg.sliding_window if sliding[l - 1] else None]
-        if l < L and eng.fam.USES_ROPE:
-            rope = cfg.layer_rope(l)
-            if rope not in tables:
-                cos, sin = eng.fam.rope_tables(cfg, pos, l)
-                tables[rope] = {"cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
-            f.update(tables[rope])
-        feeds.append(f)
-    return feeds
+    return eng._layer_inputs(S, S * R, 0, S, positions=pos, mask=mask)
 
 
 def _step(eng, stages, R: int, cols: list[int], toks: list[int], pos: np.ndarray) -> np.ndarray:

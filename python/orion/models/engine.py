@@ -273,12 +273,15 @@ class Engine:
             seen &= j > rows[:, None] - window
         return np.where(seen, 0.0, MASK_VALUE).astype(np.float16).reshape(1, 1, S, T)
 
-    def _layer_inputs(self, S: int, T: int, p0: int, n: int) -> list[dict]:
+    def _layer_inputs(self, S: int, T: int, p0: int, n: int, positions=None, mask=None) -> list[dict]:
         """Per stage: the mask of the layer whose attention it runs (stage l: layer l-1) and the RoPE
-        tables of the layer whose q/k it projects (stage l: layer l)."""
+        tables of the layer whose q/k it projects (stage l: layer l). ``positions`` (of the S columns,
+        default p0..) and ``mask(window)`` replace the single-sequence ones (batched decode)."""
         cfg, L = self.cfg, self.fam.n_stages(self.cfg) - 1
+        positions = np.arange(p0, p0 + S) if positions is None else positions
+        mask = mask or (lambda w: self._mask(S, T, p0, n, w))
         sliding = [getattr(cfg, "layer_sliding", lambda i: False)(i) for i in range(L)]
-        masks = {w: self._mask(S, T, p0, n, w) for w in {cfg.sliding_window if s else None for s in sliding}}
+        masks = {w: mask(w) for w in {cfg.sliding_window if s else None for s in sliding}}
         tables: dict = {}
         feeds = []
         for l in range(L + 1):
@@ -288,7 +291,7 @@ class Engine:
             if l < L and self.fam.USES_ROPE:
                 rope = cfg.layer_rope(l)
                 if rope not in tables:
-                    cos, sin = self.fam.rope_tables(cfg, np.arange(p0, p0 + S), l)
+                    cos, sin = self.fam.rope_tables(cfg, positions, l)
                     tables[rope] = {"cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
                 f.update(tables[rope])
             feeds.append(f)
