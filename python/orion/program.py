@@ -156,7 +156,25 @@ class CompiledProgram:
     def __call__(self, **arrays) -> dict[str, np.ndarray]:
         return self.run(arrays)
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def live_columns_hint(self, n: int | None) -> dict | None:
+        """The runtime's ``live_columns`` hint (by MIL output) saying that only the first ``n`` entries of the
+        last axis (the columns) of every graph output are used: widened outputs hold column j at j*k."""
+        if n is None:
+            return None
+        hint = {}
+        for ob in self._io.outputs.values():
+            cols_split = len(ob.parts) > 1 and ob.concat_axis in (-1, len(ob.shape) - 1)
+            for p in ob.parts:
+                m = int(n)
+                for step in p.unpad:
+                    if step[0] == "widen":        # every column repeated k times on the last axis
+                        m *= step[1]
+                hint[p.mil_name] = -1 if cols_split else m
+        return hint
+
+    def run(self, inputs: Mapping[str, np.ndarray], live_columns: int | None = None) -> dict[str, np.ndarray]:
+        """``live_columns``: only the first n columns (last axis) of the outputs are used; the rest of
+        them is unspecified and the simulator skips what only they need (see ``Program.eval``)."""
         prog = self._check_alive()
         unknown = [k for k in inputs if k not in self._activations]
         if unknown:
@@ -171,7 +189,7 @@ class CompiledProgram:
         for name, b in self._activations.items():
             arr = _check_array("input", name, inputs[name], b.shape)
             feed[b.mil_name] = b.to_surface(arr)
-        raw = prog.run(feed)
+        raw = prog.run(feed, live_columns=self.live_columns_hint(live_columns))
         return {name: self._assemble(ob, raw) for name, ob in self._io.outputs.items()}
 
     @staticmethod

@@ -112,3 +112,21 @@ def test_save_writes_files_without_runtime(rng, tmp_path):
     prog.save(tmp_path / "p")
     assert (tmp_path / "p" / "model.mil").read_text() == prog.mil
     assert (tmp_path / "p" / "weights" / "weight.bin").read_bytes() == prog.weights["@model_path/weights/weight.bin"]
+
+
+@needs_runtime
+def test_live_columns_on_widened_outputs(rng):
+    """run(live_columns=n): the first n graph columns equal a full run bit for bit, the program's outputs
+    being widened (column j at j*k of the surface) - the hint scales to the MIL outputs."""
+    g = _graph(rng)
+    prog = sim_compile(g)
+    hint = prog.live_columns_hint(3)
+    assert set(hint) == {p.mil_name for ob in prog.io_plan.outputs.values() for p in ob.parts}
+    assert any(v > 3 for v in hint.values())            # some output is widened on the surface
+    a, b = (rng.standard_normal((1, 64, 1, 16)).astype(np.float32) for _ in range(2))
+    want = prog(x=a)
+    prog(x=b)                                            # stale values in the program's memory
+    got = prog.run({"x": a}, live_columns=3)
+    for k in want:
+        assert np.array_equal(got[k][..., :3], want[k][..., :3]), k
+    assert "summary" in prog.program.live_notes(hint)[-1]

@@ -11,15 +11,6 @@ __all__ = ["Stage", "SplitStage"]
 _NP_FLOAT = {"fp16": np.float16, "fp32": np.float32}
 
 
-def live_prefix(part, n: int) -> int:
-    """How many leading entries of the last axis of output ``part``'s MIL result hold the first ``n``
-    entries of its graph output's last axis (the columns)."""
-    for step in part.unpad:                       # in program order
-        if step[0] == "widen":
-            n *= step[1]                          # every column repeated k times on the last axis
-    return n
-
-
 class Stage:
     """One compiled stage program, called by graph names; cache inputs are written in place."""
 
@@ -81,12 +72,7 @@ class Stage:
         if n is None:
             return None
         if n not in self._live:
-            hint = {}
-            for ob in self.outputs.values():       # stage outputs are [1, C, 1, S]: columns last
-                split_cols = len(ob.parts) > 1 and ob.concat_axis in (-1, len(ob.shape) - 1)
-                for p in ob.parts:
-                    hint[p.mil_name] = -1 if split_cols else live_prefix(p, n)
-            self._live[n] = hint
+            self._live[n] = self.cp.live_columns_hint(n)
         return self._live[n]
 
     def run(self, feed: dict, live: int | None = None) -> dict:
