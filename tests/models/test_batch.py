@@ -74,3 +74,13 @@ def test_batch_options_are_checked(tmp_path):
     with pytest.raises(InputError, match="unknown option"):
         m.generate_batch([[1]], beams=2)
     assert m.generate_batch([]) == []
+
+
+def test_device_classifier_batch_equals_alone():
+    """With the classifier as programs, batches use the 16-column classifier set (no per-width compiles)."""
+    cfg = tiny_gpt2()
+    m = Model(cfg, weights16(cfg), device="sim", stop_tokens=[], classifier="device")
+    prompts = _prompts(m)[:4]
+    gens = m.generate_batch(prompts, max_tokens=6, max_batch=3)
+    assert [g.tokens for g in gens] == [m.generate(p, max_tokens=6).tokens for p in prompts]
+    assert set(m.engine.cls_sets) <= {16, 32}            # decode width and the prompts' prefill bucket
