@@ -84,3 +84,21 @@ def test_device_classifier_batch_equals_alone():
     gens = m.generate_batch(prompts, max_tokens=6, max_batch=3)
     assert [g.tokens for g in gens] == [m.generate(p, max_tokens=6).tokens for p in prompts]
     assert set(m.engine.cls_sets) <= {16, 32}            # decode width and the prompts' prefill bucket
+
+
+def test_lora_adapter_swaps_reach_the_batch_programs():
+    """The batch set is staged with the current adapter on every call: a swap after the first batch
+    (same slots, no compile) changes the batched outputs exactly as it changes single generations."""
+    from orion import lora as L
+    from models_helpers import tiny_llama
+    cfg = tiny_llama(n_kv_heads=4, d_ff=128)
+    m = Model(cfg, weights16(cfg, seed=3, std=0.15), device="sim", stop_tokens=[])
+    a, b = (L.init_adapter(cfg, L.LoraConfig(r=4, alpha=8, targets="q,v,o,w2"), seed=s, b_std=0.3) for s in (7, 8))
+    prompts = _prompts(m)[:3]
+    outs = []
+    for ad in (a, b, None):
+        m.set_adapter(ad)
+        got = [g.tokens for g in m.generate_batch(prompts, max_tokens=6)]
+        assert got == [m.generate(p, max_tokens=6).tokens for p in prompts]
+        outs.append(got)
+    assert outs[0] != outs[1] != outs[2]

@@ -92,9 +92,15 @@ class _Seq:
 
 
 def _batch_stages(eng, R: int):
-    """The decode set (16, 16 R) for batches, compiled once per R; kept apart from the engine's own sets
-    (their caches hold one sequence each)."""
-    if R not in eng.batch_sets:
+    """The decode set (16, 16 R) for batches, compiled once per R and LoRA slot layout; kept apart from the
+    engine's own sets (their caches hold one sequence each). The current adapter is staged into it."""
+    lora = eng.graph_options.get("lora")
+    have = eng.batch_sets.get(R)
+    if have is not None and have[0] is not lora:      # the adapter slots changed: other program inputs
+        for s in have[1]:
+            s.release()
+        have = None
+    if have is None:
         stages = []
         try:
             for i in range(eng.fam.n_stages(eng.cfg)):
@@ -103,8 +109,10 @@ def _batch_stages(eng, R: int):
             for s in stages:
                 s.release()
             raise
-        eng.batch_sets[R] = stages
-    return eng.batch_sets[R]
+        have = eng.batch_sets[R] = (lora, stages)
+    if lora is not None:
+        lora.stage([cp for st in have[1] for cp in st.programs])
+    return have[1]
 
 
 def _feeds(eng, R: int, pos: np.ndarray) -> list[dict]:

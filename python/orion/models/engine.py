@@ -106,7 +106,7 @@ class Engine:
         self.k_host = np.zeros((cfg.n_layers, cfg.kv_dim, 0), np.float16)
         self.v_host = np.zeros((cfg.n_layers, cfg.kv_dim, 0), np.float16)
         self.sets: dict[tuple[int, int], list[Stage]] = {}
-        self.batch_sets: dict[int, list] = {}            # batched decode sets by region length (models/batch.py)
+        self.batch_sets: dict[int, tuple] = {}           # region length -> (LoRA slots, stages): models/batch.py
         self.cls_sets: dict[int, list[tuple[int, int, Stage]]] = {}
         self._synced: dict[tuple[int, int], int] = {}
         self._wcls = None                                # classifier panels (CPU path)
@@ -227,7 +227,7 @@ class Engine:
         for progs in self.cls_sets.values():
             for _, _, s in progs:
                 s.release()
-        for stages in self.batch_sets.values():
+        for _, stages in self.batch_sets.values():
             for s in stages:
                 s.release()
         self.batch_sets.clear()
