@@ -208,3 +208,13 @@ def test_hint_per_output_and_validation():
         prog.run(_x(), live_columns={"nope": 1})
     with pytest.raises(orion.InputError, match=">= 0"):
         prog.run(_x(), live_columns=-3)
+
+
+def test_fp32_io_live_columns_exact():
+    """fp32 inputs (rounded to fp16 on read) and outputs (widened on write) keep the live columns exact."""
+    prog = orion.compile_mil(program({"x": ("fp32", [1, C, 1, W])}, [stmt("y", "fp32", [1, C, 1, W], "exp", x="x")],
+                                     ["y"]), {}, device="sim", profile=PROFILE)
+    x = {"x": np.random.default_rng(3).standard_normal((1, C, 1, W)).astype(np.float32)}
+    want, got, notes = _live_vs_full(prog, x, 3)
+    assert got["y"].dtype == np.float32 and np.array_equal(got["y"][..., :3], want["y"][..., :3])
+    assert _summary(notes) == (1, 0, 0)
