@@ -114,7 +114,6 @@ def test_save_writes_files_without_runtime(rng, tmp_path):
     assert (tmp_path / "p" / "weights" / "weight.bin").read_bytes() == prog.weights["@model_path/weights/weight.bin"]
 
 
-@needs_runtime
 def test_live_columns_on_widened_outputs(rng):
     """run(live_columns=n): the first n graph columns equal a full run bit for bit, the program's outputs
     being widened (column j at j*k of the surface) - the hint scales to the MIL outputs."""
