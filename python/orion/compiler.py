@@ -8,34 +8,18 @@ the loaded program in a :class:`~orion.program.CompiledProgram` that speaks the 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from .codegen import build_weights, emit
 from .errors import CompileError
 from .ir.graph import Graph, GraphError
-from .passes.context import CompileContext, CompileOptions, IOPlan
+from .lowered import Lowered
+from .passes.context import CompileContext, CompileOptions
 from .passes.pipeline import run_pipeline
+from .program import CompiledProgram
 from .sim import dialect_for
 
 __all__ = ["compile", "lower", "Lowered"]
-
-
-@dataclass
-class Lowered:
-    """A compiled-to-text program: what the runtime (and the ANE) receives, plus the I/O plan."""
-    mil: str
-    weights: dict[str, bytes]
-    io: IOPlan
-    options: CompileOptions
-    graph: Graph                       # the graph after all passes (MIL names assigned)
-    stats: dict = field(default_factory=dict)
-    warnings: list = field(default_factory=list)
-
-    def __repr__(self) -> str:
-        kb = sum(len(b) for b in self.weights.values()) / 1024
-        return (f"<Lowered {self.options.target}: {len(self.mil.splitlines())} MIL lines, {len(self.weights)} weight "
-                f"file(s) {kb:.0f} KiB, inputs {list(self.io.inputs)}, outputs {list(self.io.outputs)}>")
 
 
 def lower(graph: Graph, *, target: str = "ios18", chip: str | None = None, pipeline=None, dynamic_weights=None,
@@ -87,7 +71,6 @@ def compile(graph: Graph, device: str = "auto", target: str | None = None, pipel
     (``"auto"``). ``target`` picks the MIL dialect (default: ios16 on M1/M2, else ios18).
     ``dynamic_weights``: True (every weight) or weight names to pass as program inputs.
     Returns a :class:`~orion.program.CompiledProgram`."""
-    from .program import CompiledProgram
     from .runtime import compile_mil, resolve_device
     from .sim import get_profile
 
@@ -98,6 +81,6 @@ def compile(graph: Graph, device: str = "auto", target: str | None = None, pipel
         options["count_weight_tensors"] = dev == "sim" and prof.strictness == "strict"   # C18 as simulated
     lowered = lower(graph, target=target, chip=chip, pipeline=pipeline, dynamic_weights=dynamic_weights, **options)
     prog = compile_mil(lowered.mil, lowered.weights, device=dev, profile=profile)
-    return CompiledProgram(prog, lowered, source=graph,
+    return CompiledProgram(prog, lowered, source=graph, compile_fn=compile,
                            recompile_args=dict(device=dev, target=target, pipeline=pipeline,
                                                dynamic_weights=dynamic_weights, profile=profile, **options))

@@ -52,7 +52,7 @@ def _check_array(what: str, name: str, arr, shape: tuple) -> np.ndarray:
 class CompiledProgram:
     """A graph compiled and loaded on a device. ``prog(x=...)`` → ``{output name: array}``."""
 
-    def __init__(self, program, lowered, source=None, recompile_args: dict | None = None):
+    def __init__(self, program, lowered, source=None, recompile_args: dict | None = None, compile_fn=None):
         self._prog = program
         self._io: IOPlan = lowered.io
         self.mil: str = lowered.mil
@@ -62,6 +62,7 @@ class CompiledProgram:
         self._non_finite = lowered.options.non_finite
         self._source = source
         self._recompile_args = recompile_args or {}
+        self._compile_fn = compile_fn          # orion.compile, handed in by it (no import back into the compiler)
         self._dynamic: dict[str, np.ndarray] = {}
         self._packed: dict[str, np.ndarray] = {}
         self._activations = {n: b for n, b in self._io.inputs.items() if b.kind == "activation"}
@@ -263,16 +264,15 @@ class CompiledProgram:
         return self._dynamic[name].copy()
 
     def _recompile(self, baked: dict[str, np.ndarray]) -> None:
-        if self._source is None:
+        if self._source is None or self._compile_fn is None:
             raise WeightUpdateError(f"weights {sorted(baked)} are baked into this program and it has no source graph "
                                     f"(loaded from disk): compile the graph again, or make them dynamic")
-        from .compiler import compile as compile_graph
         g = self._source.clone()
         for name, arr in baked.items():
             node = g.weights[name].node
             node.attrs["value"] = np.asarray(arr).reshape(g.weights[name].shape)
         args = dict(self._recompile_args)
-        new = compile_graph(g, **args)
+        new = self._compile_fn(g, **args)
         old = self._prog
         self._prog, new._prog = new._prog, None
         self.mil, self._weight_files, self._io = new.mil, new._weight_files, new._io
@@ -372,7 +372,7 @@ def _plan_from_json(d: dict) -> IOPlan:
 
 def load(directory: str | os.PathLike, device: str = "auto", *, profile=None) -> CompiledProgram:
     """Load a program written by :meth:`CompiledProgram.save` (compiles the saved MIL + weights)."""
-    from .compiler import Lowered
+    from .lowered import Lowered
     from .passes.context import CompileOptions
     from .runtime import compile_mil
     directory = os.fspath(directory)
