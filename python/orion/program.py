@@ -56,7 +56,8 @@ class CompiledProgram:
         self._prog = program
         self._io: IOPlan = lowered.io
         self.mil: str = lowered.mil
-        self._weight_files: dict[str, bytes] = dict(lowered.weights)
+        self._weight_files: dict[str, bytes] | None = dict(lowered.weights)
+        self._keep_files = True
         self.target: str = lowered.options.target
         self.stats = lowered.stats
         self._non_finite = lowered.options.non_finite
@@ -99,7 +100,21 @@ class CompiledProgram:
 
     @property
     def weights(self) -> dict[str, bytes]:
-        return dict(self._weight_files)
+        """The MILBlob weight files as compiled (``{"@model_path/...": bytes}``)."""
+        return dict(self._files("read the weight files"))
+
+    def drop_weight_files(self) -> None:
+        """Frees the host copy of the weight files (as large as the weights; the runtime keeps what it
+        needs to run). Afterwards ``weights`` and :meth:`save` raise; evaluation, staging and recompiles
+        from the source graph are unaffected. The generation engine calls this for every program."""
+        self._keep_files = False
+        self._weight_files = None
+
+    def _files(self, what: str) -> dict[str, bytes]:
+        if self._weight_files is None:
+            raise ProgramStateError(f"cannot {what}: this program's weight files were dropped to save memory "
+                                    f"(drop_weight_files); compile the graph again to get them")
+        return self._weight_files
 
     def __repr__(self) -> str:
         def fmt(specs):
@@ -133,8 +148,10 @@ class CompiledProgram:
                     ("modelled cost", f"{c['est_ms']:.4f} ms per eval, {c['flops']:,.0f} flops (profile() per op)")]
             from .runtime import counters
             info.append(("process counters", ", ".join(f"{k} {v}" for k, v in counters().items())))
-        info.append(("program", f"{len(self.mil.splitlines())} MIL lines, {len(self._weight_files)} weight file(s), "
-                                f"{sum(len(b) for b in self._weight_files.values()):,} bytes"))
+        files = self._weight_files
+        info.append(("program", f"{len(self.mil.splitlines())} MIL lines, " + (
+            f"{len(files)} weight file(s), {sum(len(b) for b in files.values()):,} bytes" if files is not None
+            else "weight files dropped")))
         return (_html.title("orion.CompiledProgram", self._source.name if self._source is not None else None,
                             f"({self.target})")
                 + _html.items(info)
@@ -275,7 +292,7 @@ class CompiledProgram:
         new = self._compile_fn(g, **args)
         old = self._prog
         self._prog, new._prog = new._prog, None
-        self.mil, self._weight_files, self._io = new.mil, new._weight_files, new._io
+        self.mil, self._weight_files, self._io = new.mil, new._weight_files if self._keep_files else None, new._io
         self._activations = new._activations
         if self._dynamic:
             self._stage(dict(self._dynamic))
@@ -298,6 +315,7 @@ class CompiledProgram:
     def save(self, directory: str | os.PathLike) -> None:
         """Write model.mil, the weight files, the I/O plan and current dynamic weights to ``directory``
         atomically (a complete new folder replaces the old one in one rename)."""
+        self._files("save the program")
         directory = os.path.abspath(os.fspath(directory))
         parent = os.path.dirname(directory)
         os.makedirs(parent, exist_ok=True)
@@ -306,7 +324,7 @@ class CompiledProgram:
             with open(os.path.join(tmp, "model.mil"), "w", encoding="utf-8") as f:
                 f.write(self.mil)
             files = {}
-            for path, data in self._weight_files.items():
+            for path, data in self._files("save the program").items():
                 rel = path.replace("@model_path/", "", 1)
                 if rel.startswith("/") or ".." in rel.split("/"):
                     raise InputError(f"weight path {path!r} escapes the program directory")

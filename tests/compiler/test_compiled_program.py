@@ -129,3 +129,25 @@ def test_live_columns_on_widened_outputs(rng):
     for k in want:
         assert np.array_equal(got[k][..., :3], want[k][..., :3]), k
     assert "summary" in prog.program.live_notes(hint)[-1]
+
+
+def test_dropped_weight_files_free_the_host_copy_and_say_so(rng, tmp_path):
+    """The generation engine drops each program's host copy of its weight files (as large as the
+    weights): evaluation, staging and recompiles go on; reading or saving the files is a clear error."""
+    g = _graph(rng)
+    prog = sim_compile(g)
+    a = rng.standard_normal((1, 64, 1, 16)).astype(np.float32)
+    before = prog(x=a)
+    prog.drop_weight_files()
+    for k, v in prog(x=a).items():
+        np.testing.assert_array_equal(v, before[k])
+    with pytest.raises(ProgramStateError, match="dropped"):
+        prog.weights
+    with pytest.raises(ProgramStateError, match="dropped"):
+        prog.save(tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+    prog.set_weights(w=np.zeros((64, 64), np.float32))       # a baked weight: recompiled from the graph
+    assert not prog(x=a)["h"].any()
+    with pytest.raises(ProgramStateError, match="dropped"):
+        prog.weights
+    assert "weight files dropped" in prog._repr_html_()

@@ -123,6 +123,7 @@ class Engine:
         from ..compiler import compile as compile_graph
         t = time.perf_counter()
         cp = compile_graph(g, device=self.device, profile=self.profile, **self.compile_options)
+        cp.drop_weight_files()             # the runtime holds the weights; a host copy per program doubles them
         self.compile_seconds += time.perf_counter() - t
         self.compiles += 1
         return cp
