@@ -369,7 +369,7 @@ def _run(args) -> int:
         (bar.write(msg) if bar is not None else print(msg))
 
     try:
-        res = trainer.train(on_step=on_step, on_eval=on_eval)
+        res = trainer.train(on_step=on_step, on_eval=on_eval, exit_on_second_interrupt=True)
     finally:
         if bar is not None:
             bar.close()

@@ -1,10 +1,11 @@
 """Ctrl-C during training: the first SIGINT asks the loop to stop after the step in flight (which is then
 complete: weights, optimizer, data cursor and step number agree) and to save that state; a second one
-exits at once (status 130) without writing anything, so a checkpoint write it cuts short is a hidden temp
-folder the next save removes, and ``latest.json`` still names the last complete checkpoint.
+stops at once without writing anything: the command line exits (status 130), a library caller (a
+notebook, whose kernel must survive) gets a KeyboardInterrupt. A checkpoint write it cuts short is a hidden
+temp folder the next save removes, and ``latest.json`` still names the last complete checkpoint.
 
 A ``KeyboardInterrupt`` raised inside a step would leave the state half-updated (the next batch drawn,
-the weights partly stepped), which is why the signal only sets a flag.
+the weights partly stepped), which is why the first signal only sets a flag.
 """
 
 from __future__ import annotations
@@ -20,18 +21,20 @@ class StopRequest:
     """``with StopRequest() as stop: ... if stop.requested: ...`` — installs the handler in the main thread
     (elsewhere Python delivers no signals, and the flag simply stays False)."""
 
-    def __init__(self, message: str = "orion train: stopping after this step and saving a checkpoint "
-                                      "(Ctrl-C again: exit now without saving)"):
+    def __init__(self, exit_on_second: bool = False):
         self.requested = False
-        self.message = message
+        self.exit_on_second = exit_on_second
         self._old = None
 
     def _handle(self, signum, frame) -> None:
         if self.requested:
-            os.write(2, b"\norion train: interrupted again, exiting without saving\n")
-            os._exit(EXIT_INTERRUPTED)
+            if self.exit_on_second:
+                os.write(2, b"\norion train: interrupted again, exiting without saving\n")
+                os._exit(EXIT_INTERRUPTED)
+            raise KeyboardInterrupt("interrupted twice: stopped without saving")
         self.requested = True
-        os.write(2, ("\n" + self.message + "\n").encode())
+        os.write(2, ("\norion train: stopping after this step and saving a checkpoint (Ctrl-C again: stop now "
+                     "without saving)\n").encode())
 
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():

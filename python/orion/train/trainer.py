@@ -320,14 +320,17 @@ class Trainer:
         return rec
 
     # -------------------------------------------------------------------------------- the loop
-    def train(self, on_step=None, stop_after: int | None = None, on_eval=None) -> TrainResult:
+    def train(self, on_step=None, stop_after: int | None = None, on_eval=None, exit_on_second_interrupt: bool = False
+              ) -> TrainResult:
+        """Runs to ``tc.steps`` (or ``stop_after``). A first Ctrl-C stops after the step in flight and saves; a
+        second raises KeyboardInterrupt without saving (``exit_on_second_interrupt``: exits the process, 130)."""
         with blas_threads(self.tc.blas_threads or default_blas_threads(self.cfg)):
-            return self._train(on_step, stop_after, on_eval)
+            return self._train(on_step, stop_after, on_eval, exit_on_second_interrupt)
 
-    def _train(self, on_step, stop_after, on_eval) -> TrainResult:
+    def _train(self, on_step, stop_after, on_eval, exit_on_second) -> TrainResult:
         tc = self.tc
         res = TrainResult("done", self.step)
-        with StopRequest() as stop:
+        with StopRequest(exit_on_second) as stop:
             while self.step < tc.steps:
                 if stop.requested:                # between steps: the state is that of a finished step
                     res.status = "interrupted"
