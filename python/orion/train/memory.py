@@ -75,7 +75,9 @@ def check_memory(cfg, batch: int, seq_len: int, lora: bool = False, available: i
                 f"{seq_len}, {cfg.n_layers} layers): lower --seq-len or --batch (use --accum for a larger "
                 f"effective batch), or --layers")
     else:
-        what = (f"{est['params'] / 1e6:,.1f}M parameters with gradients and AdamW state "
+        n = est["params"]
+        count = f"{n / 1e9:,.1f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
+        what = (f"{count} parameters with gradients and AdamW state "
                 f"({est['weights'] / GiB:,.1f} GiB): lower --dim, --layers, --hidden or --vocab")
     raise ModelTooLarge(f"this run needs about {est['total'] / GiB:,.1f} GiB but {avail / GiB:,.1f} GiB are "
                         f"available; the larger part is the {what}")
