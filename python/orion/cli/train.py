@@ -95,6 +95,8 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--restart-on-budget", action="store_true",
                    help="recompile strategy: when the compile budget runs out, checkpoint and re-exec this command "
                         "with --resume (what upstream does with exec())")
+    r.add_argument("--dist-timeout", type=positive_float, default=None, metavar="S",
+                   help="under mpiexec: seconds a rank waits for the others before aborting the job (default 300)")
     r.add_argument("--eval-interval", type=nonneg_int, default=None,
                    help="steps between validation passes (default 100)")
     r.add_argument("--eval-batches", type=positive_int, default=None, help="batches per validation pass (default 4)")
@@ -291,23 +293,44 @@ def _checkpoint_tokenizer(path: str) -> bytes | None:
 # ---------------------------------------------------------------------------------------- run
 def _fmt_split(rec) -> str:
     return (f"dev {rec.t_device * 1e3:.0f} cpu {rec.t_cpu * 1e3:.0f} upd {rec.t_update * 1e3:.0f} "
-            f"opt {rec.t_optim * 1e3:.0f} ms")
+            f"opt {rec.t_optim * 1e3:.0f}{f' comm {rec.t_comm * 1e3:.0f}' if rec.t_comm else ''} ms")
 
 
 def cmd_train(args) -> int:
+    from ..errors import OrionError
+    from ..train.distributed import from_env
+    from .common import UsageError
     from .train_checks import check_train_args
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     check_train_args(args)                 # flag values, output paths and memory, before any work
-    return _run(args)
+    dist = from_env(args.dist_timeout)     # None unless launched by mpiexec with several ranks
+    if dist is None:
+        return _run(args)
+    if not dist.is_root:                   # rank 0 reports, logs and exports; the others print only errors
+        sys.stdout = open(os.devnull, "w")
+        args.no_progress = True
+        logging.getLogger().setLevel(logging.WARNING)
+    try:
+        code = _run(args, dist)
+    except (OrionError, OSError) as e:     # the other ranks may be waiting for this one: end the whole job
+        print(f"orion train: error (MPI rank {dist.rank} of {dist.size}): {e}", file=sys.stderr)
+        code = 2 if isinstance(e, UsageError) else 1
+    return dist.finish(code)
 
 
-def _run(args) -> int:
+def _run(args, dist=None) -> int:
     from ..train.errors import TrainError
     from ..train.model import llama2c_unsupported, n_params, write_hf, write_llama2c
     from ..train.sample import generate
     from ..train.trainer import Trainer
 
     cfg, params, tc, data, tok, resume, extras = _prepare(args)
+    if dist is not None:
+        if args.restart_on_budget:
+            raise TrainError("--restart-on-budget cannot re-exec MPI ranks; rerun the mpiexec command with --resume")
+        # --accum (and the default 1) count per rank; a checkpoint's accum is already the run's global one
+        tc = dataclasses.replace(tc, accum=tc.accum * dist.size if args.accum is not None or resume is None
+                                 else tc.accum)
     if args.export_bin and llama2c_unsupported(cfg):            # refuse before training, not after
         raise TrainError(f"--export-bin: a llama2.c .bin cannot hold this model "
                          f"({', '.join(llama2c_unsupported(cfg))}); use --export-hf")
@@ -323,7 +346,8 @@ def _run(args) -> int:
                 "orion train: LoRA on a freshly initialised base model (no --init); pass --init with a trained "
                 "model (e.g. an orion train checkpoint folder) for a real fine-tune")
     t_setup = time.perf_counter()
-    trainer = Trainer(cfg, tc, params, data, tokenizer=tok, resume=resume, extra_state=extras, lora=adapter)
+    trainer = Trainer(cfg, tc, params, data, tokenizer=tok, resume=resume, extra_state=extras, lora=adapter,
+                      dist=dist)
     dev = trainer.progs.device
     what = (f"LoRA r={lora_cfg.r} alpha={lora_cfg.alpha:g} on {len(adapter.names)} linears "
             f"({', '.join(sorted({n.rsplit('.', 1)[-1] for n in adapter.names}))}; "
@@ -334,11 +358,12 @@ def _run(args) -> int:
           f"hidden={cfg.d_ff} vocab={cfg.vocab_size} ({n_params(cfg) / 1e6:.2f}M params) on {dev}; "
           f"{what} ({trainer.progs.n_programs} programs, "
           f"{trainer.progs.compiles_per_update()} compiles per update); data {data.n_tokens:,} tokens "
-          f"({data.n_windows} train / {data.n_val_windows} val windows of {tc.seq_len}); batch {tc.batch}x{tc.accum}; "
+          f"({data.n_windows} train / {data.n_val_windows} val windows of {tc.seq_len}); batch {tc.batch}x{tc.accum}"
+          f"{f' ({dist.size} MPI ranks x {tc.accum // dist.size} microbatches)' if dist else ''}; "
           f"steps {trainer.step}->{tc.steps}; compile {time.perf_counter() - t_setup:.1f}s")
     from ..train.runlog import LOG_NAME, RunLog
     log_path = args.log_jsonl or (os.path.join(tc.ckpt_dir, LOG_NAME) if tc.ckpt_dir else None)
-    log_f = RunLog(log_path, trainer.step) if log_path else None
+    log_f = RunLog(log_path, trainer.step) if log_path and (dist is None or dist.is_root) else None
     bar = None
     if not args.no_progress and tc.steps > trainer.step:
         from tqdm import tqdm
@@ -375,6 +400,9 @@ def _run(args) -> int:
             bar.close()
         if log_f:
             log_f.close()
+    if dist is not None and not dist.is_root:       # rank 0 reports, exports and samples
+        trainer.close()
+        return {"budget": EXIT_BUDGET, "interrupted": 130}.get(res.status, 0)
     recs = res.records
     if recs:
         n = len(recs)
@@ -382,7 +410,8 @@ def _run(args) -> int:
         split = {k: sum(getattr(r, "t_" + k) for r in recs) / tot * 100 for k in ("device", "cpu", "update", "optim")}
         print(f"trained {n} steps in {tot:.1f}s ({sum(r.tokens for r in recs) / tot:,.0f} tok/s): loss "
               f"{recs[0].loss:.3f} -> {recs[-1].loss:.3f}; time split device {split['device']:.0f}% cpu "
-              f"{split['cpu']:.0f}% update {split['update']:.0f}% optim {split['optim']:.0f}%; "
+              f"{split['cpu']:.0f}% update {split['update']:.0f}% optim {split['optim']:.0f}%"
+              f"{f' comm {sum(r.t_comm for r in recs) / tot * 100:.0f}%' if dist else ''}; "
               f"compiles {sum(r.compiles for r in recs)} loads {sum(r.loads for r in recs)} during training")
     if res.val and res.val[-1][0] not in shown_val:
         print(f"validation loss {res.val[-1][1]:.4f} at step {res.val[-1][0]}")

@@ -222,6 +222,13 @@ class TokenDataset:
             self.pos.cursor += 1
         return out
 
+    def skip(self, n: int) -> None:
+        """Advances past ``n`` windows exactly as ``next_batch`` would (the other ranks' share of a step)."""
+        for _ in range(n):
+            if self.pos.cursor >= self.n_windows:
+                self.pos = DataPosition(self.pos.epoch + 1, 0)
+            self.pos.cursor += 1
+
     def val_batches(self, batch: int, max_batches: int | None = None):
         """Fixed validation windows in order (the same every time)."""
         S = self.seq_len

@@ -145,6 +145,18 @@ class StepEngine:
         if self.lora is None:
             acc.add(name, v)
 
+    def _layer_done(self, acc, layer: int) -> None:
+        """Tells an accumulator with a ``layer_done`` hook (accumulate.StepGradients: folding, and the
+        gradient reduction of data-parallel training) that ``layer``'s gradients are complete: queued
+        behind that layer's dW products on the FIFO worker, so the rest of the backward overlaps it."""
+        hook = getattr(acc, "layer_done", None)
+        if hook is None:
+            return
+        if self._pool is None:
+            hook(layer)
+        else:
+            self._pending.append(self._pool.submit(hook, layer))
+
     def close(self) -> None:
         self._drain()
         if self._pool is not None:
@@ -315,6 +327,7 @@ class StepEngine:
                 dxr, dn = rms_backward(x_in[b], P[p + "rms_att"], r1, _flat(o["dxn"]))
                 dx[b] = dh[b] + dxr
                 self._add(acc, p + "rms_att", dn)
+            self._layer_done(acc, layer)
         self._drain()                           # the (tied) classifier gradient shares tok_emb's buffer
         if self.lora is None:
             ge = acc.target("tok_emb")

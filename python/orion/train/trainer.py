@@ -36,7 +36,8 @@ from .model import check_params, config_from_state
 from .optim import AdamW, LossScaler, Schedule, global_norm
 from .programs import BudgetExhausted, LayerPrograms
 from .stability import StabilityStats
-from .step import GradAccumulator, StepEngine, zero_grads
+from .accumulate import step_gradients
+from .step import StepEngine
 
 log = logging.getLogger("orion")
 
@@ -89,6 +90,7 @@ class StepRecord:
     t_total: float
     compiles: int
     loads: int
+    t_comm: float = 0.0              # data-parallel runs: waiting for the other ranks' gradients (not overlapped)
 
 
 @dataclass
@@ -159,7 +161,9 @@ def check_resume(state: dict, cfg: LlamaConfig, tc: TrainConfig, data_state: dic
 class Trainer:
     def __init__(self, cfg: LlamaConfig, tc: TrainConfig, params: dict, data: TokenDataset, *,
                  tokenizer=None, resume=None, profile=None, doctor_verdict=None, extra_state: dict | None = None,
-                 lora=None):
+                 lora=None, dist=None):
+        """``dist``: the :class:`orion.train.distributed.Comm` of an ``mpiexec`` run (``tc.accum`` is then the
+        global accumulation, shared by its ranks), None otherwise."""
         if tc.seq_len is None:
             tc = dataclasses.replace(tc, seq_len=cfg.n_ctx)
         if tc.seq_len > cfg.n_ctx:
@@ -218,7 +222,11 @@ class Trainer:
         self.progs = LayerPrograms(cfg, tc.seq_len, params, tc.strategy, tc.device, fixes=tc.fixes, profile=profile,
                                    doctor_verdict=doctor_verdict, lora=lora, residual_scale=self.residual_scale)
         self.engine = StepEngine(cfg, self.progs, params, fixes=tc.fixes, lora=lora)
-        self.grads = GradAccumulator(zero_grads(self.trainable))
+        self.dist = dist
+        self.grads = step_gradients(self.trainable, cfg.n_layers, dist)
+        if dist is not None:
+            self.extra_state["ranks"] = dist.size
+            dist.check_start(self)
 
     # -------------------------------------------------------------------------------- checkpoints
     def state(self) -> dict:
@@ -231,7 +239,7 @@ class Trainer:
                 **self.extra_state}
 
     def save(self) -> str | None:
-        if not self.tc.ckpt_dir:
+        if not self.tc.ckpt_dir or (self.dist is not None and not self.dist.is_root):
             return None
         if self._tokenizer_files is None:
             self._tokenizer_files = self.tokenizer_files()
@@ -263,14 +271,18 @@ class Trainer:
         lr = self.sched(self.step)
         n_tok = tc.batch * tc.seq_len * tc.accum
         scale = self.scaler.scale
-        loss_sum, n_done, finite, t_cpu = 0.0, 0, True, 0.0
+        loss_sum, n_done, finite, t_cpu, t_comm = 0.0, 0, True, 0.0, 0.0
+        dist = self.dist
+        accum = tc.accum if dist is None else dist.begin_step(self.data, tc.batch, tc.accum, self.stability)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", AneSimWarning)
-            for _ in range(tc.accum):
+            for k in range(accum):
                 batch = self.data.next_batch(tc.batch)
                 if not finite:
                     continue                          # keep the data stream aligned; the step is lost anyway
+                self.grads.begin_micro(last=k == accum - 1)
                 res = self.engine.microbatch(batch[:, :-1], batch[:, 1:], self.grads, scale / n_tok)
+                self.grads.end_micro()
                 self.stability.add(res.stats)
                 loss_sum += res.loss_sum
                 n_done += res.n_tokens
@@ -283,11 +295,14 @@ class Trainer:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         t1 = time.perf_counter()
         self.grads.finish()
+        if dist is not None:                 # the other ranks' losses, counters and finiteness, in rank order
+            loss_sum, n_done, finite, t_comm = dist.end_step(self.data, tc.batch, tc.accum, loss_sum, n_done, finite,
+                                                             self.stability)
         if self.lora is not None:            # a fused module's parts (Phi-3 qkv_proj) share one lora_A
             self.lora.tie_gradients(self.grads.grads)
         gn = global_norm(self.grads) / scale if finite else float("nan")
         finite = finite and math.isfinite(gn)
-        t_cpu += time.perf_counter() - t1
+        t_cpu += time.perf_counter() - t1 - t_comm
         t_opt = 0.0
         if finite:
             t2 = time.perf_counter()
@@ -312,7 +327,7 @@ class Trainer:
         t_dev = st1["eval_s"] - st0["eval_s"]
         t_upd = (st1["stage_s"] - st0["stage_s"]) + (st1["update_s"] - st0["update_s"])
         rec = StepRecord(self.step, float(loss), lr, scale, float(gn), not finite, n_tok, t_dev, t_cpu, t_upd, t_opt,
-                         time.perf_counter() - t0, c1["compiles"] - c0["compiles"], c1["loads"] - c0["loads"])
+                         time.perf_counter() - t0, c1["compiles"] - c0["compiles"], c1["loads"] - c0["loads"], t_comm)
         self.history.append(round(float(loss), 6) if math.isfinite(loss) else None)
         if update_err is not None:
             update_err.record = rec
