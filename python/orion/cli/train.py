@@ -308,7 +308,7 @@ def cmd_train(args) -> int:
         return _run(args)
     if not dist.is_root:                   # rank 0 reports, logs and exports; the others print only errors
         sys.stdout = open(os.devnull, "w")
-        args.no_progress = True
+        args.no_progress, args.log_jsonl = True, None
         logging.getLogger().setLevel(logging.WARNING)
     try:
         code = _run(args, dist)
