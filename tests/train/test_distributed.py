@@ -54,7 +54,7 @@ def test_launch_detection_needs_a_launcher_with_several_ranks(monkeypatch):
 
 
 def test_single_process_training_never_imports_mpi4py(tmp_path):
-    code = ("import sys; from orion.cli_train import main; "
+    code = ("import sys; from orion.cli.train import main; "
             f"rc = main({FAST + ['--steps', '1', '--no-ckpt']!r}); "
             "sys.exit(rc or (3 if 'mpi4py' in sys.modules else 0))")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "MV2_"))}
@@ -126,7 +126,7 @@ def mpiexec():
 
 
 def _train(args, n=None, mpiexec=None, timeout=300, check=True):
-    cmd = [sys.executable, "-m", "orion.cli_train"] + FAST + args
+    cmd = [sys.executable, "-m", "orion.cli.train"] + FAST + args
     if n is not None:
         cmd = [mpiexec, "-n", str(n)] + cmd
     r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=timeout)
@@ -208,7 +208,7 @@ def microbatch(self, *a, **k):
         os._exit(7)
     return orig(self, *a, **k)
 step.StepEngine.microbatch = microbatch
-from orion.cli_train import main
+from orion.cli.train import main
 sys.exit(main(sys.argv[3:]))
 """
 
@@ -237,7 +237,7 @@ def test_a_dead_rank_stops_the_job(tmp_path, mpiexec):
 
 def test_ctrl_c_on_mpiexec_stops_every_rank_after_rank_0_checkpoints(tmp_path, mpiexec):
     run, log = tmp_path / "run", tmp_path / "steps.jsonl"
-    p = subprocess.Popen([mpiexec, "-n", "2", sys.executable, "-m", "orion.cli_train"] + FAST +
+    p = subprocess.Popen([mpiexec, "-n", "2", sys.executable, "-m", "orion.cli.train"] + FAST +
                          ["--steps", "100000", "--ckpt-dir", str(run), "--log-jsonl", str(log)],
                          env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
