@@ -68,10 +68,14 @@ class StepGradients(GradAccumulator):
 
     Per step: ``start()``, then per local microbatch ``begin_micro(last)`` / engine / ``end_micro()``,
     then ``finish()`` (which waits for the reducer, when there is one). ``reducer``: an object with
-    ``submit(index)`` (bucket ``index`` holds this rank's final local gradient) and ``wait()``."""
+    ``submit(index)`` (bucket ``index`` holds this rank's final local gradient) and ``wait()``.
+
+    The inherited writes (``mm``/``add``/``target``) go to ``self.grads``/``self.written``: the totals
+    during the first microbatch, a scratch set during the later ones, the totals again after ``finish``."""
 
     def __init__(self, grads: dict, buckets: list[list[str]], n_layers: int, reducer=None):
         super().__init__(grads)
+        self.totals, self.total_written = grads, self.written
         self.buckets = buckets
         self.reducer = reducer
         self._layer_bucket = {}
@@ -80,8 +84,6 @@ class StepGradients(GradAccumulator):
             if p[0] == "layers" and len(p) > 2 and p[1].isdigit() and int(p[1]) < n_layers:
                 self._layer_bucket[int(p[1])] = i
         self._scratch: dict = {}
-        self._buf = grads                   # where the current microbatch writes
-        self._mwritten: set = self.written  # ... and which of its buffers it has written
         self._micro = -1
         self._last = True
         self._folded: set = set()           # buckets folded into the total for the current microbatch
@@ -89,9 +91,9 @@ class StepGradients(GradAccumulator):
 
     # ------------------------------------------------------------------------------------ step
     def start(self) -> None:
+        self.grads, self.written = self.totals, self.total_written
         super().start()
         self._micro, self._last = -1, True
-        self._buf, self._mwritten = self.grads, self.written
         self._folded.clear()
         self._submitted.clear()
 
@@ -100,11 +102,11 @@ class StepGradients(GradAccumulator):
         self._last = last
         self._folded.clear()
         if self._micro == 0:
-            self._buf, self._mwritten = self.grads, self.written
+            self.grads, self.written = self.totals, self.total_written
         else:
             if not self._scratch:
-                self._scratch = flat_grads(self.grads, self.buckets)[0]
-            self._buf, self._mwritten = self._scratch, set()
+                self._scratch = flat_grads(self.totals, self.buckets)[0]
+            self.grads, self.written = self._scratch, set()
 
     def layer_done(self, layer: int) -> None:
         """Every gradient of ``layer`` is final for this microbatch (called in dW-worker order)."""
@@ -117,6 +119,7 @@ class StepGradients(GradAccumulator):
             self._fold(i)
 
     def finish(self) -> dict:
+        self.grads, self.written = self.totals, self.total_written
         for i in range(len(self.buckets)):        # also after a microbatch that stopped early (non-finite)
             self._zero_unwritten(i)
             self._submit(i)
@@ -128,26 +131,21 @@ class StepGradients(GradAccumulator):
     # ------------------------------------------------------------------------------------ folding
     def _zero_unwritten(self, i: int) -> None:
         for n in self.buckets[i]:
-            if n not in self.written:
-                self.grads[n].fill(0.0)
-                self.written.add(n)
+            if n not in self.total_written:
+                self.totals[n].fill(0.0)
+                self.total_written.add(n)
 
     def _fold(self, i: int) -> None:
         if i in self._folded:
             return
         self._folded.add(i)
-        if self._micro == 0:
-            self._zero_unwritten(i)
-        else:
+        self._zero_unwritten(i)
+        if self._micro > 0:
             for n in self.buckets[i]:
-                total = self.grads[n]
-                if n not in self.written:
-                    total.fill(0.0)
-                    self.written.add(n)
-                if n in self._mwritten:
-                    total += self._scratch[n]
+                if n in self.written:
+                    self.totals[n] += self._scratch[n]
                 else:                               # 0 + x, as the rank-order sum adds a zero-filled rank
-                    total += np.float32(0.0)
+                    self.totals[n] += np.float32(0.0)
         if self._last:
             self._submit(i)
 
@@ -157,27 +155,3 @@ class StepGradients(GradAccumulator):
         self._submitted.add(i)
         if self.reducer is not None:
             self.reducer.submit(i)
-
-    # ------------------------------------------------------------------------------------ writes
-    def target(self, name: str) -> np.ndarray:
-        g = self._buf[name]
-        if name not in self._mwritten:
-            g.fill(0.0)
-            self._mwritten.add(name)
-        return g
-
-    def mm(self, name: str, a: np.ndarray, b: np.ndarray) -> None:
-        g = self._buf[name]
-        if name in self._mwritten:
-            g += a @ b
-        else:
-            np.matmul(a, b, out=g)
-            self._mwritten.add(name)
-
-    def add(self, name: str, v: np.ndarray) -> None:
-        g = self._buf[name]
-        if name in self._mwritten:
-            g += v
-        else:
-            g[...] = v
-            self._mwritten.add(name)
