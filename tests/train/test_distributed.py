@@ -256,3 +256,13 @@ def test_ctrl_c_on_mpiexec_stops_every_rank_after_rank_0_checkpoints(tmp_path, m
     latest = json.loads((run / "latest.json").read_text())
     assert latest["step"] in (steps, steps + 1)     # the signal may land between a step and its log line
     _train(["--steps", str(steps + 1), "--resume", str(run)], 2, mpiexec)
+
+
+def test_ranks_that_would_train_different_things_are_refused(tmp_path, mpiexec):
+    """MPMD launch (rank 0 and rank 1 with different --seed, hence other initial weights and data order),
+    through the `orion` command itself: every rank names the difference and the job ends with status 1."""
+    cmd = [sys.executable, "-m", "orion.cli", "train"] + FAST + ["--steps", "2", "--no-ckpt"]
+    r = subprocess.run([mpiexec, "-n", "1"] + cmd + ["--seed", "1", ":", "-n", "1"] + cmd + ["--seed", "2"],
+                       env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert "MPI rank 1 does not start where rank 0 does (weights, data, train differ)" in r.stderr, r.stderr
