@@ -9,7 +9,9 @@ per-layer buckets hide behind the backward.
 Rank 0 prints one JSON object: per measured step the wall time, the exposed communication (the main
 thread waiting for reductions + the small control exchange: ``t_comm``) and the communication thread's
 busy time; the bytes each rank sends per step; and the same buckets reduced back to back with nothing
-else running (the pure all-reduce time for these bytes on this machine).
+else running (the pure all-reduce time for these bytes on this machine). A rank that finishes its
+backward first also waits for the slower one: ``hidden_vs_*`` use, per step, the least-waiting rank
+(the exposed communication proper); ``per_rank_t_comm`` shows the imbalance.
 """
 
 from __future__ import annotations
@@ -75,14 +77,25 @@ def main() -> None:
         pure.append(time.perf_counter() - t)
     red.take_wait()
     tr.close()
+    ranks = dist.allgather(steps)
     if dist.is_root:
         med = {k: float(np.median([s[k] for s in steps])) for k in steps[0]}
+        # the rank that finished its backward last waits least: its wait is the communication the overlap
+        # did not hide; the other ranks' extra wait is load imbalance between them
+        last = [min(r[i]["t_comm"] for r in ranks) for i in range(len(steps))]
+        busy = [min(r[i]["comm_busy"] for r in ranks) for i in range(len(steps))]
         grad_bytes = sum(f.nbytes for f in red.flats)
         print(json.dumps({
             "ranks": dist.size, "params": n_params(cfg), "seq": a.seq, "layers": cfg.n_layers,
             "gradient_bytes": grad_bytes, "buckets": len(red.flats),
             "last_bucket_bytes": int(red.flats[-1].nbytes), "setup_s": setup,
-            "median_step": med, "overlap": 1.0 - med["t_comm"] / med["comm_busy"] if med["comm_busy"] else None,
+            "median_step": med, "rank0_overlap": 1.0 - med["t_comm"] / med["comm_busy"] if med["comm_busy"] else None,
+            "exposed_slowest_rank": last, "busy_slowest_rank": busy,
+            # share of the communication the backward hid: against the same reduction run alone, and against
+            # the communication thread's time inside the step (longer: it shares the cores with the backward)
+            "hidden_vs_pure": 1.0 - float(np.median(last)) / min(pure),
+            "hidden_vs_busy": 1.0 - float(np.median(last)) / float(np.median(busy)),
+            "per_rank_t_comm": [[round(x["t_comm"], 3) for x in r] for r in ranks],
             "pure_allreduce_s": sorted(pure), "pure_GBps_sent": med["bytes_sent"] / min(pure) / 1e9,
             "steps": steps}, indent=1))
     dist.finish(0)
