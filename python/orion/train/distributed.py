@@ -89,7 +89,8 @@ class Comm:
 
     # ---------------------------------------------------------------------------- waiting
     def wait(self, reqs: list, peers: list[int], what: str) -> None:
-        """Completes ``reqs`` (``peers[i]``: the rank of ``reqs[i]``), polling against the deadline."""
+        """Completes ``reqs`` (``peers[i]``: the rank of ``reqs[i]``, -1 for a collective), polling against the
+        deadline; past it, aborts the job naming the ranks that did not answer."""
         if not reqs:
             return
         deadline = time.monotonic() + self.timeout
@@ -98,8 +99,9 @@ class Comm:
             if self.cancelled:
                 raise Cancelled()
             if time.monotonic() > deadline:
-                missing = sorted({p for r, p in zip(reqs, peers) if not r.Test()})
-                self.abort(f"no {what} from rank(s) {', '.join(map(str, missing)) or '?'} within "
+                missing = sorted({p for r, p in zip(reqs, peers) if not r.Test() and p >= 0})
+                who = f"rank(s) {', '.join(map(str, missing))}" if missing else "at least one other rank"
+                self.abort(f"no {what} from {who} within "
                            f"{self.timeout:g} s (step {self.step + 1}): that rank died or hangs. Aborting all "
                            f"{self.size} ranks. If steps legitimately differ that much between ranks, raise "
                            f"--dist-timeout.", 3)
