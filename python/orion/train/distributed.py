@@ -67,10 +67,6 @@ def from_env(timeout: float | None = None) -> "Comm | None":
     return Comm(MPI, DEFAULT_TIMEOUT if timeout is None else float(timeout))
 
 
-class Cancelled(Exception):
-    """A wait given up because the run is being interrupted."""
-
-
 class Comm:
     def __init__(self, MPI, timeout: float):
         self.MPI = MPI
@@ -80,8 +76,9 @@ class Comm:
         self.ctrl = world.Dup()              # small control messages (main thread)
         self.timeout = timeout
         self.step = 0                        # for messages
-        self.cancelled = False
         self.reducer: Reducer | None = None
+        self._stop = None
+        self.stop_agreed = False             # some rank was asked to stop (Ctrl-C): all stop after this step
 
     @property
     def is_root(self) -> bool:
@@ -96,8 +93,6 @@ class Comm:
         deadline = time.monotonic() + self.timeout
         spins = 0
         while not self.MPI.Request.Testall(reqs):
-            if self.cancelled:
-                raise Cancelled()
             if time.monotonic() > deadline:
                 missing = sorted({p for r, p in zip(reqs, peers) if not r.Test() and p >= 0})
                 who = f"rank(s) {', '.join(map(str, missing))}" if missing else "at least one other rank"
@@ -112,6 +107,7 @@ class Comm:
     def abort(self, msg: str, code: int = 1) -> None:
         print(f"orion train: rank {self.rank}/{self.size}: {msg}", file=sys.stderr, flush=True)
         sys.stdout.flush()
+        time.sleep(0.5)        # the launcher forwards our output asynchronously; MPI_Abort tears that down
         self.MPI.COMM_WORLD.Abort(code)
 
     def allgather(self, obj) -> list:
@@ -137,6 +133,11 @@ class Comm:
                                  f"mpiexec -n N for N in {ok}, or start a new run")
         return accum // self.size
 
+    def watch(self, stop) -> None:
+        """``stop``: the training loop's interrupt.StopRequest. Its flag travels with every step's exchange,
+        so that all ranks stop after the same step (each rank's own flag may be set a step apart)."""
+        self._stop, self.stop_agreed = stop, False
+
     def begin_step(self, data, batch: int, accum: int, stability) -> int:
         """Skips the earlier ranks' windows; returns this rank's microbatch count."""
         local = self.local_accum(accum)
@@ -147,17 +148,19 @@ class Comm:
     def end_step(self, data, batch: int, accum: int, loss_sum: float, n_done: int, finite: bool, stability):
         """Skips the later ranks' windows and combines the step's loss, token count, finiteness and
         stability counters as one process would have: in rank order, stopping after the first rank whose
-        microbatch was non-finite. Returns (loss_sum, n_done, finite, exposed communication seconds)."""
+        microbatch was non-finite; and the ranks' stop requests. Returns (loss_sum, n_done, finite, exposed
+        communication seconds)."""
         local = self.local_accum(accum)
         data.skip((self.size - 1 - self.rank) * local * batch)
         t0 = time.perf_counter()
         mine = stability.as_dict()
         delta = {k: mine[k] - self._stab0.get(k, 0) for k in mine}
-        parts = self.allgather((loss_sum, n_done, finite, delta))
+        parts = self.allgather((loss_sum, n_done, finite, delta, bool(getattr(self._stop, "requested", False))))
+        self.stop_agreed = self.stop_agreed or any(p[4] for p in parts)
         t_comm = time.perf_counter() - t0 + (self.reducer.take_wait() if self.reducer else 0.0)
         total, n, ok = 0.0, 0, True
         counts = dict(self._stab0)
-        for ls, nd, f, d in parts:
+        for ls, nd, f, d, _ in parts:
             total += ls
             n += nd
             for k, v in d.items():
@@ -194,21 +197,18 @@ class Comm:
 
     # ---------------------------------------------------------------------------- ending
     def finish(self, code: int) -> int:
-        """Ends this rank's part: 0 / 75 wait for every rank (rank 0 may still be writing its checkpoint)
-        and return; 130 (interrupted) gives up the step in flight, waits for rank 0's checkpoint and leaves
-        at once; any other code aborts the job (the others may be waiting for this rank)."""
+        """Ends this rank's part. 0 (done), 75 (compile budget) and 130 (Ctrl-C: every rank stopped after the
+        same step, see ``watch``) wait for every rank — rank 0 may still be writing its checkpoint or
+        exporting — and return; any other code aborts the job (the others may be waiting for this rank)."""
         if code in (0, 75, 130):
             if self.reducer is not None:
-                self.reducer.close(cancel=code == 130)
-            self.cancelled = False
+                self.reducer.close()
             try:
                 self.barrier()
-            except KeyboardInterrupt:
-                code = 130
-            if code == 130:
+            except KeyboardInterrupt:   # Ctrl-C again while waiting: leave now (MPI_Finalize would wait too)
                 sys.stdout.flush()
                 sys.stderr.flush()
-                os._exit(130)           # MPI_Finalize could wait on the abandoned step's requests
+                os._exit(130)
             return code
         sys.stdout.flush()
         self.abort(f"stopping all ranks (exit status {code})", code)
@@ -251,9 +251,7 @@ class Reducer:
         w, self._wait_s = self._wait_s, 0.0
         return w
 
-    def close(self, cancel: bool = False) -> None:
-        if cancel:
-            self.comm.cancelled = True
+    def close(self) -> None:
         self._q.put(None)
         self._thread.join(timeout=5.0)
 
@@ -265,8 +263,6 @@ class Reducer:
             t0 = time.perf_counter()
             try:
                 self.reduce(i)
-            except Cancelled:
-                return
             except BaseException as e:  # noqa: BLE001 - handed to the main thread
                 self._err = e
             self.busy_s += time.perf_counter() - t0

@@ -346,8 +346,11 @@ class Trainer:
         tc = self.tc
         res = TrainResult("done", self.step)
         with StopRequest(exit_on_second) as stop:
+            if self.dist is not None:
+                self.dist.watch(stop)             # MPI ranks stop after the same step: the flag is exchanged
             while self.step < tc.steps:
-                if stop.requested:                # between steps: the state is that of a finished step
+                # between steps: the state is that of a finished step
+                if stop.requested if self.dist is None else self.dist.stop_agreed:
                     res.status = "interrupted"
                     res.checkpoint = self.save()
                     res.message = (f"interrupted at step {self.step}" +
