@@ -5,8 +5,9 @@ in-order fold of microbatch gradients; N ranks (2 and 3, one microbatch each) en
 equal to one process with ``--accum N``, LoRA included (only adapters in the checkpoint); a per-rank
 ``--accum`` draws the same examples as one process (same data position, equal up to rounding); a
 checkpoint resumes on another rank count with the same global batch (and refuses a count that does
-not divide it); a rank that hangs or dies stops the job with a message instead of a hang; Ctrl-C on
-``mpiexec`` stops every rank with a checkpoint written by rank 0.
+not divide it); ranks started from different weights/data/options are refused; a rank that hangs or dies
+stops the job with a message instead of a hang; a stop request (Ctrl-C) seen by one rank stops every rank
+after the same step; Ctrl-C on ``mpiexec`` stops every rank with a checkpoint written by rank 0.
 
 The multi-process tests need ``mpiexec`` and mpi4py (``pip install "orion-ane[distributed]"``, part of
 the test extra) and skip cleanly without them.
@@ -196,7 +197,7 @@ def test_resume_on_another_rank_count_keeps_the_global_batch(tmp_path, mpiexec):
 
 
 DRIVER = """
-import os, sys, time
+import os, signal, sys, time
 from orion.train import step
 rank, mode, at = int(os.environ["PMI_RANK"]), sys.argv[1], int(sys.argv[2])
 orig, calls = step.StepEngine.microbatch, [0]
@@ -205,7 +206,10 @@ def microbatch(self, *a, **k):
     if rank == 1 and calls[0] == at:
         if mode == "hang":
             time.sleep(3600)
-        os._exit(7)
+        if mode == "sigint":                 # Ctrl-C reaching this rank alone, in the middle of a step
+            os.kill(os.getpid(), signal.SIGINT)
+        else:
+            os._exit(7)
     return orig(self, *a, **k)
 step.StepEngine.microbatch = microbatch
 from orion.cli.train import main
@@ -213,11 +217,11 @@ sys.exit(main(sys.argv[3:]))
 """
 
 
-def _faulty(tmp_path, mpiexec, mode):
+def _faulty(tmp_path, mpiexec, mode, out=("--no-ckpt",)):
     drv = tmp_path / "driver.py"
     drv.write_text(DRIVER)
     cmd = [mpiexec, "-n", "2", sys.executable, str(drv), mode, "3"] + FAST + [
-        "--steps", "50", "--no-ckpt", "--dist-timeout", "3"]
+        "--steps", "50", "--dist-timeout", "3", *out]
     t0 = time.monotonic()
     r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=120)
     return r, time.monotonic() - t0
@@ -233,6 +237,13 @@ def test_a_hanging_rank_makes_the_others_abort_with_a_message(tmp_path, mpiexec)
 def test_a_dead_rank_stops_the_job(tmp_path, mpiexec):
     r, dt = _faulty(tmp_path, mpiexec, "die")
     assert r.returncode != 0 and dt < 60, r.stdout + r.stderr
+
+
+def test_a_stop_request_on_one_rank_stops_all_after_the_same_step(tmp_path, mpiexec):
+    r, dt = _faulty(tmp_path, mpiexec, "sigint", ("--ckpt-dir", str(tmp_path / "run")))
+    assert r.returncode == 130, r.stdout + r.stderr
+    assert "interrupted at step 3" in r.stdout and "died or hangs" not in r.stderr
+    assert json.loads((tmp_path / "run" / "latest.json").read_text())["step"] == 3
 
 
 def test_ctrl_c_on_mpiexec_stops_every_rank_after_rank_0_checkpoints(tmp_path, mpiexec):
