@@ -27,6 +27,25 @@ from orion.models.batch import BatchStats  # noqa: E402
 from orion.models.testing import random_weights  # noqa: E402
 
 
+def measure(m, prompts, tokens, batch) -> dict:
+    """Decode-phase and end-to-end tok/s of the prompts generated one at a time, then with ``generate_batch``
+    (``batch`` per eval), compiles excluded (benchmarks/bench_llamacpp.py reuses this)."""
+    m.generate(prompts[0], max_tokens=2)                                  # compiles the single-stream sets
+    m.generate_batch(prompts[:1], max_tokens=tokens, max_batch=batch)     # and the batch set
+    t = time.perf_counter()
+    alone = [m.generate(p, max_tokens=tokens) for p in prompts]
+    single_s = time.perf_counter() - t - sum(g.compile_seconds for g in alone)
+    single_dec = sum(g.decode_seconds for g in alone)
+    st = BatchStats()
+    gens = m.generate_batch(prompts, max_tokens=tokens, max_batch=batch, stats=st)
+    n_tok = sum(len(g.tokens) for g in gens)
+    steps = sum(g.decode_steps for g in alone)
+    batch_dec = st.seconds - sum(g.prefill_seconds for g in gens)
+    return dict(single_decode_tok_s=steps / single_dec, single_e2e_tok_s=n_tok / single_s,
+                batch_decode_tok_s=steps / batch_dec, batch_e2e_tok_s=n_tok / st.seconds, stats=st,
+                identical=all(a.tokens == b.tokens for a, b in zip(alone, gens)))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prompts", type=int, default=16)
@@ -46,21 +65,10 @@ def main(argv=None) -> int:
     print(f"GPT-2 124M-shaped (d={cfg.d_model}, L={cfg.n_layers}), random weights; {args.prompts} prompts of "
           f"{args.prompt} tokens, {args.tokens} generated each, greedy; {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}")
-    m.generate(prompts[0], max_tokens=2)                                  # compiles the single-stream sets
-    m.generate_batch(prompts[:1], max_tokens=args.tokens, max_batch=args.batch)   # and the batch set
-    t = time.perf_counter()
-    alone = [m.generate(p, max_tokens=args.tokens) for p in prompts]
-    single_s = time.perf_counter() - t - sum(g.compile_seconds for g in alone)
-    single_dec = sum(g.decode_seconds for g in alone)
-    st = BatchStats()
-    gens = m.generate_batch(prompts, max_tokens=args.tokens, max_batch=args.batch, stats=st)
-    same = all(a.tokens == b.tokens for a, b in zip(alone, gens))
-    n_tok = sum(len(g.tokens) for g in gens)
-    steps = sum(g.decode_steps for g in alone)
-    batch_prefill = sum(g.prefill_seconds for g in gens)
-    batch_dec = st.seconds - batch_prefill
-    rows = [("one stream at a time", steps / single_dec, n_tok / single_s),
-            (f"generate_batch, {args.batch} per eval", steps / batch_dec, n_tok / st.seconds)]
+    r = measure(m, prompts, args.tokens, args.batch)
+    same, st = r["identical"], r["stats"]
+    rows = [("one stream at a time", r["single_decode_tok_s"], r["single_e2e_tok_s"]),
+            (f"generate_batch, {args.batch} per eval", r["batch_decode_tok_s"], r["batch_e2e_tok_s"])]
     print(f"\n{'':40s} {'decode tok/s':>13s} {'end-to-end tok/s':>17s}")
     for name, dec, e2e in rows:
         print(f"{name:40s} {dec:13.1f} {e2e:17.1f}")
