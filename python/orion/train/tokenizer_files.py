@@ -1,8 +1,8 @@
 """The tokenizer files a trained model carries (checkpoint folders and exports), in the form
 :func:`orion.models.tokenizers.find_tokenizer` and transformers' ``AutoTokenizer`` pick up.
 
-- a SentencePiece model (trained on the fly or given with ``--tokenizer x.model``): ``tokenizer.model`` +
-  a ``tokenizer_config.json`` naming transformers' ``LlamaTokenizer`` and its special tokens;
+- a SentencePiece model (trained on the fly or given with ``--tokenizer x.model``): ``tokenizer.model``, the
+  same tokenizer as ``tokenizer.json`` and a ``tokenizer_config.json`` with its special tokens;
 - a tokenizer that came with ``--init`` (HF folder, llama2.c file): the files it was read from.
 """
 
@@ -22,20 +22,30 @@ def _read(path: str) -> bytes:
 
 
 def sentencepiece_files(model_bytes: bytes) -> dict[str, bytes]:
-    """``tokenizer.model`` + the ``tokenizer_config.json`` transformers needs to load it. Documents in the
-    training stream start with BOS, so a Hugging Face user's default (add_bos_token) matches training."""
+    """``tokenizer.model``, the same tokenizer as a ``tokenizer.json`` (transformers and ``tokenizers`` load
+    it as it is; converting the .model would need protobuf) and a ``tokenizer_config.json`` naming the
+    class that takes tokenizer.json as written (``PreTrainedTokenizerFast``, transformers 4 and 5).
+    Documents in the training stream start with BOS, so the tokenizer adds it (post-processor,
+    add_bos_token), as for a Hugging Face user's default. A model tokenizer.json cannot express (Unigram,
+    see :func:`~orion.models.tokenizers.spm_to_json.spm_tokenizer_json`) keeps the LlamaTokenizer config."""
     import sentencepiece as spm
+    from ..models.tokenizers.spm_to_json import spm_tokenizer_json
     sp = spm.SentencePieceProcessor()
     sp.LoadFromSerializedProto(model_bytes)
 
     def piece(i: int):
         return sp.id_to_piece(i) if 0 <= i < sp.vocab_size() else None
 
-    cfg = {"tokenizer_class": "LlamaTokenizer", "bos_token": piece(sp.bos_id()), "eos_token": piece(sp.eos_id()),
+    tj = spm_tokenizer_json(model_bytes, add_bos=True)
+    cfg = {"tokenizer_class": "PreTrainedTokenizerFast" if tj is not None else "LlamaTokenizer",
+           "bos_token": piece(sp.bos_id()), "eos_token": piece(sp.eos_id()),
            "unk_token": piece(sp.unk_id()), "pad_token": None, "add_bos_token": True, "add_eos_token": False,
            "legacy": False, "clean_up_tokenization_spaces": False, "sp_model_kwargs": {}}
-    return {"tokenizer.model": bytes(model_bytes),
-            "tokenizer_config.json": (json.dumps(cfg, indent=2) + "\n").encode()}
+    files = {"tokenizer.model": bytes(model_bytes)}
+    if tj is not None:
+        files["tokenizer.json"] = tj.encode()
+    files["tokenizer_config.json"] = (json.dumps(cfg, indent=2) + "\n").encode()
+    return files
 
 
 def tokenizer_files(tokenizer, source: str | None = None) -> dict[str, bytes]:
