@@ -3,12 +3,13 @@
 cases (leading, repeated, trailing spaces, newlines, tabs, a literal "▁"), digits, accents and emoji
 (unknown: one fused <unk>; byte fallback: bytes) and random strings, for the model `orion train` trains and
 for the settings a `--tokenizer x.model` may have (byte fallback, NFKC rules, no dummy prefix, whitespace
-kept, user-defined pieces). The few proto fields are read without protobuf."""
+kept, user-defined pieces) and Llama 2's. The few proto fields are read without protobuf."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import random
 
 import pytest
@@ -129,3 +130,21 @@ def test_output_is_deterministic_json(docs):
     mb = D.train_sentencepiece(docs, 512).model_bytes
     a, b = spm_tokenizer_json(mb), spm_tokenizer_json(mb)
     assert a == b and json.loads(a)["model"]["type"] == "BPE"
+
+
+LLAMA2 = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "llama2-tokenizer.model")
+
+
+def test_llama2_tokenizer_model(texts):
+    """Llama 2's own tokenizer.model (byte fallback, whitespace kept, 32,000 pieces), when the shared data has it."""
+    if not os.path.isfile(LLAMA2):
+        pytest.skip("shared/data/llama2-tokenizer.model not present")
+    with open(LLAMA2, "rb") as f:
+        mb = f.read()
+    sp = spm.SentencePieceProcessor()
+    sp.LoadFromSerializedProto(mb)
+    tk = Tokenizer.from_str(spm_tokenizer_json(mb))
+    assert tk.encode("Once upon a time").ids == [1, 9038, 2501, 263, 931]
+    for t in texts + ["def f():\n    return 1\n", "中文字符 日本語"]:
+        ids = sp.encode(t)
+        assert tk.encode(t, add_special_tokens=False).ids == ids and tk.decode(ids) == sp.decode(ids), repr(t)
