@@ -107,7 +107,8 @@ def test_settings_read_without_protobuf(docs):
     """Proto fields absent from the file take their proto2 defaults; set ones are read."""
     s = spm_settings(D.train_sentencepiece(docs, 512).model_bytes)
     assert (s["model_type"], s["byte_fallback"], s["add_dummy_prefix"], s["remove_extra_whitespaces"],
-            s["escape_whitespaces"], s["precompiled_charsmap"], s["unk_piece"]) == (2, False, True, True, True, b"", "<unk>")
+            s["escape_whitespaces"], s["precompiled_charsmap"], s["unk_piece"]) == \
+        (2, False, True, True, True, b"", "<unk>")
     assert s["types"][:4] == [2, 3, 3, 1] and len(s["types"]) == 512
     s = spm_settings(_train(docs, add_dummy_prefix=False, remove_extra_whitespaces=False, byte_fallback=True,
                             vocab_size=1100, normalization_rule_name="nmt_nfkc", unk_surface="??"))

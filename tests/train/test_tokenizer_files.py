@@ -80,7 +80,8 @@ def test_the_run_folder_tokenizer_json_is_the_trained_tokenizer(run):
     for d in docs:
         ids = trained.encode(d)
         assert tok.encode(d) == ids and tok.decode(ids) == trained.decode(ids)
-    assert tok.encode("Once upon a time", add_special_tokens=True) == [trained.bos_id] + trained.encode("Once upon a time")
+    once = "Once upon a time"
+    assert tok.encode(once, add_special_tokens=True) == [trained.bos_id] + trained.encode(once)
 
 
 def test_generate_on_the_run_folder_gives_the_text_of_the_sentencepiece_model(run, tmp_path):

@@ -6,7 +6,9 @@ Built as transformers 5 builds it from the model's own settings (``SpmConverter.
 legacy=False), so it encodes like ``SentencePieceProcessor.encode``: BPE with merges ranked by piece score,
 the model's byte fallback, extra-whitespace removal, the dummy prefix (Metaspace, first chunk only), the
 precompiled normalization rules; control and unknown pieces as special added tokens; a post-processor adding
-BOS. No protobuf and no transformers: the few ``ModelProto`` fields needed are read by :func:`_fields`.
+BOS. Where it differs from transformers' own conversion it follows SentencePiece: the dummy prefix after
+leading spaces, a literal "▁", decoding (control pieces to nothing, the unknown one to " ⁇ "). No protobuf and no transformers: the few ``ModelProto`` fields
+needed are read by :func:`_fields`.
 """
 
 from __future__ import annotations
@@ -147,7 +149,8 @@ def spm_tokenizer_json(model_bytes: bytes, add_bos: bool = True) -> str | None:
     for i, p in enumerate(pieces):
         t = s["types"][i]
         if t in (CONTROL, UNKNOWN) and not any(p in q for j, q in enumerate(pieces) if j != i):
-            dec.append({"type": "Replace", "pattern": {"String": p}, "content": "" if t == CONTROL else s["unk_surface"]})
+            surface = "" if t == CONTROL else s["unk_surface"]
+            dec.append({"type": "Replace", "pattern": {"String": p}, "content": surface})
     if s["byte_fallback"]:
         dec.append({"type": "ByteFallback"})
     dec.append({"type": "Fuse"})
