@@ -112,7 +112,7 @@ def test_generate_on_the_run_folder_gives_the_text_of_the_sentencepiece_model(ru
 
 _NO_PROTOBUF = textwrap.dedent("""
     import json, sys
-    sys.modules["google.protobuf"] = None          # as in a venv with only torch + transformers
+    sys.modules["google.protobuf"] = sys.modules["tiktoken"] = None    # a venv with only torch + transformers
     import sentencepiece as spm
     from transformers import AutoTokenizer
     folder, corpus = sys.argv[1:3]
