@@ -1,0 +1,239 @@
+"""orion vs llama.cpp vs HF transformers on the same GPT-2 124M-shaped weights, in one run (issue 15 targets:
+single-stream decode >= 1.0x llama.cpp f16 with prefill still ahead; batch of 16 >= 8x one stream, next
+to llama.cpp's batched figure and transformers bf16 with the same batch).
+
+One random checkpoint (transformers ``GPT2LMHeadModel`` from its default config, seed 0, saved as fp16
+safetensors with the GPT-2 tokenizer from /work/shared/data) is read by all three: orion loads the folder,
+llama.cpp gets it through its own ``convert_hf_to_gguf.py`` (f16 and q8_0), transformers loads it in bf16.
+Prompt 64 tokens, 32 generated, greedy, 2 threads everywhere; medians.
+
+- orion: ``orion.bench.decode.bench_orion`` (bench_decode.py's measurement, live columns) and
+  ``bench_batch.measure`` (bench_batch.py's: 16 prompts one at a time vs ``generate_batch``).
+- llama.cpp: ``llama-bench -t 2 -p 64 -n 32`` (median of its repetitions) for f16 and q8_0;
+  ``llama-batched-bench -npp 64 -ntg 32 -npl 1,16`` (f16; S_TG = aggregate decode tok/s; median of runs).
+- transformers bf16: ``model.generate`` on the 16 prompts as one batch (and on one prompt), decode tok/s
+  = new tokens after the first / (time of 32 new tokens - time of 1 new token).
+
+    scripts/build_llamacpp.sh /tmp/llamacpp
+    PYTHONPATH=python:BUILD python benchmarks/bench_llamacpp.py --llamacpp /tmp/llamacpp
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+
+import orion  # noqa: E402
+from orion.bench.decode import bench_orion  # noqa: E402
+from orion.models import Model  # noqa: E402
+from orion.models.engine import Engine  # noqa: E402
+from orion.models.loaders import load_weights  # noqa: E402
+
+import bench_batch  # noqa: E402
+
+DATA = "/work/shared/data"
+
+
+def write_checkpoint(out: str, seed: int) -> None:
+    """A random GPT-2 124M checkpoint in fp16 safetensors plus the real GPT-2 tokenizer files (the GGUF
+    converter identifies the tokenizer by its behaviour, so it must be GPT-2's)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    for f in ("gpt2-vocab.json", "gpt2-merges.txt"):
+        if not os.path.exists(os.path.join(DATA, f)):
+            raise SystemExit(f"{DATA}/{f} missing: the GGUF converter needs GPT-2's tokenizer files")
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(GPT2Config()).to(torch.float16)
+    model.save_pretrained(out, safe_serialization=True)
+    cfg_path = os.path.join(out, "config.json")
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    cfg["n_ctx"] = cfg["n_positions"]          # the converter reads n_ctx, which transformers 5 no longer writes
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f, indent=2)
+    shutil.copyfile(os.path.join(DATA, "gpt2-vocab.json"), os.path.join(out, "vocab.json"))
+    shutil.copyfile(os.path.join(DATA, "gpt2-merges.txt"), os.path.join(out, "merges.txt"))
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "GPT2Tokenizer", "model_max_length": 1024, "bos_token": "<|endoftext|>",
+                   "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>"}, f)
+
+
+def run(cmd: list[str], env=None) -> str:
+    print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise SystemExit(f"command failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r.stdout
+
+
+def convert(llama: str, ckpt: str, outtype: str, out: str) -> str:
+    if os.path.exists(out) and os.path.getmtime(out) > os.path.getmtime(os.path.join(ckpt, "model.safetensors")):
+        return out                                           # --work reused: already converted
+    env = dict(os.environ, PYTHONPATH=os.path.join(llama, "gguf-py"))
+    run([sys.executable, os.path.join(llama, "convert_hf_to_gguf.py"), ckpt, "--outtype", outtype,
+         "--outfile", out], env=env)
+    return out
+
+
+def llama_bench(binary: str, gguf: str, threads: int, prompt: int, tokens: int, reps: int) -> dict:
+    """Prefill and decode tok/s, the median of llama-bench's repetitions."""
+    out = run([binary, "-m", gguf, "-t", str(threads), "-p", str(prompt), "-n", str(tokens), "-r", str(reps),
+               "-o", "json"])
+    res = {}
+    for e in json.loads(out):
+        kind = "prefill" if e["n_prompt"] and not e["n_gen"] else "decode"
+        res[kind] = float(np.median(e["samples_ts"]))
+        res[kind + "_samples"] = e["samples_ts"]
+    return res
+
+
+def llama_batched(binary: str, gguf: str, threads: int, prompt: int, tokens: int, batch: int, runs: int) -> dict:
+    """llama-batched-bench: decode (S_TG, all sequences per step) and prefill tok/s for 1 and ``batch``
+    sequences; medians over ``runs`` invocations (the tool measures each once)."""
+    samples: dict = {}
+    ctx = batch * (prompt + tokens) + 64
+    for _ in range(runs):
+        out = run([binary, "-m", gguf, "-t", str(threads), "-tb", str(threads), "-c", str(ctx), "-b", "2048",
+                   "-ub", "512", "-npp", str(prompt), "-ntg", str(tokens), "-npl", f"1,{batch}",
+                   "--output-format", "jsonl"])
+        for line in out.splitlines():
+            if line.startswith("{"):
+                e = json.loads(line)
+                samples.setdefault(e["pl"], []).append((e["speed_pp"], e["speed_tg"]))
+    return {pl: dict(prefill=float(np.median([s[0] for s in v])), decode=float(np.median([s[1] for s in v])),
+                     decode_samples=[s[1] for s in v]) for pl, v in samples.items()}
+
+
+def hf_generate(ckpt: str, prompts: list[list[int]], tokens: int, repeats: int, threads: int) -> dict:
+    """transformers bf16 ``model.generate`` (greedy, KV cache) on the prompts as one batch: prefill tok/s
+    from a 1-token generate, decode tok/s from the extra time of ``tokens`` new tokens; medians."""
+    import torch
+    from transformers import GPT2LMHeadModel
+    torch.set_num_threads(threads)
+    model = GPT2LMHeadModel.from_pretrained(ckpt, dtype=torch.bfloat16).eval()
+    ids = torch.tensor(prompts)
+    mask = torch.ones_like(ids)
+
+    def timed(n):
+        t = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                                 pad_token_id=0)
+        assert out.shape[1] == ids.shape[1] + n
+        return time.perf_counter() - t
+
+    timed(2)                                                    # warm-up
+    first, full = [], []
+    for _ in range(repeats):
+        first.append(timed(1))
+        full.append(timed(tokens))
+    b = len(prompts)
+    return dict(prefill=b * ids.shape[1] / float(np.median(first)),
+                decode=b * (tokens - 1) / (float(np.median(full)) - float(np.median(first))),
+                version=__import__("transformers").__version__, dtype="bf16")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--llamacpp", required=True, help="the folder scripts/build_llamacpp.sh built")
+    ap.add_argument("--work", default=None, help="folder for the checkpoint and GGUFs (default: a temp dir; "
+                    "reused when it has them)")
+    ap.add_argument("--prompt", type=int, default=64)
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3, help="orion / transformers rounds, llama-bench -r")
+    ap.add_argument("--device", default="auto", choices=["auto", "sim", "ane"])
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    llama = os.path.join(args.llamacpp, "llama.cpp")
+    bench_bin = os.path.join(args.llamacpp, "build", "bin", "llama-bench")
+    batched_bin = os.path.join(args.llamacpp, "build", "bin", "llama-batched-bench")
+    for p in (bench_bin, batched_bin, os.path.join(llama, "convert_hf_to_gguf.py")):
+        if not os.path.exists(p):
+            raise SystemExit(f"{p} missing: run scripts/build_llamacpp.sh {args.llamacpp}")
+    work = args.work or tempfile.mkdtemp(prefix="orion-llamacpp-")
+    ckpt = os.path.join(work, "gpt2-random")
+    loads = [os.getloadavg()[0]]
+
+    if not os.path.exists(os.path.join(ckpt, "model.safetensors")):
+        write_checkpoint(ckpt, seed=0)
+    ggufs = {t: convert(llama, ckpt, t, os.path.join(work, f"gpt2-random-{t}.gguf")) for t in ("f16", "q8_0")}
+
+    ck = load_weights(ckpt, use_cache=False)
+    cfg, w16 = ck.config, ck.weights
+    rng = np.random.default_rng(1)
+    prompts = [[int(t) for t in rng.integers(0, cfg.vocab_size, args.prompt)] for _ in range(args.batch)]
+    print(f"GPT-2 124M-shaped (d={cfg.d_model}, L={cfg.n_layers}, V={cfg.vocab_size}), random weights (seed 0); "
+          f"prompt {args.prompt}, {args.tokens} generated, batch {args.batch}, {args.threads} threads; "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}", flush=True)
+
+    # orion: the single-stream measurement of bench_decode.py (live columns), then bench_batch.py's
+    orion.sim.set_compile_budget(10**6)
+    Engine.skip_dead_columns = True
+    ours = bench_orion(cfg, w16, prompts[0], args.tokens, args.device, "cpu", args.repeats)
+    loads.append(os.getloadavg()[0])
+    m = Model(cfg, w16, device=args.device, stop_tokens=[])
+    ob = bench_batch.measure(m, prompts, args.tokens, args.batch)
+    m.release()
+    loads.append(os.getloadavg()[0])
+
+    lb = {t: llama_bench(bench_bin, g, args.threads, args.prompt, args.tokens, max(args.repeats, 5))
+          for t, g in ggufs.items()}
+    loads.append(os.getloadavg()[0])
+    lbb = llama_batched(batched_bin, ggufs["f16"], args.threads, args.prompt, args.tokens, args.batch, args.repeats)
+    loads.append(os.getloadavg()[0])
+    hf1 = hf_generate(ckpt, prompts[:1], args.tokens, args.repeats, args.threads)
+    hfb = hf_generate(ckpt, prompts, args.tokens, args.repeats, args.threads)
+    loads.append(os.getloadavg()[0])
+
+    o_pf, o_dc = args.prompt / ours["prefill_s"], 1.0 / ours["step_s"]
+    rows = [
+        ("orion fp16 (" + orion.runtime.resolve_device(args.device) + ", live columns)", o_pf, o_dc,
+         ob["batch_decode_tok_s"], ob["single_decode_tok_s"]),
+        ("llama.cpp f16", lb["f16"]["prefill"], lb["f16"]["decode"], lbb[args.batch]["decode"], lbb[1]["decode"]),
+        ("llama.cpp q8_0", lb["q8_0"]["prefill"], lb["q8_0"]["decode"], None, None),
+        (f"transformers {hf1['version']} bf16 (generate)", hf1["prefill"], hf1["decode"], hfb["decode"],
+         hf1["decode"]),
+    ]
+    print(f"\n| | prefill tok/s | decode tok/s | batch {args.batch} decode tok/s (aggregate) | batch / one stream |")
+    print("|---|---|---|---|---|")
+    for name, pf, dc, bd, one in rows:
+        b = f"{bd:.1f}" if bd else "–"
+        r = f"{bd / one:.2f}x" if bd else "–"
+        print(f"| {name} | {pf:.1f} | {dc:.2f} | {b} | {r} |")
+    f16 = lb["f16"]
+    print(f"\norion / llama.cpp f16: decode {o_dc / f16['decode']:.2f}x (target >= 1.0), prefill "
+          f"{o_pf / f16['prefill']:.2f}x (target > 1)")
+    print(f"orion / llama.cpp q8_0: decode {o_dc / lb['q8_0']['decode']:.2f}x, prefill "
+          f"{o_pf / lb['q8_0']['prefill']:.2f}x")
+    print(f"orion batch {args.batch} / one stream (bench_batch): {ob['batch_decode_tok_s'] / ob['single_decode_tok_s']:.2f}x "
+          f"(target >= 8); / orion's single-stream decode above: {ob['batch_decode_tok_s'] / o_dc:.2f}x; "
+          f"identical outputs: {ob['identical']}")
+    print(f"orion batch {args.batch} / llama-batched-bench: {ob['batch_decode_tok_s'] / lbb[args.batch]['decode']:.2f}x; "
+          f"/ transformers bf16 batch: {ob['batch_decode_tok_s'] / hfb['decode']:.2f}x")
+    print(f"samples: orion step ms {np.round(np.array(ours['step_samples']) * 1e3, 1).tolist()}; llama-bench f16 "
+          f"decode {np.round(f16['decode_samples'], 1).tolist()}; llama-batched-bench pl={args.batch} S_TG "
+          f"{np.round(lbb[args.batch]['decode_samples'], 1).tolist()}")
+    print(f"orion: {ours['compiles']} programs compiled in {ours['compile_s']:.1f} s (not timed); 1-minute load "
+          f"average during the run: {', '.join(f'{x:.2f}' for x in loads)}")
+    print(f"checkpoint and GGUFs: {work}")
+    return 0 if ob["identical"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
