@@ -5,7 +5,9 @@ to llama.cpp's batched figure and transformers bf16 with the same batch).
 One random checkpoint (transformers ``GPT2LMHeadModel`` from its default config, seed 0, saved as fp16
 safetensors with the GPT-2 tokenizer from /work/shared/data) is read by all three: orion loads the folder,
 llama.cpp gets it through its own ``convert_hf_to_gguf.py`` (f16 and q8_0), transformers loads it in bf16.
-Prompt 64 tokens, 32 generated, greedy, 2 threads everywhere; medians.
+Prompt 64 tokens, 32 generated, greedy, 2 threads everywhere. The machine is shared, so every measurement
+runs once per round, the rounds interleave all sides (``--rounds``), and each figure and ratio is the
+median over rounds.
 
 - orion: ``orion.bench.decode.bench_orion`` (bench_decode.py's measurement, live columns) and
   ``bench_batch.measure`` (bench_batch.py's: 16 prompts one at a time vs ``generate_batch``).
@@ -156,7 +158,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=3, help="orion / transformers rounds, llama-bench -r")
+    ap.add_argument("--repeats", type=int, default=3, help="per round: orion / transformers repeats, llama-bench -r")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every measurement")
     ap.add_argument("--device", default="auto", choices=["auto", "sim", "ane"])
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -168,7 +171,6 @@ def main(argv=None) -> int:
             raise SystemExit(f"{p} missing: run scripts/build_llamacpp.sh {args.llamacpp}")
     work = args.work or tempfile.mkdtemp(prefix="orion-llamacpp-")
     ckpt = os.path.join(work, "gpt2-random")
-    loads = [os.getloadavg()[0]]
 
     if not os.path.exists(os.path.join(ckpt, "model.safetensors")):
         write_checkpoint(ckpt, seed=0)
@@ -182,57 +184,61 @@ def main(argv=None) -> int:
           f"prompt {args.prompt}, {args.tokens} generated, batch {args.batch}, {args.threads} threads; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}", flush=True)
 
-    # orion: the single-stream measurement of bench_decode.py (live columns), then bench_batch.py's
+    # Each round runs every measurement once, one after the other, so a change in the machine's load hits
+    # all sides alike; the reported figure is the median over rounds of each round's median.
     orion.sim.set_compile_budget(10**6)
     Engine.skip_dead_columns = True
-    ours = bench_orion(cfg, w16, prompts[0], args.tokens, args.device, "cpu", args.repeats)
-    loads.append(os.getloadavg()[0])
-    m = Model(cfg, w16, device=args.device, stop_tokens=[])
-    ob = bench_batch.measure(m, prompts, args.tokens, args.batch)
-    m.release()
-    loads.append(os.getloadavg()[0])
+    rounds, identical, ours = [], True, None
+    for i in range(args.rounds):
+        r = {"load": os.getloadavg()[0]}
+        ours = bench_orion(cfg, w16, prompts[0], args.tokens, args.device, "cpu", args.repeats)
+        r["orion_pf"], r["orion_dc"] = args.prompt / ours["prefill_s"], 1.0 / ours["step_s"]
+        m = Model(cfg, w16, device=args.device, stop_tokens=[])
+        ob = bench_batch.measure(m, prompts, args.tokens, args.batch)      # bench_batch.py's measurement
+        m.release()
+        identical &= ob["identical"]
+        r["orion_b"], r["orion_b1"] = ob["batch_decode_tok_s"], ob["single_decode_tok_s"]
+        for t, g in ggufs.items():
+            lb = llama_bench(bench_bin, g, args.threads, args.prompt, args.tokens, args.repeats)
+            r[f"{t}_pf"], r[f"{t}_dc"] = lb["prefill"], lb["decode"]
+        lbb = llama_batched(batched_bin, ggufs["f16"], args.threads, args.prompt, args.tokens, args.batch, 1)
+        r["f16_b"], r["f16_b1"] = lbb[args.batch]["decode"], lbb[1]["decode"]
+        hf1 = hf_generate(ckpt, prompts[:1], args.tokens, args.repeats, args.threads)
+        hfb = hf_generate(ckpt, prompts, args.tokens, args.repeats, args.threads)
+        r["hf_pf"], r["hf_dc"], r["hf_b"], r["hf_b1"] = hf1["prefill"], hf1["decode"], hfb["decode"], hf1["decode"]
+        rounds.append(r)
+        print(f"round {i + 1}: " + ", ".join(f"{k} {v:.1f}" for k, v in r.items()), flush=True)
+    med = {k: float(np.median([r[k] for r in rounds])) for k in rounds[0]}
 
-    lb = {t: llama_bench(bench_bin, g, args.threads, args.prompt, args.tokens, max(args.repeats, 5))
-          for t, g in ggufs.items()}
-    loads.append(os.getloadavg()[0])
-    lbb = llama_batched(batched_bin, ggufs["f16"], args.threads, args.prompt, args.tokens, args.batch, args.repeats)
-    loads.append(os.getloadavg()[0])
-    hf1 = hf_generate(ckpt, prompts[:1], args.tokens, args.repeats, args.threads)
-    hfb = hf_generate(ckpt, prompts, args.tokens, args.repeats, args.threads)
-    loads.append(os.getloadavg()[0])
-
-    o_pf, o_dc = args.prompt / ours["prefill_s"], 1.0 / ours["step_s"]
-    rows = [
-        ("orion fp16 (" + orion.runtime.resolve_device(args.device) + ", live columns)", o_pf, o_dc,
-         ob["batch_decode_tok_s"], ob["single_decode_tok_s"]),
-        ("llama.cpp f16", lb["f16"]["prefill"], lb["f16"]["decode"], lbb[args.batch]["decode"], lbb[1]["decode"]),
-        ("llama.cpp q8_0", lb["q8_0"]["prefill"], lb["q8_0"]["decode"], None, None),
-        (f"transformers {hf1['version']} bf16 (generate)", hf1["prefill"], hf1["decode"], hfb["decode"],
-         hf1["decode"]),
-    ]
-    print(f"\n| | prefill tok/s | decode tok/s | batch {args.batch} decode tok/s (aggregate) | batch / one stream |")
+    rows = [("orion fp16 (" + orion.runtime.resolve_device(args.device) + ", live columns)", "orion"),
+            ("llama.cpp f16", "f16"), ("llama.cpp q8_0", "q8_0"),
+            (f"transformers {hf1['version']} bf16 (generate)", "hf")]
+    print(f"\n| | prefill tok/s | decode tok/s | batch {args.batch}: aggregate decode tok/s | batch / one stream |")
     print("|---|---|---|---|---|")
-    for name, pf, dc, bd, one in rows:
+    for name, k in rows:              # orion's decode: median per-step time; the others: tok/s of whole runs
+        bd = med.get(k + "_b")
         b = f"{bd:.1f}" if bd else "–"
-        r = f"{bd / one:.2f}x" if bd else "–"
-        print(f"| {name} | {pf:.1f} | {dc:.2f} | {b} | {r} |")
-    f16 = lb["f16"]
-    print(f"\norion / llama.cpp f16: decode {o_dc / f16['decode']:.2f}x (target >= 1.0), prefill "
-          f"{o_pf / f16['prefill']:.2f}x (target > 1)")
-    print(f"orion / llama.cpp q8_0: decode {o_dc / lb['q8_0']['decode']:.2f}x, prefill "
-          f"{o_pf / lb['q8_0']['prefill']:.2f}x")
-    print(f"orion batch {args.batch} / one stream (bench_batch): {ob['batch_decode_tok_s'] / ob['single_decode_tok_s']:.2f}x "
-          f"(target >= 8); / orion's single-stream decode above: {ob['batch_decode_tok_s'] / o_dc:.2f}x; "
-          f"identical outputs: {ob['identical']}")
-    print(f"orion batch {args.batch} / llama-batched-bench: {ob['batch_decode_tok_s'] / lbb[args.batch]['decode']:.2f}x; "
-          f"/ transformers bf16 batch: {ob['batch_decode_tok_s'] / hfb['decode']:.2f}x")
-    print(f"samples: orion step ms {np.round(np.array(ours['step_samples']) * 1e3, 1).tolist()}; llama-bench f16 "
-          f"decode {np.round(f16['decode_samples'], 1).tolist()}; llama-batched-bench pl={args.batch} S_TG "
-          f"{np.round(lbb[args.batch]['decode_samples'], 1).tolist()}")
-    print(f"orion: {ours['compiles']} programs compiled in {ours['compile_s']:.1f} s (not timed); 1-minute load "
-          f"average during the run: {', '.join(f'{x:.2f}' for x in loads)}")
+        ratio = f"{float(np.median([r[k + '_b'] / r[k + '_b1'] for r in rounds])):.2f}x" if bd else "–"
+        print(f"| {name} | {med[k + '_pf']:.1f} | {med[k + '_dc']:.2f} | {b} | {ratio} |")
+    print("(batch / one stream: each side's own single-stream figure from the same measurement - orion: "
+          "bench_batch's prompts one at a time; llama.cpp: llama-batched-bench -npl 1; transformers: generate "
+          "on one prompt)")
+    def ratio(a, b):
+        return float(np.median([r[a] / r[b] for r in rounds]))
+    print(f"\norion / llama.cpp f16: decode {ratio('orion_dc', 'f16_dc'):.2f}x (target >= 1.0), prefill "
+          f"{ratio('orion_pf', 'f16_pf'):.2f}x (target > 1)")
+    print(f"orion / llama.cpp q8_0: decode {ratio('orion_dc', 'q8_0_dc'):.2f}x, prefill "
+          f"{ratio('orion_pf', 'q8_0_pf'):.2f}x")
+    print(f"orion batch {args.batch} / one stream: {ratio('orion_b', 'orion_b1'):.2f}x (target >= 8); identical "
+          f"outputs: {identical}")
+    print(f"orion batch {args.batch} / llama-batched-bench: {ratio('orion_b', 'f16_b'):.2f}x; / transformers bf16 "
+          f"batch: {ratio('orion_b', 'hf_b'):.2f}x")
+    print("(ratios: median over rounds of the same round's ratio)")
+    loads = ", ".join(f"{r['load']:.2f}" for r in rounds)
+    print(f"orion: {ours['compiles']} programs compiled in {ours['compile_s']:.1f} s per round (not timed); "
+          f"1-minute load average at each round's start: {loads}, at the end {os.getloadavg()[0]:.2f}")
     print(f"checkpoint and GGUFs: {work}")
-    return 0 if ob["identical"] else 1
+    return 0 if identical else 1
 
 
 if __name__ == "__main__":
