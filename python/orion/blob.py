@@ -80,11 +80,16 @@ def write_blob_file(arrays: Sequence[np.ndarray]) -> tuple[bytes, list[int]]:
 
     Each array is stored in row-major order with the blob dtype of its numpy dtype (float16, float32,
     uint8, int8, int16, uint16, int32, uint32; anything else raises :class:`orion.BlobFormatError`).
+    An :class:`orion.quant.PackedInts` is stored as its packed payload with its MIL dtype (int4,
+    uint1..uint6, ...) and padding bits, as coremltools writes sub-byte tensors.
     Returns ``(file_bytes, offsets)`` where ``offsets[i]`` is the metadata offset of ``arrays[i]``,
     i.e. the value for ``BLOBFILE(..., offset = uint64(offsets[i]))``.
     """
     blobs = []
     for a in arrays:
+        if hasattr(a, "blob_dtype_code"):  # orion.quant.PackedInts: sub-byte (or int8) payload, already packed
+            blobs.append((a.blob_dtype_code, np.ascontiguousarray(a.payload, np.uint8), a.padding_bits))
+            continue
         a = np.asarray(a)
         code = _code_for(a.dtype)
         # Little-endian, C-contiguous bytes; no copy when the array already is.

@@ -99,7 +99,7 @@ def set_profile(profile: Profile | None = None, **changes) -> Profile:
 
 
 def constraints(profile: Profile | None = None) -> list[dict]:
-    """Every emulated ANE constraint (C01..C46) with its reaction under ``profile`` and ``limits``, the
+    """Every emulated ANE constraint (C01..C47) with its reaction under ``profile`` and ``limits``, the
     numbers its check uses (e.g. C24 ``{"max_kernel_width": 15}``; the compiler's validation reads them)."""
     from . import _native
 

@@ -531,7 +531,7 @@ RUNTIME = {"C02", "C03", "C04", "C05", "C07", "C09", "C12", "C13", "C14", "C42",
 
 def test_constraint_catalog():
     cat = _native.sim_constraints("m4", "strict")
-    assert [c["id"] for c in cat] == [f"C{i:02d}" for i in range(1, 47)]
+    assert [c["id"] for c in cat] == [f"C{i:02d}" for i in range(1, 48)]
     by = {c["id"]: c for c in cat}
     for cid in RUNTIME:
         assert by[cid]["where"] == "runtime"

@@ -138,6 +138,9 @@ bool int_in_range(bool negative, uint64_t m, DType t, int64_t* out) {
     case DType::int32: lo = INT32_MIN; hi = INT32_MAX; break;
     case DType::uint32: hi = UINT32_MAX; break;
     case DType::uint64: hi = UINT64_MAX; break;
+    case DType::int4: lo = -8; hi = 7; break;
+    case DType::uint1: case DType::uint2: case DType::uint3: case DType::uint4: case DType::uint6:
+      hi = (1u << dtype_bits(t)) - 1; break;
     default: return false;
   }
   if (negative) {
@@ -159,6 +162,9 @@ std::string int_range_str(DType t) {
     case DType::int32: return "[-2147483648, 2147483647]";
     case DType::uint32: return "[0, 4294967295]";
     case DType::uint64: return "[0, 18446744073709551615]";
+    case DType::int4: return "[-8, 7]";
+    case DType::uint1: case DType::uint2: case DType::uint3: case DType::uint4: case DType::uint6:
+      return "[0, " + std::to_string((1u << dtype_bits(t)) - 1) + "]";
     default: return "[]";
   }
 }

@@ -38,7 +38,8 @@ int64_t numel_saturated(const Shape& s) {
 
 bool lookup_dtype(std::string_view s, DType* out) {
   static const DType all[] = {DType::fp16, DType::fp32, DType::int8, DType::uint8, DType::int16, DType::uint16,
-                              DType::int32, DType::uint32, DType::uint64, DType::bool_, DType::string};
+                              DType::int32, DType::uint32, DType::uint64, DType::bool_, DType::string,
+                              DType::int4, DType::uint1, DType::uint2, DType::uint3, DType::uint4, DType::uint6};
   if (s.size() < 4 || s.size() > 6) return false;
   for (DType t : all)
     if (s == dtype_name(t)) {

@@ -221,7 +221,10 @@ std::vector<ConstraintInfo> catalog(const Profile& p) {
       {"C43", "weightsBuffer in the request is ignored", "silent", "[S]", "reproduce", "runtime", true},
       {"C44", "temp-folder protocol (pre-write files; shared folders; unload deletes)", "api", "[C]/[D]", "reproduce", "runtime", true},
       {"C45", "fused SDPA only for large shapes, unreliable for S > 2,048", "silent/perf", "[S]", "none: the compiler decomposes attention", "compiler", false},
-      {"C46", "1x1 conv ~3x faster than matmul; deep programs needed for throughput", "perf", "[C]", "cost-model", "cost-model", true},
+      {"C46", "1x1 conv ~3x faster than matmul; deep programs needed for throughput", "perf", "[C]", "cost-model", "cost-model", true},      {"C47", "constexpr decompression: int8 affine is dequantised at compile (no compute speed-up) [S]; whether the "
+              "in-memory path accepts constexpr_lut_to_dense / constexpr_blockwise_shift_scale, their sub-byte blobs "
+              "and how their operand blobs count toward C18: unknown", "compile", "[S]/unknown",
+       "accept: decoded exactly as coremltools does, operand blobs counted as weight tensors (C18)", "plan", true},
   };
   std::vector<ConstraintInfo> out;
   for (auto& r : rows) out.push_back({r.id, r.rule, r.kind, r.conf, r.reaction, r.where, r.active, {}});

@@ -93,7 +93,7 @@ class PlanImpl : public Plan {
     std::vector<const void*> ptr(values.size(), nullptr);
     for (size_t i = 0; i < values.size(); ++i) {
       if (arena_off[i] >= 0) ptr[i] = arena + arena_off[i];
-      else if (values[i].is_const()) ptr[i] = values[i].cdata->bytes.data();
+      else if (values[i].is_const() && values[i].cdata) ptr[i] = values[i].cdata->bytes.data();
     }
     for (size_t i = 0; i < param_ids.size(); ++i) {
       int id = param_ids[i];
@@ -157,7 +157,19 @@ class Builder : public ops::Env {
     auto it = by_name_.find(name);
     if (it == by_name_.end())
       throw_compile("", st.out, "InvalidMILProgram: " + st.op + ": '" + name + "' is not defined before use");
+    // Only conv reads a compressed weight as it is (packed_const_weight); every other op sees fp16 values.
+    if (st.op != "conv") materialize(it->second);
     return it->second;
+  }
+
+  void materialize(int id) override {
+    Value& v = plan_->values[id];
+    if (!v.cdata || !v.cdata->is_compressed_only()) return;
+    auto cd = std::make_shared<ops::ConstData>(*v.cdata);
+    cd->bytes.resize((size_t)v.numel() * sizeof(f16));
+    cd->compressed->dense((f16*)cd->bytes.data());
+    cd->compressed.reset();  // the dense copy serves every later consumer (conv included)
+    v.cdata = std::move(cd);
   }
 
   int literal(const mil::Literal& lit, const std::string& label, const mil::Stmt& st) override {
@@ -174,7 +186,9 @@ class Builder : public ops::Env {
     } else {
       v.cdata = ops::const_from_literal(lit, st.out);
     }
-    constraints::check_shape(v.shape, st.out);
+    // A constexpr op's operands never reach the device as tensors (an iOS18 LUT of a conv weight has
+    // rank 6): C22/C23 apply to its result only (C47: what the hardware says is unknown).
+    if (st.op.rfind("constexpr_", 0) != 0) constraints::check_shape(v.shape, st.out);
     return add(std::move(v));
   }
 
@@ -241,6 +255,7 @@ class Builder : public ops::Env {
     auto it = by_name_.find(name);
     if (it == by_name_.end())
       throw_compile("C17", name, "InvalidMILProgram: undefined return value " + name);
+    materialize(it->second);  // a returned constexpr result is copied out as fp16
     const Value& v = plan_->values[it->second];
     constraints::check_io_dtype(v.dtype, name, true, prof_);
     if (v.src == Value::Src::Param)
@@ -281,6 +296,7 @@ class Builder : public ops::Env {
     if (!def) throw_compile("", st.out, "InvalidMILProgram: unknown op '" + st.op + "'");
     check_signature(st, *def);
     ops::OpCtx ctx(*this, st, *def);
+    const size_t first_new = plan_->values.size();
     def->infer(ctx);
     if (st.type.dtype != ctx.out_dtype || st.type.shape != ctx.out_shape)
       throw_compile("", st.out, "InvalidMILProgram: " + st.op + ": declared type " + ops::type_str(st.type.dtype, st.type.shape) +
@@ -299,6 +315,10 @@ class Builder : public ops::Env {
       v.src = Value::Src::Const;
       v.cdata = ctx.folded;
       define(st.out, add(std::move(v)));
+      // A constexpr op's operands are literals of its own attribute list, read by nobody else: once its
+      // result exists they are dropped (a compressed weight is not kept twice).
+      if (def->attr_params && st.op != "const")
+        for (size_t id = first_new; id + 1 < plan_->values.size(); ++id) plan_->values[id].cdata.reset();
       return;
     }
     if (st.op == "reshape" || st.op == "identity") {  // a view: same bytes, new shape
@@ -315,6 +335,8 @@ class Builder : public ops::Env {
     s.run = def->lower(ctx);
     s.rule = ops::column_rule(ctx);
     s.run_prefix = ctx.run_prefix;
+    for (int id : ctx.inputs)  // inputs read as fp16 at run time must be dense
+      if (!ctx.compressed_inputs.count(id)) materialize(id);
     s.name = st.out;
     s.op = st.op;
     s.ins = ctx.inputs;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <new>
 
+#include "sim/kernels/compressed.h"
 #include "sim/kernels/scratch.h"
 #include "sim/simd/isa.h"
 #include "sim/threadpool.h"
@@ -72,7 +73,7 @@ void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* 
   // Column blocks: with a packed A, B of one block (K x cb, fp32) stays in L2 while the panels stream
   // past it; a per-call packed A is packed once per panel, so it keeps all columns in one block.
   int64_t cb = g.N;
-  if (pa || (g.trans_a && g.M % kR == 0))
+  if ((pa && !pa->source) || (g.trans_a && g.M % kR == 0))
     cb = std::clamp<int64_t>(kBBlockBytes / (int64_t)(sizeof(float) * std::max<int64_t>(g.K, 1)) / kC * kC, kC, g.N);
   const int64_t nq = (g.N + cb - 1) / cb;
   // A B shared by all batches (a broadcast operand: the classifier's hidden state) is widened once.
@@ -96,7 +97,12 @@ void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* 
       simd::PanelTile t{};
       t.K = g.K;
       t.rows = (int)std::min(kR, g.M - i0);
-      if (pa) {
+      if (pa && pa->source) {  // a compressed weight: this panel decoded to fp16 here
+        f16* buf = scratch_as<f16>(ScratchSlot::gemm_a, (size_t)(g.K * kR));
+        pa->source->panel(p, buf);
+        t.ap = buf;
+        t.lda = kR;
+      } else if (pa) {
         t.ap = pa->panel(p);
         t.lda = kR;
       } else if (g.trans_a && t.rows == kR) {  // already k-major: read in place
@@ -140,6 +146,14 @@ PackedA pack_a(const f16* A, int64_t M, int64_t K, int64_t lda, bool trans_a) {
   parallel_for(npan, 8, [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) pack_panel(A, M, K, lda, trans_a, p, pa.data.get() + p * K * kR);
   });
+  return pa;
+}
+
+PackedA pack_a(std::shared_ptr<const PanelSource> source, int64_t M, int64_t K) {
+  PackedA pa;
+  pa.M = M;
+  pa.K = K;
+  pa.source = std::move(source);
   return pa;
 }
 

@@ -34,15 +34,20 @@ void gemm_f16_f32out(const GemmShape& g, int64_t batch, const f16* const* A, con
 // A constant left operand (conv weights) packed once, at plan build, into fp16 panels of 16 rows of
 // op(A), k-major ([ceil(M/16)][K][16], rows past M zero): the panel kernel streams it as stored and
 // widens it in registers, so nothing about it is converted or copied per call. Same bytes as A.
+// Or, for a compressed weight (compressed.h), no panels at all: `source` decodes each panel when the
+// kernel needs it (per call, per thread), so only the compressed bytes are kept.
+struct PanelSource;
 struct PackedA {
   struct Free {
     void operator()(f16* p) const { std::free(p); }
   };
   int64_t M = 0, K = 0;
   std::unique_ptr<f16[], Free> data;
+  std::shared_ptr<const PanelSource> source;
   const f16* panel(int64_t p) const { return data.get() + p * K * 16; }
 };
 PackedA pack_a(const f16* A, int64_t M, int64_t K, int64_t lda = 0, bool trans_a = false);
+PackedA pack_a(std::shared_ptr<const PanelSource> source, int64_t M, int64_t K);
 // gemm_f16 with op(A) = a (g.M, g.K, trans_a, lda are taken from a). Same results as gemm_f16.
 void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, f16* const* C);
 

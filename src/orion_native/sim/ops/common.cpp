@@ -17,8 +17,10 @@ std::string type_str(DType d, const Shape& s) {
 
 int64_t load_int(const void* p, DType d, int64_t i) {
   switch (d) {
-    case DType::int8: return ((const int8_t*)p)[i];
-    case DType::uint8: case DType::bool_: return ((const uint8_t*)p)[i];
+    case DType::int8: case DType::int4: return ((const int8_t*)p)[i];
+    case DType::uint8: case DType::bool_: case DType::uint1: case DType::uint2: case DType::uint3: case DType::uint4:
+    case DType::uint6:
+      return ((const uint8_t*)p)[i];
     case DType::int16: return ((const int16_t*)p)[i];
     case DType::uint16: return ((const uint16_t*)p)[i];
     case DType::int32: return ((const int32_t*)p)[i];
@@ -31,8 +33,9 @@ int64_t load_int(const void* p, DType d, int64_t i) {
 
 void store_int(void* p, DType d, int64_t i, int64_t v) {
   switch (d) {
-    case DType::int8: ((int8_t*)p)[i] = (int8_t)v; break;
-    case DType::uint8: ((uint8_t*)p)[i] = (uint8_t)v; break;
+    case DType::int8: case DType::int4: ((int8_t*)p)[i] = (int8_t)v; break;
+    case DType::uint8: case DType::uint1: case DType::uint2: case DType::uint3: case DType::uint4: case DType::uint6:
+      ((uint8_t*)p)[i] = (uint8_t)v; break;
     case DType::bool_: ((uint8_t*)p)[i] = v != 0; break;
     case DType::int16: ((int16_t*)p)[i] = (int16_t)v; break;
     case DType::uint16: ((uint16_t*)p)[i] = (uint16_t)v; break;

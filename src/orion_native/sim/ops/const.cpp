@@ -36,6 +36,12 @@ bool blob_dtype_of(DType d, blob::BlobDType* out) {
     case DType::uint16: *out = blob::BlobDType::UInt16; return true;
     case DType::int32: *out = blob::BlobDType::Int32; return true;
     case DType::uint32: *out = blob::BlobDType::UInt32; return true;
+    case DType::int4: *out = blob::BlobDType::Int4; return true;
+    case DType::uint1: *out = blob::BlobDType::UInt1; return true;
+    case DType::uint2: *out = blob::BlobDType::UInt2; return true;
+    case DType::uint3: *out = blob::BlobDType::UInt3; return true;
+    case DType::uint4: *out = blob::BlobDType::UInt4; return true;
+    case DType::uint6: *out = blob::BlobDType::UInt6; return true;
     default: return false;
   }
 }
@@ -45,6 +51,18 @@ bool blob_dtype_of(DType d, blob::BlobDType* out) {
 }
 
 }  // namespace
+
+void unpack_bits(const uint8_t* packed, unsigned bits, bool is_signed, size_t n, uint8_t* out) {
+  // MILBlob sub-byte layout: row-major, LSB-first, two's complement for int4 (weight-blob-format.md §1.3)
+  const unsigned mask = (1u << bits) - 1, sign = 1u << (bits - 1);
+  for (size_t i = 0; i < n; ++i) {
+    size_t bit = i * bits, byte = bit >> 3;
+    unsigned sh = bit & 7, v = packed[byte];
+    if (sh + bits > 8) v |= (unsigned)packed[byte + 1] << 8;  // a 3/6-bit value may straddle two bytes
+    v = (v >> sh) & mask;
+    out[i] = is_signed && (v & sign) ? (uint8_t)(int8_t)((int)v - (int)(1u << bits)) : (uint8_t)v;
+  }
+}
 
 std::shared_ptr<ConstData> const_from_literal(const mil::Literal& lit, const std::string& stmt) {
   auto cd = std::make_shared<ConstData>();
@@ -107,7 +125,8 @@ std::shared_ptr<ConstData> const_from_blob(const mil::Literal& lit, const Weight
       fail("C08", stmt, where + " does not point at a blob metadata record (no 0xDEADBEEF sentinel there); "
                              "the BLOBFILE offset must point at the metadata record, 64 for the first blob");
     // permissive: reproduce the M4 compiler, which takes the payload at offset + 64 regardless.
-    size_t need = (size_t)n * dtype_size(d);
+    uint64_t need = 0;
+    blob::payload_bytes(bd, (uint64_t)n, &need);  // no overflow: n is a checked element count
     if (off > size || size - off < 64 || size - off - 64 < need)
       fail("C08", stmt, where + ": no blob metadata record there, and offset + 64 leaves fewer than " +
                             std::to_string(need) + " payload bytes");
@@ -146,7 +165,9 @@ std::shared_ptr<ConstData> const_from_blob(const mil::Literal& lit, const Weight
     return cd;
   }
   cd->bytes.resize((size_t)n * storage_size(d));
-  if (d == DType::fp32) {  // fp32 weights are stored as fp16 in the plan (C37)
+  if (dtype_is_subbyte(d)) {  // one byte per element in the plan (the constexpr op repacks what it keeps)
+    unpack_bits(payload, dtype_bits(d), dtype_is_signed(d), (size_t)n, cd->bytes.data());
+  } else if (d == DType::fp32) {  // fp32 weights are stored as fp16 in the plan (C37)
     std::vector<float> tmp((size_t)n);
     std::memcpy(tmp.data(), payload, (size_t)n * 4);
     kernels::f32_to_f16(tmp.data(), (f16*)cd->bytes.data(), (size_t)n);

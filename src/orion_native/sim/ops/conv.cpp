@@ -165,8 +165,8 @@ RunFn conv_lower(OpCtx& ctx) {
     // A constant weight (every linear layer): packed once here into the panel kernel's fp16 layout,
     // so each call streams it as stored, with no per-call widening or packing of W. Faster than the
     // blocked GEMM at every width (decode's 16 columns most of all).
-    auto pw = std::make_shared<const kernels::PackedA>(
-        kernels::pack_a((const f16*)ctx.v("weight").cdata->bytes.data(), g.O, g.C));
+    // A compressed weight (constexpr op) stays compressed: each panel is decoded in the kernel.
+    auto pw = std::make_shared<const kernels::PackedA>(packed_const_weight(ctx, "weight", g.O, g.C));
     auto run = [=](const RunArgs& a, int64_t cols) {
       const f16* x = a.at<f16>(ix);
       f16* y = a.o<f16>();

@@ -16,6 +16,8 @@
 #include "common/dtype.h"
 #include "common/fp16.h"
 #include "mil/ast.h"
+#include "sim/kernels/compressed.h"
+#include "sim/kernels/kernels.h"
 #include "sim/plan.h"
 
 namespace orion::sim::ops {
@@ -37,7 +39,11 @@ struct ConstData {
   const uint8_t* view = nullptr;
   DType view_dtype = DType::fp16;
   size_t nbytes = 0;
-  size_t storage_bytes() const { return elided ? nbytes : bytes.size(); }
+  // A constexpr op's result kept compressed (constexpr.cpp): `bytes` stays empty until a consumer that
+  // cannot read it compressed needs the dense fp16 values (Env::materialize).
+  std::shared_ptr<const kernels::CompressedWeight> compressed;
+  bool is_compressed_only() const { return compressed && bytes.empty() && !elided; }
+  size_t storage_bytes() const { return elided ? nbytes : bytes.size() + (compressed ? compressed->bytes() : 0); }
 };
 
 struct Value {
@@ -113,6 +119,8 @@ class Env {
   virtual void warn(const std::string& constraint, const std::string& detail) = 0;
   // check_program: types, shapes and constraints only; lowerings skip work that copies const data.
   virtual bool check_only() const { return false; }
+  // A compressed const (constexpr result) gets its dense fp16 bytes (for consumers that read them).
+  virtual void materialize(int id) = 0;
 };
 
 struct OpDef;
@@ -165,6 +173,7 @@ class OpCtx {
   Shape out_shape;
   std::shared_ptr<const ConstData> folded;  // constexpr ops: the result is a const computed at build time
   // set by lower
+  std::set<int> compressed_inputs;  // compressed const inputs the step reads compressed (no dense copy)
   int64_t scratch_bytes = 0;
   double flops = 0;
   enum class Unit { other, conv, matmul } unit = Unit::other;
@@ -245,6 +254,8 @@ struct WeightLookup {
   bool borrow = false;  // check_program: validate the blob, keep a view instead of a copy
 };
 std::shared_ptr<ConstData> const_from_blob(const mil::Literal& lit, const WeightLookup& w, const std::string& stmt);
+// n sub-byte values packed as MILBlob stores them -> one byte each (signed: sign-extended int8).
+void unpack_bits(const uint8_t* packed, unsigned bits, bool is_signed, size_t n, uint8_t* out);
 
 // Op family entry points (one file each), referenced by registry.cpp.
 #define ORION_OP(fn) void fn##_infer(OpCtx&); RunFn fn##_lower(OpCtx&);
@@ -258,6 +269,11 @@ ORION_OP(quantize) ORION_OP(dequantize)
 #undef ORION_OP
 void const_infer(OpCtx&);
 void constexpr_affine_dequantize_infer(OpCtx&);
+void constexpr_lut_to_dense_infer(OpCtx&);
+void constexpr_blockwise_shift_scale_infer(OpCtx&);
+// The panel-GEMM form of a constant [M, K] weight: its compressed form when it is one (decoded per
+// panel in the kernel; the step then reads the value compressed), else its fp16 values packed once.
+kernels::PackedA packed_const_weight(OpCtx& ctx, const std::string& p, int64_t M, int64_t K);
 
 }  // namespace orion::sim::ops
 

@@ -1,6 +1,5 @@
-// Affine quantisation (iOS17+): quantize (float -> int8/uint8), dequantize, and
-// constexpr_affine_dequantize, which the ANE folds at compile time (int8 weights give no compute
-// speed-up: numbers.md §8) — here too: its result is a plan-owned fp16 const.
+// Affine quantisation (iOS17+): quantize (float -> int8/uint8) and dequantize. The constexpr ops
+// (compressed weights) are in constexpr.cpp.
 #include <algorithm>
 #include <cmath>
 
@@ -107,29 +106,6 @@ RunFn dequantize_lower(OpCtx& ctx) {
         y[i] = f32_to_f16((float)(load_int(a.in[ix], qd, i) - af.z(i)) * (float)af.scale[af.ch(i)]);
     });
   };
-}
-
-// Parameters in the attribute list (mil-dialect.md §2 "constexpr ops"); folded at build.
-void constexpr_affine_dequantize_infer(OpCtx& ctx) {
-  const Value& q = ctx.c("quantized_data");
-  if (q.dtype != DType::int8 && q.dtype != DType::uint8)
-    ctx.fail("quantized_data must be int8 or uint8, got " + type_str(q.dtype, q.shape));
-  const Affine af = affine(ctx, q, "quantized_data", q.dtype);
-  ctx.out_dtype = ctx.c("scale").dtype;
-  ctx.out_shape = q.shape;
-  auto cd = std::make_shared<ConstData>();
-  int64_t n = q.numel();
-  if (ctx.env.check_only()) {  // check_program keeps no data: nothing to fold into
-    cd->elided = true;
-    cd->nbytes = (size_t)n * sizeof(f16);
-    ctx.folded = cd;
-    return;
-  }
-  cd->bytes.resize((size_t)n * sizeof(f16));
-  f16* y = (f16*)cd->bytes.data();
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = f32_to_f16((float)(load_int(q.cdata->bytes.data(), q.dtype, i) - af.z(i)) * (float)af.scale[af.ch(i)]);
-  ctx.folded = cd;
 }
 
 }  // namespace orion::sim::ops
