@@ -116,6 +116,26 @@ def constexpr_affine_dequantize():
     return program({"x": ("fp16", X)}, body, ["y"]), {"@model_path/weights/q.bin": blob(wq)}, {"x": rnd(X, 9)}
 
 
+def _compressed(q):
+    """A 1x1 conv on a compressed weight ``q`` [64, 64, 1, 1], its operands in one blob file (as orion emits it)."""
+    from orion.codegen.constexpr import blob_items, statement
+    from orion.codegen.mil import Dialect
+    data, offs = write_blob_file([item for *_, item in blob_items(q)])
+    path = "@model_path/weights/weight.bin"
+    body = [statement(Dialect("ios18"), "w", q, [(path, o) for o in offs]).strip()] + _conv_body()
+    return program({"x": ("fp16", X)}, body, ["y"]), {path: data}, {"x": rnd(X, 9)}
+
+
+def constexpr_lut_to_dense():
+    from orion.quant import palettize
+    return _compressed(palettize(rnd((64, 64), 12, scale=0.125), 4, group_size=16).expand_rank(4))
+
+
+def constexpr_blockwise_shift_scale():
+    from orion.quant import quantize_blockwise
+    return _compressed(quantize_blockwise(rnd((64, 64), 13, scale=0.125), 4, block_size=32).expand_rank(4))
+
+
 def matmul():
     s = (1, 1, 64, 64)
     body = [scalar("tx", False, "bool"), scalar("ty", True, "bool"),
@@ -234,6 +254,8 @@ _DOMAIN = {"real_div": {"lo": 0.5, "hi": 2.0}, "sqrt": {"lo": 0.0, "hi": 9.0}, "
            "exp": {"scale": 2.0}, "tanh": {"scale": 2.0}, "sigmoid": {"scale": 3.0}, "silu": {"scale": 3.0}}
 _WRITTEN = {
     "conv": conv, "constexpr_affine_dequantize": constexpr_affine_dequantize, "matmul": matmul,
+    "constexpr_lut_to_dense": constexpr_lut_to_dense,
+    "constexpr_blockwise_shift_scale": constexpr_blockwise_shift_scale,
     "scaled_dot_product_attention": scaled_dot_product_attention, "pow": pow_, "log": log, "clip": clip,
     "softmax": softmax, "layer_norm": layer_norm, "reshape": reshape, "transpose": transpose, "cast": cast,
     "slice_by_index": slice_by_index, "slice_by_size": slice_by_size, "split": split, "identity": identity,

@@ -15,6 +15,8 @@ from ..ir.graph import Graph
 from ..ir.ops import OPS
 from ..passes.budget import is_blob_const
 from ..passes.context import CompileContext, compile_error
+from .constexpr import blob_items
+from .constexpr import statement as constexpr_statement
 from .weights import WeightFiles
 
 BUILD_INFO = {
@@ -107,15 +109,26 @@ def _attr_literal(d: Dialect, kind: str, value) -> tuple[str, str]:
     return d.scalar_type(dtype), d.literal(dtype, [], value)
 
 
-def _attr_list(d: Dialect, node, v) -> str:
-    """``axis = int32(0), name = string("w"), quantized_data = tensor<int8, [..]>([..]), ...`` (sorted)."""
+def _attr_list(d: Dialect, node, v, weights: WeightFiles) -> str:
+    """``axis = int32(0), name = string("w"), quantized_data = tensor<int8, [..]>(BLOBFILE(..)), ...`` (sorted):
+    tensor operands as BLOBFILE tensors of the weight file, scalars inline."""
     items = [("name", d.string(v.mil_name))]
     for k, val in node.attrs.items():
+        if val is None:
+            continue
+        ref = weights.refs.get((id(v), k))
+        if ref is not None:
+            dtype = val.dtype if hasattr(val, "blob_dtype_code") else _literal_dtype(np.asarray(val))
+            items.append((k, d.blobfile(dtype, np.shape(val) if not hasattr(val, "shape") else val.shape, *ref)))
+            continue
         arr = np.asarray(val)
-        dtype = "int32" if arr.dtype.kind in "iu" and arr.dtype.itemsize > 1 else \
-            {"i": "int8", "u": "uint8", "f": "fp16", "b": "bool"}[arr.dtype.kind]
-        items.append((k, d.literal(dtype, arr.shape, arr)))
+        items.append((k, d.literal(_literal_dtype(arr), arr.shape, arr)))
     return ", ".join(f"{k} = {t}" for k, t in sorted(items))
+
+
+def _literal_dtype(arr: np.ndarray) -> str:
+    return "int32" if arr.dtype.kind in "iu" and arr.dtype.itemsize > 1 else \
+        {"i": "int8", "u": "uint8", "f": "fp16", "b": "bool"}[arr.dtype.kind]
 
 
 def emit(graph: Graph, ctx: CompileContext, weights: WeightFiles) -> str:
@@ -132,6 +145,11 @@ def emit(graph: Graph, ctx: CompileContext, weights: WeightFiles) -> str:
         if node.op == "input":
             continue
         if node.op == "const":
+            q = node.attrs.get("quant")
+            if q is not None:                                   # a compressed weight: its constexpr op
+                refs = [weights.refs[(id(v), param)] for param, *_ in blob_items(q)]
+                out.append(constexpr_statement(d, v.mil_name, q, refs, v.shape))
+                continue
             if is_blob_const(v):
                 path, off = weights.refs[id(v)]
                 val = d.blobfile(v.dtype, v.shape, path, off)
@@ -142,7 +160,7 @@ def emit(graph: Graph, ctx: CompileContext, weights: WeightFiles) -> str:
         spec = OPS[node.op]
         if spec.attrs and spec.attrs[0].kind == "attr":       # constexpr: parameters in the attribute list
             out.append(f"        {d.type_of(v.dtype, v.shape)} {v.mil_name} = {spec.mil}()"
-                       f"[{_attr_list(d, node, v)}];\n")
+                       f"[{_attr_list(d, node, v, weights)}];\n")
             continue
         args: list[tuple[str, str]] = []
         for k, x in node.inputs.items():

@@ -33,21 +33,45 @@ def blob_array(v: Value) -> np.ndarray:
     return to_fp16(v.node) if v.dtype == "fp16" else np.ascontiguousarray(np.asarray(v.data, np.float32))
 
 
+def compressed_operands(v: Value) -> list[tuple[str, object]]:
+    """``[(param, blob item)]`` of a value the codegen writes as a constexpr op with BLOBFILE operands: a
+    compressed weight (``Graph.weight(..., quant=...)``: a const carrying its QuantizedTensor) or a constexpr
+    node (tensor attributes; scalars such as ``axis`` stay inline). Empty for anything else."""
+    from ..ir.ops import BAKED
+    from .constexpr import blob_items
+    q = v.node.attrs.get("quant") if v.op == "const" else None
+    if q is not None:
+        return [(param, item) for param, _, _, item in blob_items(q)]
+    if v.op == "const" or v.op not in BAKED:
+        return []
+    return [(k, a) for k, a in sorted(v.node.attrs.items())
+            if a is not None and (hasattr(a, "blob_dtype_code") or np.ndim(a) >= 1)]
+
+
 def build(graph: Graph, layout: str = "multi") -> WeightFiles:
+    """Every BLOBFILE tensor of ``graph``: fp16/fp32 weights (``refs[id(v)]``) and the operands of its
+    compressed weights (``refs[(id(v), param)]``)."""
     from ..blob import write_blob_file
-    consts = [n.out for n in graph.nodes if is_blob_const(n.out)]
+    entries = []  # (ref key, file stem, blob item)
+    for n in graph.nodes:
+        v = n.out
+        ops_ = compressed_operands(v)
+        if ops_:
+            entries += [((id(v), param), f"{v.mil_name}_{param}", item) for param, item in ops_]
+        elif is_blob_const(v):
+            entries.append((id(v), v.mil_name, blob_array(v)))
     wf = WeightFiles()
-    if not consts:
+    if not entries:
         return wf
     if layout == "multi":
-        data, offsets = write_blob_file([blob_array(v) for v in consts])
+        data, offsets = write_blob_file([item for *_, item in entries])
         wf.files[MULTI_FILE] = data
-        for v, off in zip(consts, offsets):
-            wf.refs[id(v)] = (MULTI_FILE, int(off))
+        for (key, _, _), off in zip(entries, offsets):
+            wf.refs[key] = (MULTI_FILE, int(off))
     else:
-        for v in consts:
-            path = f"{MODEL_PATH}{v.mil_name}.bin"
-            data, offsets = write_blob_file([blob_array(v)])
+        for key, stem, item in entries:
+            path = f"{MODEL_PATH}{stem}.bin"
+            data, offsets = write_blob_file([item])
             wf.files[path] = data
-            wf.refs[id(v)] = (path, int(offsets[0]))
+            wf.refs[key] = (path, int(offsets[0]))
     return wf

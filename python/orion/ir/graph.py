@@ -28,6 +28,17 @@ MAX_RANK = 5  # C23
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def expand_quantized(q, shape, what: str):
+    """``q`` viewed as ``shape``: its own shape with unit dims appended (``[out, in]`` -> ``[out, in, 1, 1]``),
+    the one reshape a compressed weight's operands follow; anything else raises GraphError."""
+    shape = tuple(int(s) for s in shape)
+    r = len(q.shape)
+    if shape[:r] != tuple(q.shape) or any(s != 1 for s in shape[r:]):
+        raise GraphError(f"{what}: a compressed weight of shape {list(q.shape)} can only gain trailing unit dims, "
+                         f"not become {list(shape)}")
+    return q if len(shape) == r else q.expand_rank(len(shape))
+
+
 class GraphError(OrionError, ValueError):
     """A graph is malformed: bad shapes or dtypes for an op, duplicate or unknown names, cycles."""
 
@@ -257,11 +268,26 @@ class Graph:
             return ops.cast(v, "fp16", name=f"{name}_fp16")
         return v
 
-    def weight(self, name: str, array, dynamic: bool = False, shape: Iterable[int] | None = None) -> Value:
+    def weight(self, name: str, array, dynamic: bool = False, shape: Iterable[int] | None = None,
+               quant=None) -> Value:
         """A named weight (kept in a blob file, or a program input when ``dynamic``).
 
         ``shape`` reshapes the array for the graph (e.g. ``[out, in]`` → ``[out, in, 1, 1]`` for a conv)
-        while ``set_weights``/``dynamic`` keep accepting the array in its original shape."""
+        while ``set_weights``/``dynamic`` keep accepting the array in its original shape.
+
+        ``quant`` makes it a compressed weight: an :class:`orion.quant.QuantizedTensor` of ``array`` (or
+        ``array`` itself one, ``quant`` left None), or a scheme name of :data:`orion.quant.SCHEMES`
+        (``"int8"``, ``"lut4"``, ``"lut6"``, ``"int4"``...; default group / block sizes, replaced by the
+        smallest divisor above them when they do not divide). It stays compressed through the passes
+        (reshapes that append unit dims, as ``linear`` does, keep it) and the codegen emits its constexpr
+        op with BLOBFILE operands; the graph computes with exactly that op's fp16 result. Baked only."""
+        from ..quant import QuantizedTensor, quantize_tensor
+        if isinstance(array, QuantizedTensor):
+            if quant is not None:
+                raise GraphError(f"weight {name!r}: give the QuantizedTensor as array or as quant, not both")
+            array, quant = None, array
+        if quant is not None:
+            return self._compressed_weight(name, array, quant, dynamic, shape, QuantizedTensor, quantize_tensor)
         self._check_new_name(name, "weight")
         arr = np.asarray(array)
         if arr.dtype.kind not in "f":
@@ -275,6 +301,37 @@ class Graph:
         check_shape(arr.shape, f"weight {name!r}")
         v = self.add_node("const", {}, {"value": arr, "weight": name, "dynamic": bool(dynamic),
                                         "user_shape": user_shape}, [(tuple(arr.shape), "fp16")], name=name).out
+        self.weights[name] = v
+        return v
+
+    def _compressed_weight(self, name, array, quant, dynamic, shape, qtype, quantize_tensor) -> Value:
+        from ..errors import QuantizationError
+        self._check_new_name(name, "weight")
+        if dynamic:
+            raise GraphError(f"weight {name!r}: a compressed weight is baked (its constexpr op is folded at "
+                             f"compile); it cannot be dynamic - drop quant= or dynamic=True")
+        if isinstance(quant, str):
+            arr = np.asarray(array)
+            try:
+                q = quantize_tensor(arr, quant, fit=True)
+            except QuantizationError as e:
+                raise GraphError(f"weight {name!r}: {e}") from None
+        elif isinstance(quant, qtype):
+            q = quant
+            if array is not None and tuple(np.shape(array)) != tuple(q.shape):
+                raise GraphError(f"weight {name!r}: array shape {list(np.shape(array))} differs from its quantized "
+                                 f"form's {list(q.shape)}")
+        else:
+            raise GraphError(f"weight {name!r}: quant must be a QuantizedTensor or a scheme name, got "
+                             f"{type(quant).__name__}")
+        user_shape = tuple(q.shape)
+        if shape is not None:
+            shape = check_shape(shape, f"weight {name!r}")
+            q = expand_quantized(q, shape, f"weight {name!r}")
+        check_shape(q.shape, f"weight {name!r}")
+        v = self.add_node("const", {}, {"value": q.dequantize(), "weight": name, "dynamic": False,
+                                        "user_shape": user_shape, "quant": q}, [(tuple(q.shape), "fp16")],
+                          name=name).out
         self.weights[name] = v
         return v
 

@@ -19,8 +19,22 @@ def is_blob_const(v) -> bool:
     return v.op == "const" and v.dtype in ("fp16", "fp32") and v.rank >= 1
 
 
+def blob_tensors(v) -> int:
+    """BLOBFILE tensors ``v`` takes: 1 for a float weight, one per operand of a compressed weight or a
+    constexpr op (C18 counts each; C47: how the ANE counts them is unknown)."""
+    from ..codegen.weights import compressed_operands
+    n = len(compressed_operands(v))
+    return n if n else int(is_blob_const(v))
+
+
+def blob_bytes(v) -> int:
+    """Bytes ``v`` puts into the weight file (a compressed weight: its packed operands)."""
+    q = v.node.attrs.get("quant") if v.op == "const" else None
+    return q.nbytes if q is not None else v.nbytes
+
+
 def weight_slots(graph: Graph, ctx: CompileContext) -> tuple[int, int, str]:
-    blobs = [n.out for n in graph.nodes if is_blob_const(n.out)]
+    blobs = [None for n in graph.nodes for _ in range(blob_tensors(n.out))]
     files = (1 if blobs else 0) if ctx.options.weight_layout == "multi" else len(blobs)
     counted = max(files, len(blobs)) if ctx.options.count_weight_tensors else files
     penalty = any(n.op == "pow" or (n.op == "add" and any(v.is_const and v.rank == 0 for v in n.input_values()))
@@ -31,7 +45,7 @@ def weight_slots(graph: Graph, ctx: CompileContext) -> tuple[int, int, str]:
 
 
 def sram_estimate(graph: Graph) -> int:
-    weights = sum(n.out.nbytes for n in graph.nodes if is_blob_const(n.out))
+    weights = sum(blob_bytes(n.out) for n in graph.nodes if blob_tensors(n.out))
     peak = 0
     for n in graph.nodes:
         if n.op in ("const", "input"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import ops
-from ..ir.graph import NP_DTYPES, Graph, Node
+from ..ir.graph import NP_DTYPES, Graph, GraphError, Node, expand_quantized
 from ..ir.ops import OPS, evaluate_node
 from .context import CompileContext
 
@@ -57,7 +57,14 @@ def run(graph: Graph, ctx: CompileContext) -> None:
             r = (x.reshape(node.attrs["shape"]) if node.op == "reshape" else
                  x.transpose(node.attrs["perm"]) if node.op == "transpose" else x)
             ctx.count("constant_fold", node.op)
-            return graph.const(r, node.out.dtype, name=name, keep_dtype=True)
+            out = graph.const(r, node.out.dtype, name=name, keep_dtype=True)
+            q = node.inputs["x"].node.attrs.get("quant")
+            if q is not None and node.op != "transpose":   # a compressed weight stays compressed (linear's reshape)
+                try:
+                    out.node.attrs["quant"] = expand_quantized(q, r.shape, name or "weight")
+                except GraphError:
+                    pass                                    # another layout: the dense fp16 values are used
+            return out
         args = {k: (tuple(x.data for x in v) if isinstance(v, tuple) else v.data) for k, v in node.inputs.items()}
         with np.errstate(all="ignore"):
             results = evaluate_node(node.op, args, node.attrs)

@@ -27,7 +27,8 @@ def node_key(node: Node):
         return None
     if node.op == "const":
         value = node.attrs["value"]
-        return ("const", node.out.dtype, node.out.shape, _attr_key(np.asarray(value)))
+        quant = node.attrs.get("quant")                 # a compressed weight equals only itself
+        return ("const", node.out.dtype, node.out.shape, _attr_key(np.asarray(value)), id(quant) if quant else None)
     ins = tuple((k, tuple(id(x) for x in v) if isinstance(v, tuple) else id(v)) for k, v in node.inputs.items())
     attrs = tuple(sorted((k, _attr_key(v)) for k, v in node.attrs.items()))
     return (node.op, ins, attrs)

@@ -20,12 +20,13 @@ from .packing import PackedInts, pack_bits, unpack_bits
 from .palettize import LutQuantized, palettize
 from .quality import (QualityReport, kl_divergence, logit_correlation, perplexity, quality_report,
                       top1_match)
-from .weights import SCHEMES, WeightReport, dequantized_weights, quantize_tensor, quantize_weights
+from .weights import (SCHEMES, WeightReport, dequantized_weights, fitting_divisor, quantize_tensor,
+                      quantize_weights)
 
 __all__ = [
     "QuantizedTensor", "AffineQuantized", "quantize_int8", "LutQuantized", "palettize", "BlockwiseQuantized",
     "quantize_blockwise",
     "PackedInts", "pack_bits", "unpack_bits", "QualityReport", "kl_divergence", "logit_correlation",
     "top1_match", "perplexity", "quality_report", "SCHEMES", "WeightReport", "quantize_tensor",
-    "quantize_weights", "dequantized_weights",
+    "quantize_weights", "dequantized_weights", "fitting_divisor",
 ]

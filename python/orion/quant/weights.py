@@ -18,7 +18,7 @@ from .int8 import quantize_int8
 from .palettize import palettize
 
 __all__ = ["SCHEMES", "LINEAR_NAMES", "EMBEDDING_NAMES", "WeightReport", "quantize_weights", "quantize_tensor",
-           "dequantized_weights"]
+           "dequantized_weights", "fitting_divisor"]
 
 #: scheme -> what it is (the options of quantize_weights apply where named)
 SCHEMES = {
@@ -39,10 +39,26 @@ def _check_scheme(scheme) -> str:
     return scheme
 
 
+def fitting_divisor(n: int, want: int | None) -> int | None:
+    """The smallest divisor of ``n`` that is >= ``want`` (``n`` itself at worst: one group / block for the
+    whole dim); None stays None (per tensor). E.g. d_ff = 172 with a wanted 16 -> 43, with 32 -> 43."""
+    if want is None:
+        return None
+    want = max(1, min(int(want), int(n)))
+    return next(d for d in range(want, int(n) + 1) if n % d == 0)
+
+
 def quantize_tensor(w: np.ndarray, scheme: str, *, lut_group_size: int | None = 16, block_size: int = 32,
-                    seed=0):
-    """One tensor by scheme name; returns an ``AffineQuantized``, ``LutQuantized`` or ``BlockwiseQuantized``."""
+                    seed=0, fit: bool = False):
+    """One tensor by scheme name; returns an ``AffineQuantized``, ``LutQuantized`` or ``BlockwiseQuantized``.
+
+    ``fit=True``: a ``lut_group_size`` / ``block_size`` that does not divide the tensor's output / input
+    dim is replaced by :func:`fitting_divisor` of it (instead of raising)."""
     scheme = _check_scheme(scheme)
+    if fit:
+        shape = np.shape(w)
+        lut_group_size = fitting_divisor(shape[0], lut_group_size)
+        block_size = fitting_divisor(shape[1], block_size) if len(shape) > 1 else block_size
     if scheme in ("int8", "uint8"):
         return quantize_int8(w, symmetric=scheme == "int8")
     if scheme in ("lut4", "lut6"):
@@ -70,14 +86,17 @@ class WeightReport:
 
 
 def quantize_weights(weights: dict, scheme: str, *, include_embeddings: bool = False,
-                     lut_group_size: int | None = 16, block_size: int = 32, seed: int = 0):
+                     lut_group_size: int | None = 16, block_size: int = 32, seed: int = 0, fit: bool = False,
+                     names=None):
     """Quantize the linear weights of ``weights`` (canonical name -> array) with ``scheme``.
 
     Returns ``(quantized, report)``: ``quantized`` maps each quantized name to its dataclass (shape
     as given, ``[out, in]``; see ``expand_rank`` for conv layouts), ``report`` is a
     :class:`WeightReport`. Names are matched on their last component (``layers.3.wq`` -> ``wq``).
     ``lut_group_size`` (LUT schemes; None = one table per tensor) must divide the output dims and
-    ``block_size`` (int4/uint4) the input dims, else :class:`orion.QuantizationError` names the tensor.
+    ``block_size`` (int4/uint4) the input dims, else :class:`orion.QuantizationError` names the tensor —
+    unless ``fit``, which takes the smallest divisor above them per tensor (:func:`fitting_divisor`).
+    ``names`` (optional): a predicate on the full name restricting which linear weights are quantized.
     Each tensor's k-means seed derives from ``seed`` and its name, so results do not depend on the
     dict's order.
     """
@@ -90,7 +109,7 @@ def quantize_weights(weights: dict, scheme: str, *, include_embeddings: bool = F
     for name, w in weights.items():
         n = int(np.asarray(w).size) * 2
         fp16_total += n
-        if name.rsplit(".", 1)[-1] not in targets:
+        if name.rsplit(".", 1)[-1] not in targets or (names is not None and not names(name)):
             kept.append(name)
             total += n
             continue
@@ -98,7 +117,7 @@ def quantize_weights(weights: dict, scheme: str, *, include_embeddings: bool = F
             raise QuantizationError(f"{name}: a linear weight must be 2-D [out, in], got shape {list(np.shape(w))}")
         try:
             q = quantize_tensor(w, scheme, lut_group_size=lut_group_size, block_size=block_size,
-                                seed=[seed, zlib.crc32(name.encode())])
+                                seed=[seed, zlib.crc32(name.encode())], fit=fit)
         except QuantizationError as e:
             raise QuantizationError(f"{name}: {e}") from None
         quantized[name] = q

@@ -26,7 +26,9 @@ from .reduction import reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_
 from .tensor_transformation import (  # noqa: F401
     band_part, concat, gather, getitem, identity, reshape, slice_by_index, slice_by_size, split, transpose,
 )
-from .quantization import constexpr_affine_dequantize, dequantize, quantize  # noqa: F401
+from .quantization import (  # noqa: F401
+    constexpr_affine_dequantize, constexpr_blockwise_shift_scale, constexpr_lut_to_dense, dequantize, quantize,
+)
 from . import normalization  # noqa: F401  (normalization.layer_norm: the MIL op; ops.layer_norm: the composite)
 
 _COMPOSITES = ("causal_attention", "causal_mask", "layer_norm", "linear", "lora_branch", "lora_linear", "rms_norm",

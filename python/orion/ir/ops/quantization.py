@@ -140,3 +140,56 @@ def constexpr_affine_dequantize(graph, quantized_data, scale, zero_point=0, axis
     attrs = {"quantized_data": q, "scale": np.asarray(scale, np.float16),
              "zero_point": np.asarray(zero_point, dtype=q.dtype), "axis": int(axis)}
     return make("constexpr_affine_dequantize", {}, attrs, name=name, graph=graph)
+
+
+# ---- iOS18 compressed weights: operands as orion.quant keeps them (PackedInts: packed sub-byte ints) ----
+
+def _quantized(op: str, a: dict):
+    """The orion.quant dataclass of a constexpr node's attributes (its checks are the op's layout rules)."""
+    from ...quant import BlockwiseQuantized, LutQuantized
+    from ...errors import QuantizationError
+    try:
+        if op == "constexpr_lut_to_dense":
+            return LutQuantized(a["indices"], np.asarray(a["lut"], np.float16))
+        return BlockwiseQuantized(a["data"], np.asarray(a["scale"], np.float16), a.get("offset"))
+    except (QuantizationError, AttributeError, TypeError) as e:
+        raise GraphError(f"{op}: {e}") from None
+
+
+def _infer_compressed(op):
+    def infer(i, a):
+        return [(tuple(_quantized(op, a).shape), "fp16")]
+    return infer
+
+
+def _ev_compressed(op):
+    def ev(i, a):
+        return [_quantized(op, a).dequantize().astype(np.float64)]
+    return ev
+
+
+define("constexpr_lut_to_dense", _infer_compressed("constexpr_lut_to_dense"), _ev_compressed("constexpr_lut_to_dense"),
+       "iOS18 palettized weight: uint1..uint8 indices into fp16 tables per block of output channels",
+       attrs={"indices": REQUIRED, "lut": REQUIRED})
+define("constexpr_blockwise_shift_scale", _infer_compressed("constexpr_blockwise_shift_scale"),
+       _ev_compressed("constexpr_blockwise_shift_scale"),
+       "iOS18 blockwise int4/int8 weight: scale (and offset) per block", attrs={"data": REQUIRED, "scale": REQUIRED,
+                                                                               "offset": None})
+
+
+@builder
+def constexpr_lut_to_dense(graph, indices, lut, name=None) -> Value:
+    """An fp16 constant ``lut[block, indices]`` (iOS18, scalar tables): ``indices`` an
+    :class:`orion.quant.PackedInts` (uint1..uint8), ``lut`` fp16 ``[groups..., 2**bits, 1]`` as
+    :func:`orion.quant.palettize` makes them. Operands go to the weight blob file."""
+    return make("constexpr_lut_to_dense", {}, {"indices": indices, "lut": np.asarray(lut, np.float16)}, name=name,
+                graph=graph)
+
+
+@builder
+def constexpr_blockwise_shift_scale(graph, data, scale, offset=None, name=None) -> Value:
+    """An fp16 constant ``scale * (data - offset)`` per block (iOS18): ``data``/``offset``
+    :class:`orion.quant.PackedInts` (int4/uint4/int8/uint8), ``scale`` fp16 of the data's rank, as
+    :func:`orion.quant.quantize_blockwise` makes them. Operands go to the weight blob file."""
+    return make("constexpr_blockwise_shift_scale", {}, {"data": data, "scale": np.asarray(scale, np.float16),
+                                                        "offset": offset}, name=name, graph=graph)
