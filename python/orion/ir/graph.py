@@ -275,13 +275,16 @@ class Graph:
         ``shape`` reshapes the array for the graph (e.g. ``[out, in]`` → ``[out, in, 1, 1]`` for a conv)
         while ``set_weights``/``dynamic`` keep accepting the array in its original shape.
 
-        ``quant`` makes it a compressed weight: an :class:`orion.quant.QuantizedTensor` of ``array`` (or
-        ``array`` itself one, ``quant`` left None), or a scheme name of :data:`orion.quant.SCHEMES`
-        (``"int8"``, ``"lut4"``, ``"lut6"``, ``"int4"``...; default group / block sizes, replaced by the
+        ``quant`` makes it a compressed weight: an :class:`orion.quant.QuantizedTensor` of ``array``
+        (or ``array`` itself one, or an :class:`orion.quant.QuantizedArray`; ``quant`` left None), or a
+        scheme name of :data:`orion.quant.SCHEMES` (``"int8"``, ``"lut4"``, ``"lut6"``, ``"int4"``...;
+        default group / block sizes, replaced by the
         smallest divisor above them when they do not divide). It stays compressed through the passes
         (reshapes that append unit dims, as ``linear`` does, keep it) and the codegen emits its constexpr
         op with BLOBFILE operands; the graph computes with exactly that op's fp16 result. Baked only."""
         from ..quant import QuantizedTensor, quantize_tensor
+        if quant is None and getattr(array, "quant", None) is not None:   # an orion.quant.QuantizedArray
+            quant = array.quant
         if isinstance(array, QuantizedTensor):
             if quant is not None:
                 raise GraphError(f"weight {name!r}: give the QuantizedTensor as array or as quant, not both")

@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..errors import InputError, ModelFormatError
-from .engine import Engine
+from .engine import DECODE_S, Engine
 from .sampling import SamplingParams
 from .stream import Generation, TokenStream
 
@@ -27,7 +27,11 @@ class Model:
 
     def __init__(self, config, weights: dict, tokenizer=None, *, device: str = "auto", profile=None,
                  name: str | None = None, stop_tokens: Iterable[int] | None = None, add_bos: bool | None = None,
-                 **engine_options):
+                 quantize: str | None = None, **engine_options):
+        self.quantization = None     # orion.quant.WeightReport of the compressed linears, None when fp16
+        if quantize is not None:
+            from .quantize import quantize_model
+            weights, self.quantization = quantize_model(weights, quantize)
         self.config, self.weights, self.tokenizer = config, weights, tokenizer
         self.name = name or config.family
         self.device, self.profile = device, profile
@@ -60,6 +64,16 @@ class Model:
             if getattr(self, "_lora_slots", None) is not None:      # adapter inputs survive release()
                 self._engine.graph_options["lora"] = self._lora_slots
         return self._engine
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the weight files (MILBlob) of the model's stage programs: what its programs hold, the
+        compressed payloads of a quantized model included (one program set; every bucket bakes the same
+        weights). Compiles the first decode set when nothing is compiled yet."""
+        with self.exclusive():
+            eng = self.engine
+            stages = next(iter(eng.sets.values()), None) or eng.program_set(DECODE_S, eng.ctx_buckets[0])
+            return sum(len(b) for st in stages for cp in st.programs for b in cp.weights.values())
 
     @contextlib.contextmanager
     def exclusive(self):
@@ -267,7 +281,9 @@ def load(path_or_name, *, tokenizer=None, device: str = "auto", profile=None, ca
     ``.bin``; by path, by name (searched in $ORION_MODEL_PATH, ~/.cache/orion/models and the current
     folder) or by Hub repo id (``Qwen/Qwen3-0.6B``: the Hugging Face cache, else downloaded unless
     HF_HUB_OFFLINE). Weights are converted to fp16 once and cached (``cache``: folder, default ~/.cache/orion).
-    ``tokenizer``: a tokenizer object or file path (default: found next to the checkpoint)."""
+    ``tokenizer``: a tokenizer object or file path (default: found next to the checkpoint).
+    ``quantize``: ``"int8"``, ``"uint8"``, ``"lut4"``, ``"lut6"``, ``"int4"`` or ``"uint4"`` compresses the
+    layers' linear weights at load (:mod:`orion.models.quantize`; ``Model.quantization`` reports the bytes)."""
     from .loaders import load_weights
     from .tokenizers import find_tokenizer, load_tokenizer, stop_token_ids
     path = resolve_model_path(path_or_name)

@@ -13,6 +13,7 @@ plus MILBlob sub-byte packing (:mod:`.packing`), logit quality metrics (:mod:`.q
 model-level :func:`quantize_weights` (:mod:`.weights`).
 """
 
+from .array import QuantizedArray
 from .blockwise import BlockwiseQuantized, quantize_blockwise
 from .common import QuantizedTensor
 from .int8 import AffineQuantized, quantize_int8
@@ -24,7 +25,7 @@ from .weights import (SCHEMES, WeightReport, dequantized_weights, fitting_diviso
                       quantize_weights)
 
 __all__ = [
-    "QuantizedTensor", "AffineQuantized", "quantize_int8", "LutQuantized", "palettize", "BlockwiseQuantized",
+    "QuantizedTensor", "QuantizedArray", "AffineQuantized", "quantize_int8", "LutQuantized", "palettize", "BlockwiseQuantized",
     "quantize_blockwise",
     "PackedInts", "pack_bits", "unpack_bits", "QualityReport", "kl_divergence", "logit_correlation",
     "top1_match", "perplexity", "quality_report", "SCHEMES", "WeightReport", "quantize_tensor",
