@@ -6,7 +6,8 @@
     orion info                 build, kernels, threads, simulator profile and compile budget
     orion constraints          the emulated ANE constraints under a chip profile
     orion doctor               verify the weight-update strategies on this machine (and cache the verdict)
-    orion generate --model PATH --prompt TEXT   generate text with GPT-2/Llama checkpoints
+    orion generate --model PATH --prompt TEXT   generate text with GPT-2/Llama checkpoints (--quantize lut4 ...)
+    orion quality --model PATH --quantize Q     KL, logit correlation, top-1 and perplexity vs fp16
     orion train                train a small Llama on the bundled corpus (or your model and data)
     orion plot RUN             loss.png of a training run (train + validation loss, tokens/s)
     orion bench                the RESULTS.md benchmarks in one run: --json OUT, --compare BASELINE.json
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .generate import add_generate_parser
     from .info import add_info_parser
     from .plot import add_plot_parser
+    from .quality import add_quality_parser
     from .run import add_run_parser
     from .train import add_train_parser
 
@@ -84,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_constraints_parser(sub)
     add_train_parser(sub)
     add_generate_parser(sub)
+    add_quality_parser(sub)
     add_plot_parser(sub)
     add_doctor_parser(sub)
     add_bench_parser(sub)

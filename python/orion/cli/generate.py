@@ -68,6 +68,9 @@ def add_generate_parser(subparsers):
                    "on the CPU (default) or as chunked programs")
     g.add_argument("--adapter-path", "--adapter", dest="adapter", default=None, metavar="DIR", help="LoRA adapter (PEFT folder: adapter_config.json + "
                    "adapter_model.safetensors, e.g. from orion train --lora); A/B become program inputs")
+    g.add_argument("--quantize", default=None, choices=["int8", "uint8", "lut4", "lut6", "int4", "uint4"],
+                   help="compress the layers' linear weights at load (constexpr ops in the programs; "
+                   "orion quality measures what it costs)")
     g.add_argument("--cache-dir", default=None, help="weight cache folder (default $ORION_CACHE_DIR or "
                    "~/.cache/orion; kept under $ORION_CACHE_MAX_GB, default 32)")
     g.add_argument("--no-cache", action="store_true", help="convert the weights in memory only: neither read nor "
@@ -90,7 +93,8 @@ def cmd_generate(args, out=None, err=None) -> int:
         base = get_profile()
         profile = Profile(chip=args.chip, strictness=base.strictness)
     model = load(args.model, tokenizer=args.tokenizer, device=args.device, profile=profile, cache=args.cache_dir,
-                 use_cache=not getattr(args, "no_cache", False), classifier=args.classifier)
+                 use_cache=not getattr(args, "no_cache", False), classifier=args.classifier,
+                 quantize=getattr(args, "quantize", None))
     if getattr(args, "adapter", None):
         model.set_adapter(args.adapter)
     kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
