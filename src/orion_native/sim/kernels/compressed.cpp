@@ -1,5 +1,6 @@
-// Decoding of compressed constant weights (compressed.h): one row at a time, codes unpacked with
-// two-byte reads (a 3- or 6-bit code may straddle a byte), scales applied in fp32 and rounded once.
+// Decoding of compressed constant weights (compressed.h), one 16-row panel at a time: per k, the 16
+// codes come from 2 * bits consecutive bytes; a LUT is a per-row table lookup, scale/offset is applied
+// in fp32 (exact for integer codes and offsets) and rounded once by the vectorised f32 -> f16 conversion.
 #include "sim/kernels/compressed.h"
 
 #include <algorithm>
@@ -13,83 +14,106 @@ namespace orion::sim::kernels {
 
 namespace {
 
-// Codes of row r, k in [0, K), as ints (sign-extended when signed).
-template <typename F>
-void for_codes(const CompressedWeight& w, int64_t r, F&& f) {
-  const uint8_t* p = w.codes.data();
-  const int64_t K = w.K;
-  if (w.bits == 8) {
-    const uint8_t* row = p + r * K;
-    if (w.is_signed)
-      for (int64_t k = 0; k < K; ++k) f(k, (int)(int8_t)row[k]);
-    else
-      for (int64_t k = 0; k < K; ++k) f(k, (int)row[k]);
+constexpr int64_t kR = 16;
+
+// The 16 codes of one k-row of a panel (2 * bits bytes at p), sign-extended when signed.
+inline void unpack16(const uint8_t* p, unsigned bits, bool is_signed, int32_t* c) {
+  if (bits == 8) {
+    for (int j = 0; j < 16; ++j) c[j] = is_signed ? (int32_t)(int8_t)p[j] : (int32_t)p[j];
     return;
   }
-  const unsigned bits = w.bits, mask = (1u << bits) - 1, sign = 1u << (bits - 1);
-  uint64_t bit = (uint64_t)r * (uint64_t)K * bits;
-  if (bits == 4 && bit % 8 == 0) {  // the common case: two codes per byte, row starts on a byte
-    const uint8_t* row = p + bit / 8;
-    for (int64_t k = 0; k < K; ++k) {
-      unsigned v = (row[k >> 1] >> ((k & 1) * 4)) & 15u;
-      f(k, w.is_signed && (v & 8u) ? (int)v - 16 : (int)v);
-    }
+  if (bits == 4) {  // the common sub-byte width: two codes a byte
+    for (int j = 0; j < 16; ++j) c[j] = (p[j >> 1] >> ((j & 1) * 4)) & 15;
+    if (is_signed)
+      for (int j = 0; j < 16; ++j) c[j] = (c[j] ^ 8) - 8;
     return;
   }
-  for (int64_t k = 0; k < K; ++k, bit += bits) {
-    const uint8_t* b = p + (bit >> 3);
-    unsigned v = ((unsigned)b[0] | (unsigned)b[1] << 8) >> (bit & 7) & mask;
-    f(k, w.is_signed && (v & sign) ? (int)v - (int)(1u << bits) : (int)v);
+  uint64_t w[2] = {0, 0};
+  std::memcpy(w, p, 2 * bits);  // <= 12 bytes: 16 codes of <= 6 bits
+  const uint64_t mask = (1u << bits) - 1;
+  for (int j = 0; j < 16; ++j) {
+    unsigned bit = j * bits, wi = bit >> 6, sh = bit & 63;
+    uint64_t v = w[wi] >> sh;
+    if (sh + bits > 64) v |= w[wi + 1] << (64 - sh);
+    c[j] = (int32_t)(v & mask);
+  }
+  if (is_signed) {
+    const int32_t sign = 1 << (bits - 1);
+    for (int j = 0; j < 16; ++j) c[j] = (c[j] ^ sign) - sign;
   }
 }
 
 }  // namespace
 
-void CompressedWeight::set_codes(const uint8_t* unpacked, int64_t n) {
-  codes.assign((size_t)((n * bits + 7) / 8) + 1, 0);
+void CompressedWeight::set_codes(const uint8_t* unpacked) {
+  const int64_t npan = (M + kR - 1) / kR, rb = 2 * bits;
+  codes.assign((size_t)(npan * K * rb) + 8, 0);
   const unsigned mask = (1u << bits) - 1;
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t bit = (uint64_t)i * bits;
-    unsigned v = (unsigned)unpacked[i] & mask;  // two's complement bits of a signed code
-    codes[bit >> 3] |= (uint8_t)(v << (bit & 7));
-    if ((bit & 7) + bits > 8) codes[(bit >> 3) + 1] |= (uint8_t)(v >> (8 - (bit & 7)));
+  for (int64_t r = 0; r < M; ++r) {
+    const int64_t p = r / kR, j = r % kR;
+    for (int64_t k = 0; k < K; ++k) {
+      unsigned v = (unsigned)unpacked[r * K + k] & mask;  // two's complement bits of a signed code
+      uint8_t* row = codes.data() + (p * K + k) * rb;
+      unsigned bit = (unsigned)j * bits;
+      row[bit >> 3] |= (uint8_t)(v << (bit & 7));
+      if ((bit & 7) + bits > 8) row[(bit >> 3) + 1] |= (uint8_t)(v >> (8 - (bit & 7)));
+    }
   }
-}
-
-void CompressedWeight::decode_row(int64_t r, f16* dst, float* tmp) const {
-  const int64_t b0 = (r / rows_per_block) * blocks_per_row, cpb = cols_per_block;
-  if (kind == Kind::lut) {
-    const unsigned n = 1u << bits;
-    for_codes(*this, r, [&](int64_t k, int c) { dst[k] = lut[(size_t)(b0 + k / cpb) * n + (unsigned)c]; });
-    return;
-  }
-  const float* sc = scale.data() + b0;
-  const float* of = offset.empty() ? nullptr : offset.data() + b0;
-  if (of)
-    for_codes(*this, r, [&](int64_t k, int c) { tmp[k] = ((float)c - of[k / cpb]) * sc[k / cpb]; });
-  else
-    for_codes(*this, r, [&](int64_t k, int c) { tmp[k] = (float)c * sc[k / cpb]; });
-  f32_to_f16(tmp, dst, (size_t)K);  // exact products: one round-to-nearest-even each
 }
 
 void CompressedWeight::panel(int64_t p, f16* dst) const {
-  f16* row = scratch_as<f16>(ScratchSlot::tmp, (size_t)K);
-  float* tmp = kind == Kind::shift_scale ? scratch_as<float>(ScratchSlot::tmp2, (size_t)K) : nullptr;
-  for (int64_t j = 0; j < 16; ++j) {
-    int64_t r = p * 16 + j;
-    if (r >= M) {
-      for (int64_t k = 0; k < K; ++k) dst[k * 16 + j] = 0;
-      continue;
+  const int64_t i0 = p * kR, rows = std::min(kR, M - i0), rb = 2 * bits;
+  const uint8_t* src = codes.data() + p * K * rb;
+  int64_t rowbase[kR];  // first parameter block of each row (pad rows: row 0's, zeroed afterwards)
+  for (int64_t j = 0; j < kR; ++j) rowbase[j] = ((i0 + std::min(j, rows - 1)) / rows_per_block) * blocks_per_row;
+  int32_t c[kR];
+  if (kind == Kind::lut) {
+    const f16* tab[kR];
+    for (int64_t k0 = 0; k0 < K; k0 += cols_per_block) {
+      const int64_t kb = k0 / cols_per_block, k1 = std::min(K, k0 + cols_per_block);
+      for (int64_t j = 0; j < kR; ++j) tab[j] = lut.data() + ((size_t)(rowbase[j] + kb) << bits);
+      const bool one_table = std::all_of(tab, tab + kR, [&](const f16* t) { return t == tab[0]; });
+      for (int64_t k = k0; k < k1; ++k) {
+        unpack16(src + k * rb, bits, false, c);
+        f16* d = dst + k * kR;
+        if (one_table) {  // the panel's rows share a table (groups of >= 16 rows): one base pointer
+          const f16* t = tab[0];
+          for (int64_t j = 0; j < kR; ++j) d[j] = t[c[j]];
+        } else {
+          for (int64_t j = 0; j < kR; ++j) d[j] = tab[j][c[j]];
+        }
+      }
     }
-    decode_row(r, row, tmp);
-    for (int64_t k = 0; k < K; ++k) dst[k * 16 + j] = row[k];
+  } else {
+    float* tmp = scratch_as<float>(ScratchSlot::tmp2, (size_t)(K * kR));
+    float sc[kR], of[kR];
+    for (int64_t k0 = 0; k0 < K; k0 += cols_per_block) {
+      const int64_t kb = k0 / cols_per_block, k1 = std::min(K, k0 + cols_per_block);
+      for (int64_t j = 0; j < kR; ++j) {
+        sc[j] = scale[rowbase[j] + kb];
+        of[j] = offset.empty() ? 0.0f : offset[rowbase[j] + kb];
+      }
+      for (int64_t k = k0; k < k1; ++k) {
+        unpack16(src + k * rb, bits, is_signed, c);
+        float* t = tmp + k * kR;
+        for (int64_t j = 0; j < kR; ++j) t[j] = ((float)c[j] - of[j]) * sc[j];
+      }
+    }
+    f32_to_f16(tmp, dst, (size_t)(K * kR));  // exact products: one round-to-nearest-even each
   }
+  if (rows < kR)
+    for (int64_t k = 0; k < K; ++k) std::memset(dst + k * kR + rows, 0, (size_t)(kR - rows) * sizeof(f16));
 }
 
 void CompressedWeight::dense(f16* dst) const {
-  parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
-    std::vector<float> tmp(kind == Kind::shift_scale ? (size_t)K : 0);
-    for (int64_t r = lo; r < hi; ++r) decode_row(r, dst + r * K, tmp.data());
+  const int64_t npan = (M + kR - 1) / kR;
+  parallel_for(npan, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<f16> buf((size_t)(K * kR));
+    for (int64_t p = lo; p < hi; ++p) {
+      panel(p, buf.data());
+      for (int64_t j = 0; j < kR && p * kR + j < M; ++j)
+        for (int64_t k = 0; k < K; ++k) dst[(p * kR + j) * K + k] = buf[k * kR + j];
+    }
   });
 }
 

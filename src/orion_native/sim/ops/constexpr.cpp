@@ -55,12 +55,12 @@ void finish(OpCtx& ctx, const Value& data, std::shared_ptr<CompressedWeight> w) 
   if (ctx.env.check_only()) {  // what the plan would hold: packed codes + one table / scale+offset per block
     const size_t blocks = (size_t)(w->M / w->rows_per_block * w->blocks_per_row);
     cd->elided = true;
-    cd->nbytes = (size_t)(data.numel() * w->bits + 7) / 8 + 1 +
+    cd->nbytes = (size_t)((w->M + 15) / 16 * w->K * 2 * w->bits) + 8 +
                  blocks * (w->kind == CompressedWeight::Kind::lut ? sizeof(f16) << w->bits : 2 * sizeof(float));
     ctx.folded = cd;
     return;
   }
-  w->set_codes(data.cdata->bytes.data(), data.numel());
+  w->set_codes(data.cdata->bytes.data());
   cd->compressed = std::move(w);
   ctx.folded = cd;
 }
