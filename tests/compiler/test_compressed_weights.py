@@ -96,3 +96,19 @@ def test_operands_count_as_weight_tensors():
 def test_bad_compressed_weights_are_graph_errors(kw, match):
     with pytest.raises(GraphError, match=match):
         Graph("bad").weight("w", _w(), **kw)
+
+
+@pytest.mark.parametrize("scheme", ["int8", "uint8", "lut4", "int4", "uint4"])
+def test_transposed_compressed_weight_stays_compressed(scheme):
+    """``linear(x, transpose(W))`` (a backward program's Wᵀ): the folded transpose keeps the constexpr op
+    (codes repacked, tables / scales along their new axes) and equals the dense program bit for bit."""
+    q = quantize_tensor(_w(64, 96), scheme)                    # [64, 96]: Wᵀ is [96, 64]
+    progs = []
+    for weight in (q, q.dequantize().astype(np.float32)):
+        g = Graph("t")
+        x = g.input("x", (1, 64, 1, 16))
+        g.output("y", ops.linear(x, ops.transpose(g.weight("w", weight), (1, 0))))
+        progs.append(orion.compile(g, device="sim"))
+    assert OPS_OF[scheme] in progs[0].mil and OPS_OF[scheme] not in progs[1].mil
+    x = np.random.default_rng(4).standard_normal((1, 64, 1, 16)).astype(np.float32)
+    assert np.array_equal(progs[0](x=x)["y"], progs[1](x=x)["y"])

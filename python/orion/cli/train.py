@@ -50,6 +50,9 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     lo.add_argument("--lora", metavar="SPEC", default=None,
                     help="train LoRA adapters on a frozen base instead of the model, e.g. r=8,alpha=16,targets=q,v "
                          "(targets: q k v o w1 w2 w3 gate up down, HF names, all-linear; optional layers=0,1)")
+    lo.add_argument("--quantize", default=None, choices=["int8", "uint8", "lut4", "lut6", "int4", "uint4"],
+                    help="with --lora: compress the frozen base's linear weights (QLoRA-style; baked as constexpr "
+                         "ops, the adapters train on the weights those ops produce)")
     lo.add_argument("--export-adapter", metavar="DIR", default=None,
                     help="write the trained adapter as a PEFT folder (default: <ckpt-dir>/adapter)")
     d = p.add_argument_group("data")
@@ -259,6 +262,13 @@ def _prepare(args):
     extras = {"data_source": data_path, "init": init_path or (resume.state.get("init") if resume else None)}
     if lora_cfg is not None:
         extras["lora_config"] = lora_cfg
+    quantize = getattr(args, "quantize", None) or (resume.state.get("lora_quantize") if resume is not None else None)
+    if quantize is not None:
+        if lora_cfg is None:
+            from .common import UsageError
+            raise UsageError("--quantize compresses a frozen base: it needs --lora (full training updates every "
+                             "weight)")
+        extras["lora_quantize"] = quantize
     return cfg, params, tc, dataset, tok, resume, extras
 
 
@@ -341,6 +351,9 @@ def _run(args, dist=None) -> int:
         if lora_cfg.base_model is None and extras.get("init"):
             lora_cfg = dataclasses.replace(lora_cfg, base_model=extras["init"])
         adapter = init_adapter(cfg, lora_cfg, seed=tc.seed, base=params, name="orion-train")
+        if extras.get("lora_quantize"):         # after the adapter's base fingerprint, which names the fp16 base
+            from ..models.quantize import quantize_model
+            params, _ = quantize_model(params, extras["lora_quantize"])
         if extras.get("init") is None and resume is None:
             logging.getLogger("orion").warning(
                 "orion train: LoRA on a freshly initialised base model (no --init); pass --init with a trained "

@@ -13,6 +13,7 @@ import numpy as np
 from ..ir import ops
 from ..ir.graph import NP_DTYPES, Graph, GraphError, Node, expand_quantized
 from ..ir.ops import OPS, evaluate_node
+from ..quant.transpose import transpose_quantized
 from .context import CompileContext
 
 
@@ -59,9 +60,10 @@ def run(graph: Graph, ctx: CompileContext) -> None:
             ctx.count("constant_fold", node.op)
             out = graph.const(r, node.out.dtype, name=name, keep_dtype=True)
             q = node.inputs["x"].node.attrs.get("quant")
-            if q is not None and node.op != "transpose":   # a compressed weight stays compressed (linear's reshape)
+            if q is not None:               # a compressed weight stays compressed (linear's reshape, a backward's Wᵀ)
                 try:
-                    out.node.attrs["quant"] = expand_quantized(q, r.shape, name or "weight")
+                    out.node.attrs["quant"] = (transpose_quantized(q, node.attrs["perm"]) if node.op == "transpose"
+                                               else expand_quantized(q, r.shape, name or "weight"))
                 except GraphError:
                     pass                                    # another layout: the dense fp16 values are used
             return out

@@ -37,12 +37,13 @@ class LutQuantized(QuantizedTensor):
             raise QuantizationError(f"{self.op}: indices must be unsigned, got {ix.dtype}")
         k = 1 << ix.bits
         want_rank = len(ix.shape) + 2
+        # one table per block: lut dim i (< rank) = number of blocks along indices dim i (dividing it)
         ok = (self.lut.dtype == np.float16 and self.lut.ndim == want_rank and self.lut.shape[-2:] == (k, 1)
-              and all(s == 1 for s in self.lut.shape[1:-2]) and ix.shape[0] % self.lut.shape[0] == 0)
+              and all(g > 0 and n % g == 0 for n, g in zip(ix.shape, self.lut.shape[:-2])))
         if not ok:
             want = ", ".join(["G"] + ["1"] * (want_rank - 3) + [str(k), "1"])
-            raise QuantizationError(f"{self.op}: lut must be fp16 [{want}] with G dividing {ix.shape[0]}, got "
-                                    f"{self.lut.dtype} {list(self.lut.shape)}")
+            raise QuantizationError(f"{self.op}: lut must be fp16 [{want}] with G dividing {ix.shape[0]} (or blocks "
+                                    f"dividing each dim), got {self.lut.dtype} {list(self.lut.shape)}")
 
     @property
     def shape(self) -> tuple:
@@ -66,7 +67,7 @@ class LutQuantized(QuantizedTensor):
     def ios16_operands(self) -> dict:
         """The iOS16 form of the op (ios16 / ``program(1.0)`` dialect): ``indices`` uint8 [M] = the same
         packed bytes, ``lut`` [2**bits], ``shape`` uint32. Per-tensor LUTs of 1/2/4/6/8 bits only."""
-        if self.lut.shape[0] != 1 or self.bits == 3:
+        if self.lut.size != 1 << self.bits or self.bits == 3:
             raise QuantizationError(f"the iOS16 {self.op} takes one table of 2, 4, 16, 64 or 256 entries; this "
                                     f"weight has {self.lut.shape[0]} tables of {1 << self.bits}: use the iOS18 form")
         ix = self.indices
@@ -77,6 +78,12 @@ class LutQuantized(QuantizedTensor):
 
     def dequantize(self) -> np.ndarray:
         """The fp16 tensor the op produces: a pure table lookup."""
+        groups = self.lut.shape[:-2]
+        if any(g != 1 for g in groups[1:]):  # blocks along other dims (a transposed weight): block index per element
+            idx = self.indices.unpack()
+            grids = np.ix_(*[np.arange(n) // (n // g) for n, g in zip(self.shape, groups)])
+            block = np.ravel_multi_index(np.broadcast_arrays(*grids), groups)
+            return self.lut.reshape(-1, 1 << self.bits)[block, idx]
         idx = self.indices.unpack().reshape(self.shape[0], -1)
         tables = self.lut.reshape(self.lut.shape[0], -1)  # [G, 2**bits]
         rows = np.repeat(np.arange(tables.shape[0]), self.group_size)[:, None]
@@ -85,7 +92,7 @@ class LutQuantized(QuantizedTensor):
     def expand_rank(self, rank: int) -> "LutQuantized":
         """The same weights with unit dims appended, e.g. linear ``[out, in]`` -> conv ``[out, in, 1, 1]``."""
         shape = expand_shape(self.shape, rank)
-        lut = self.lut.reshape((self.lut.shape[0],) + (1,) * (rank - 1) + self.lut.shape[-2:])
+        lut = self.lut.reshape(self.lut.shape[:-2] + (1,) * (rank - len(self.shape)) + self.lut.shape[-2:])
         return LutQuantized(self.indices.reshaped(shape), lut)
 
 

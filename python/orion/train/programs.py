@@ -190,7 +190,7 @@ def attn_variant(cfg: LlamaConfig, layer: int) -> tuple:
 
 
 def _w(g: Graph, name: str, arr: np.ndarray, dynamic: bool = False):
-    arr = np.asarray(arr)
+    arr = np.asanyarray(arr)        # an orion.quant.QuantizedArray (a compressed LoRA base) stays one
     if arr.ndim == 1:
         return g.weight(name, arr, shape=(1, arr.shape[0], 1, 1), dynamic=dynamic)
     return g.weight(name, arr, dynamic=dynamic)

@@ -38,7 +38,7 @@ STATE = {
     "stability": ("an object", False, False), "history": ("a list", False, False), "rng": ("an object", False, False),
     "tokenizer": (_STR, False, True), "residual_scale": (_NUM, False, False), "strategy": (_STR, False, True),
     "lora": ("an object", False, True), "lora_base": (_STR, False, True), "data_source": (_STR, False, True),
-    "init": (_STR, False, True), "weights": (_STR, False, False),
+    "init": (_STR, False, True), "weights": (_STR, False, False), "lora_quantize": (_STR, False, True),
 }
 SECTIONS = {
     "optimizer": {"t": (_INT, True, False), "betas": ("a list", False, False), "eps": (_NUM, False, False)},
