@@ -4,9 +4,6 @@ re-applies it; --quantize without --lora is a usage error (exit 2)."""
 
 from __future__ import annotations
 
-import json
-import os
-
 import numpy as np
 
 from orion.cli.train import main
@@ -23,10 +20,8 @@ def test_lora_on_a_lut4_base(tmp_path, capsys):
                             "3", "--ckpt-dir", run, "--sample-tokens", "0"]) == 0
     out = capsys.readouterr().out
     assert "LoRA r=4 alpha=8" in out and "compiles 0 loads 0 during training" in out
-    state = json.load(open(os.path.join(run, "latest", "state.json"))) if os.path.isdir(os.path.join(run, "latest")) \
-        else None
-    if state is not None:
-        assert state["lora_quantize"] == "lut4"
+    from orion.train.checkpoint import read_state
+    assert read_state(run)["lora_quantize"] == "lut4"
     assert main(["--resume", run, "--steps", "4", "--no-progress", "--sample-tokens", "0"]) == 0
     assert "steps 3->4" in capsys.readouterr().out
 
