@@ -327,12 +327,16 @@ class Graph:
         else:
             raise GraphError(f"weight {name!r}: quant must be a QuantizedTensor or a scheme name, got "
                              f"{type(quant).__name__}")
-        user_shape = tuple(q.shape)
+        user_shape, given = tuple(q.shape), q
         if shape is not None:
             shape = check_shape(shape, f"weight {name!r}")
             q = expand_quantized(q, shape, f"weight {name!r}")
         check_shape(q.shape, f"weight {name!r}")
-        v = self.add_node("const", {}, {"value": q.dequantize(), "weight": name, "dynamic": False,
+        # a QuantizedArray already holds the op's values: no second dense copy for the graph to keep
+        dense = np.asarray(array) if getattr(array, "quant", None) is given else q.dequantize()
+        if shape is not None:
+            dense = dense.reshape(q.shape)
+        v = self.add_node("const", {}, {"value": dense, "weight": name, "dynamic": False,
                                         "user_shape": user_shape, "quant": q}, [(tuple(q.shape), "fp16")],
                           name=name).out
         self.weights[name] = v
