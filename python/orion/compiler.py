@@ -47,6 +47,7 @@ def lower(graph: Graph, *, target: str = "ios18", chip: str | None = None, pipel
     run_pipeline(g, ctx, pipeline)
     t1 = time.perf_counter()
     wf = build_weights(g, opts.weight_layout)
+    ctx.stats["weight_bytes"] = wf.nbytes          # survives drop_weight_files (Model.weight_bytes)
     text = emit(g, ctx, wf)
     ctx.stats["time_ms"]["codegen"] = (time.perf_counter() - t1) * 1e3
     ctx.stats["time_ms"]["total"] = (time.perf_counter() - t0) * 1e3

@@ -73,7 +73,7 @@ class Model:
         with self.exclusive():
             eng = self.engine
             stages = next(iter(eng.sets.values()), None) or eng.program_set(DECODE_S, eng.ctx_buckets[0])
-            return sum(len(b) for st in stages for cp in st.programs for b in cp.weights.values())
+            return sum(int(cp.stats["weight_bytes"]) for st in stages for cp in st.programs)
 
     @contextlib.contextmanager
     def exclusive(self):
