@@ -7,9 +7,7 @@ op), the program is serialized with ``ct.convert(..., skip_model_load=True)``, a
 
 from __future__ import annotations
 
-import gc
 import struct
-import warnings
 
 import numpy as np
 import pytest
@@ -17,7 +15,7 @@ import pytest
 from orion.quant import palettize, quantize_blockwise, quantize_int8
 from orion.quant.packing import BLOB_DTYPE_CODES
 
-from quant_helpers import coremltools_module
+from quant_helpers import coremltools_module, coremltools_weight_file
 
 CODES = dict(BLOB_DTYPE_CODES, fp16=1)
 
@@ -50,15 +48,7 @@ def _convert(tmp_path, build, target_name):
             y = mb.add(x=y, y=other)
         return y
 
-    pkg = tmp_path / "q.mlpackage"
-    with warnings.catch_warnings():
-        # the converted model leaves its temporary weights folder to the garbage collector
-        warnings.simplefilter("ignore", ResourceWarning)
-        model = ct.convert(prog, convert_to="mlprogram", minimum_deployment_target=target, skip_model_load=True,
-                           package_dir=str(pkg))
-        del model
-        gc.collect()
-    return _records((pkg / "Data" / "com.apple.CoreML" / "weights" / "weight.bin").read_bytes())
+    return _records(coremltools_weight_file(tmp_path, prog, target))
 
 
 def _assert_stored(records, q):

@@ -6,10 +6,8 @@ coremltools' records byte for byte.)"""
 
 from __future__ import annotations
 
-import gc
 import struct
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +19,7 @@ from orion.codegen.mil import Dialect
 from orion.quant import palettize, quantize_blockwise, quantize_int8
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "quant"))
-from quant_helpers import coremltools_module  # noqa: E402
+from quant_helpers import coremltools_module, coremltools_weight_file  # noqa: E402
 
 PATH = "@model_path/weights/weight.bin"
 
@@ -65,14 +63,7 @@ def _coremltools(tmp_path, q):
     const = next(o for o in prog.functions["main"].operations if o.op_type.startswith("constexpr_"))
     dense = np.asarray(const.materialized_val_inference() if hasattr(const, "materialized_val_inference")
                        else const.value_inference())
-    pkg = tmp_path / "q.mlpackage"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        model = ct.convert(prog, convert_to="mlprogram", minimum_deployment_target=target, skip_model_load=True,
-                           package_dir=str(pkg))
-        del model
-        gc.collect()
-    return (pkg / "Data" / "com.apple.CoreML" / "weights" / "weight.bin").read_bytes(), dense
+    return coremltools_weight_file(tmp_path, prog, target), dense
 
 
 def _weight(seed):
