@@ -99,8 +99,8 @@ def main() -> None:
         r = json.loads(line[7:])
         rows.append(r)
         print(f"{s}: {r}", file=sys.stderr, flush=True)
-    print(f"| weights | weight MB (programs) | quantize s | compile s (programs) | prefill tok/s | decode tok/s | "
-          f"peak RSS MB | greedy ids = fp16 |")
+    print("| weights | weight MB (programs) | quantize s | compile s (programs) | prefill tok/s | decode tok/s | "
+          "peak RSS MB | greedy ids = fp16 |")
     print("|---|---|---|---|---|---|---|---|")
     ref = next((r["tokens"] for r in rows if r["scheme"] == "fp16"), None)
     for r in rows:
