@@ -43,6 +43,46 @@ inline void unpack16(const uint8_t* p, unsigned bits, bool is_signed, int32_t* c
   }
 }
 
+// unpack16 with the width and signedness known at compile time (the 4- and 8-bit hot paths).
+template <unsigned B, bool S>
+inline void unpack16_t(const uint8_t* p, int32_t* c) {
+  if constexpr (B == 8) {
+    for (int j = 0; j < 16; ++j) c[j] = S ? (int32_t)(int8_t)p[j] : (int32_t)p[j];
+  } else if constexpr (B == 4) {
+    for (int j = 0; j < 16; ++j) {
+      int32_t v = (p[j >> 1] >> ((j & 1) * 4)) & 15;
+      c[j] = S ? (v ^ 8) - 8 : v;
+    }
+  } else if constexpr (B == 6 && !S) {  // 4 codes in every 3 bytes
+    for (int g = 0; g < 4; ++g) {
+      uint32_t v = (uint32_t)p[3 * g] | (uint32_t)p[3 * g + 1] << 8 | (uint32_t)p[3 * g + 2] << 16;
+      for (int i = 0; i < 4; ++i) c[4 * g + i] = (int32_t)((v >> (6 * i)) & 63u);
+    }
+  } else {
+    unpack16(p, B, S, c);
+  }
+}
+
+// scale/offset decoding of one panel into fp32 [K][16], per k-block of the parameter grid.
+template <unsigned B, bool S>
+void shift_scale_panel(const CompressedWeight& w, const uint8_t* src, const int64_t* rowbase, float* tmp) {
+  constexpr int64_t rb = 2 * B;
+  float sc[16], of[16];
+  int32_t c[16];
+  for (int64_t k0 = 0; k0 < w.K; k0 += w.cols_per_block) {
+    const int64_t kb = k0 / w.cols_per_block, k1 = std::min(w.K, k0 + w.cols_per_block);
+    for (int j = 0; j < 16; ++j) {
+      sc[j] = w.scale[rowbase[j] + kb];
+      of[j] = w.offset.empty() ? 0.0f : w.offset[rowbase[j] + kb];
+    }
+    for (int64_t k = k0; k < k1; ++k) {
+      unpack16_t<B, S>(src + k * rb, c);
+      float* t = tmp + k * 16;
+      for (int j = 0; j < 16; ++j) t[j] = ((float)c[j] - of[j]) * sc[j];
+    }
+  }
+}
+
 }  // namespace
 
 void CompressedWeight::set_codes(const uint8_t* unpacked) {
@@ -74,7 +114,9 @@ void CompressedWeight::panel(int64_t p, f16* dst) const {
       for (int64_t j = 0; j < kR; ++j) tab[j] = lut.data() + ((size_t)(rowbase[j] + kb) << bits);
       const bool one_table = std::all_of(tab, tab + kR, [&](const f16* t) { return t == tab[0]; });
       for (int64_t k = k0; k < k1; ++k) {
-        unpack16(src + k * rb, bits, false, c);
+        if (bits == 4) unpack16_t<4, false>(src + k * rb, c);
+        else if (bits == 6) unpack16_t<6, false>(src + k * rb, c);
+        else unpack16(src + k * rb, bits, false, c);
         f16* d = dst + k * kR;
         if (one_table) {  // the panel's rows share a table (groups of >= 16 rows): one base pointer
           const f16* t = tab[0];
@@ -86,17 +128,23 @@ void CompressedWeight::panel(int64_t p, f16* dst) const {
     }
   } else {
     float* tmp = scratch_as<float>(ScratchSlot::tmp2, (size_t)(K * kR));
-    float sc[kR], of[kR];
-    for (int64_t k0 = 0; k0 < K; k0 += cols_per_block) {
-      const int64_t kb = k0 / cols_per_block, k1 = std::min(K, k0 + cols_per_block);
-      for (int64_t j = 0; j < kR; ++j) {
-        sc[j] = scale[rowbase[j] + kb];
-        of[j] = offset.empty() ? 0.0f : offset[rowbase[j] + kb];
-      }
-      for (int64_t k = k0; k < k1; ++k) {
-        unpack16(src + k * rb, bits, is_signed, c);
-        float* t = tmp + k * kR;
-        for (int64_t j = 0; j < kR; ++j) t[j] = ((float)c[j] - of[j]) * sc[j];
+    if (bits == 8 && is_signed) shift_scale_panel<8, true>(*this, src, rowbase, tmp);
+    else if (bits == 8) shift_scale_panel<8, false>(*this, src, rowbase, tmp);
+    else if (bits == 4 && is_signed) shift_scale_panel<4, true>(*this, src, rowbase, tmp);
+    else if (bits == 4) shift_scale_panel<4, false>(*this, src, rowbase, tmp);
+    else {  // other widths: the runtime-width unpacker
+      float sc[kR], of[kR];
+      for (int64_t k0 = 0; k0 < K; k0 += cols_per_block) {
+        const int64_t kb = k0 / cols_per_block, k1 = std::min(K, k0 + cols_per_block);
+        for (int64_t j = 0; j < kR; ++j) {
+          sc[j] = scale[rowbase[j] + kb];
+          of[j] = offset.empty() ? 0.0f : offset[rowbase[j] + kb];
+        }
+        for (int64_t k = k0; k < k1; ++k) {
+          unpack16(src + k * rb, bits, is_signed, c);
+          float* t = tmp + k * kR;
+          for (int64_t j = 0; j < kR; ++j) t[j] = ((float)c[j] - of[j]) * sc[j];
+        }
       }
     }
     f32_to_f16(tmp, dst, (size_t)(K * kR));  // exact products: one round-to-nearest-even each
