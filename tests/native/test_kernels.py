@@ -254,7 +254,10 @@ def widened(b, tb, extra=40):
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("m,n,k", [(16, 16, 64), (17, 1, 30), (40, 15, 100), (33, 17, 257), (64, 32, 9),
-                                   (200, 2, 768), (48, 31, 1000)])
+                                   (200, 2, 768), (48, 31, 1000),
+                                   # 1-4 columns: tiles of several panels (full groups, a short last
+                                   # group, a partial last panel)
+                                   (300, 1, 200), (128, 1, 17), (135, 3, 64), (290, 4, 50), (72, 2, 33)])
 def test_gemm_panel_route_equals_blocked_route(ta, tb, m, n, k):
     rng = np.random.default_rng(m * 7 + n * 3 + k)
     a, b = make_operands(rng, 0, m, n, k, ta, tb)

@@ -21,7 +21,10 @@ namespace {
 
 constexpr int64_t kR = simd::kPanelRows, kC = simd::kPanelCols;
 static_assert(kR == 16, "PackedA::panel assumes 16-row panels");
-constexpr double kSerialFlops = 2e6;  // below this a GEMM stays on one thread (as in gemm.cpp)
+constexpr double kSerialFlops = 2e6;  // below this a GEMM stays on one thread (as in gemm.cpp)...
+// ...unless it streams this much of A: a matrix-vector product (decode) is bound by memory bandwidth,
+// which a second core adds to, long before it has the flops that pay for waking it.
+constexpr double kSerialABytes = 512 << 10;
 constexpr int64_t kBBlockBytes = 384 << 10;  // packed-B column block: fits L2 beside an A panel
 
 // Rows [16p, 16p + 16) of op(A) as a panel [K][16]; rows past M are zero.
@@ -79,14 +82,21 @@ void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* 
   // A B shared by all batches (a broadcast operand: the classifier's hidden state) is widened once.
   const bool shared_b = std::all_of(B, B + batch, [&](const f16* p) { return p == B[0]; });
   const uint64_t call = g_calls.fetch_add(1, std::memory_order_relaxed) + 1;
-  // Items are small (a 16-row panel x one column block): the pool's chunking balances the threads;
-  // a GEMM below kSerialFlops stays on the calling thread.
-  const int64_t items = batch * nq * npan;
-  double flops = 2.0 * (double)(g.M * g.N) * (double)(g.K * batch);
-  parallel_for(items, flops < kSerialFlops ? items : 1, [&](int64_t lo, int64_t hi) {
+  // Few columns: a tile carries several panels (the ISA's choice), so that one column is not one
+  // latency-bound fma chain (decode: a matrix-vector product at the memory limit).
+  const int64_t group = std::max(1, o.panel_group((int)std::min(kC, g.N)));
+  const int64_t ngrp = (npan + group - 1) / group;
+  // Items are small (a group of panels x one column block): the pool's chunking balances the
+  // threads; a small GEMM stays on the calling thread.
+  const int64_t items = batch * nq * ngrp;
+  const double flops = 2.0 * (double)(g.M * g.N) * (double)(g.K * batch);
+  const double a_bytes = 2.0 * (double)(g.M * g.K) * (double)(pa ? 1 : batch);  // as fp16
+  const bool serial = flops < kSerialFlops && a_bytes < kSerialABytes;
+  parallel_for(items, serial ? items : 1, [&](int64_t lo, int64_t hi) {
     for (int64_t it = lo; it < hi; ++it) {
-      int64_t p = it % npan, q = (it / npan) % nq, b = it / (npan * nq), i0 = p * kR;
+      int64_t p = (it % ngrp) * group, q = (it / ngrp) % nq, b = it / (ngrp * nq), i0 = p * kR;
       int64_t bb = shared_b ? 0 : b, j1 = std::min(g.N, (q + 1) * cb);
+      const int np = (int)std::min(group, npan - p);
       // This block of B as fp32 [K][cols] per 16-column chunk (chunk at j0 starts at (j0 - q cb) K).
       float* bp = scratch_as<float>(ScratchSlot::gemm_b, (size_t)(g.K * cb));
       if (t_bkey.call != call || t_bkey.b != bb || t_bkey.q != q) {
@@ -96,23 +106,25 @@ void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* 
       }
       simd::PanelTile t{};
       t.K = g.K;
-      t.rows = (int)std::min(kR, g.M - i0);
-      if (pa && pa->source) {  // a compressed weight: this panel decoded to fp16 here
-        f16* buf = scratch_as<f16>(ScratchSlot::gemm_a, (size_t)(g.K * kR));
-        pa->source->panel(p, buf);
-        t.ap = buf;
-        t.lda = kR;
-      } else if (pa) {
+      t.rows = (int)std::min(kR * np, g.M - i0);
+      t.panels = np;
+      t.lda = kR;
+      t.pstride = g.K * kR;  // panels packed back to back
+      if (pa && !pa->source) {
         t.ap = pa->panel(p);
-        t.lda = kR;
-      } else if (g.trans_a && t.rows == kR) {  // already k-major: read in place
+      } else if (!pa && g.trans_a && t.rows == kR * np) {  // already k-major: read in place
         t.ap = A[b] + i0;
         t.lda = g.lda;
-      } else {
-        f16* buf = scratch_as<f16>(ScratchSlot::gemm_a, (size_t)(g.K * kR));
-        pack_panel(A[b], g.M, g.K, g.lda, g.trans_a, p, buf);
+        t.pstride = kR;
+      } else {  // a compressed weight decoded to fp16 here, or op(A) packed here
+        f16* buf = scratch_as<f16>(ScratchSlot::gemm_a, (size_t)(g.K * kR * np));
+        for (int u = 0; u < np; ++u) {
+          if (pa)
+            pa->source->panel(p + u, buf + u * t.pstride);
+          else
+            pack_panel(A[b], g.M, g.K, g.lda, g.trans_a, p + u, buf + u * t.pstride);
+        }
         t.ap = buf;
-        t.lda = kR;
       }
       for (int64_t j0 = q * cb; j0 < j1; j0 += kC) {
         t.cols = (int)std::min(kC, g.N - j0);

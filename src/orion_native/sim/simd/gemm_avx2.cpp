@@ -225,9 +225,54 @@ void panel_cols(const PanelTile& t, int j0) {
   }
 }
 
-}  // namespace
+// NC (<= 2) columns of P whole panels at once: 2 P NC independent chains (one column of one panel is
+// only two). Rows past t.rows come from the panels' zero padding and are not stored.
+template <int NC, int P>
+void panels(const PanelTile& t) {
+  __m256 acc[P][NC][2];
+  for (int q = 0; q < P; ++q)
+    for (int j = 0; j < NC; ++j) acc[q][j][0] = acc[q][j][1] = _mm256_setzero_ps();
+  const f16* a = t.ap;
+  const float* b = t.bp;
+  const int64_t ps = t.pstride;
+  for (int64_t k = 0; k < t.K; ++k, a += t.lda, b += t.ldb) {
+#pragma GCC unroll 4
+    for (int q = 0; q < P; ++q) {
+      const f16* aq = a + q * ps;
+      _mm_prefetch((const char*)(aq + 64 * t.lda), _MM_HINT_T0);
+      __m256 a0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)aq));
+      __m256 a1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(aq + 8)));
+#pragma GCC unroll 2
+      for (int j = 0; j < NC; ++j) {
+        __m256 bj = _mm256_broadcast_ss(b + j);
+        acc[q][j][0] = _mm256_fmadd_ps(a0, bj, acc[q][j][0]);
+        acc[q][j][1] = _mm256_fmadd_ps(a1, bj, acc[q][j][1]);
+      }
+    }
+  }
+  for (int q = 0; q < P; ++q) {
+    const int rows = std::min(16, t.rows - 16 * q);
+    if (rows <= 0) break;
+    alignas(32) float buf[NC][16];
+    alignas(16) f16 hbuf[NC][16];
+    for (int j = 0; j < NC; ++j) {
+      _mm256_store_ps(buf[j], acc[q][j][0]);
+      _mm256_store_ps(buf[j] + 8, acc[q][j][1]);
+      _mm_store_si128((__m128i*)hbuf[j], _mm256_cvtps_ph(acc[q][j][0], kRound));
+      _mm_store_si128((__m128i*)(hbuf[j] + 8), _mm256_cvtps_ph(acc[q][j][1], kRound));
+    }
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < NC; ++j) {
+        int64_t at = t.trans_c ? j * t.ldo + 16 * q + r : (int64_t)(16 * q + r) * t.ldo + j;
+        if (t.o16)
+          t.o16[at] = hbuf[j][r];
+        else
+          t.o32[at] = buf[j][r];
+      }
+  }
+}
 
-void gemm_panel(const PanelTile& t) {
+void panel_one(const PanelTile& t) {
   for (int j0 = 0; j0 < t.cols; j0 += 6) {
     switch (std::min(6, t.cols - j0)) {
       case 1: panel_cols<1>(t, j0); break;
@@ -238,6 +283,18 @@ void gemm_panel(const PanelTile& t) {
       default: panel_cols<6>(t, j0); break;
     }
   }
+}
+
+}  // namespace
+
+int panel_group(int cols) { return cols <= 1 ? 4 : cols == 2 ? 2 : 1; }
+
+void gemm_panel(const PanelTile& t) {
+  if (t.panels > 1 && t.panels == panel_group(t.cols)) {
+    if (t.cols == 1) return panels<1, 4>(t);
+    if (t.cols == 2) return panels<2, 2>(t);
+  }
+  for_each_panel(t, panel_one);
 }
 
 }  // namespace orion::sim::simd::avx2

@@ -182,9 +182,56 @@ void panel(const PanelTile& t) {
   }
 }
 
-}  // namespace
+// NC (<= 4) columns of P whole panels at once: P x NC independent chains (one column is a single
+// chain per panel, latency-bound at 32 bytes of A per fma latency). Rows past t.rows are computed from
+// the panels' zero padding and not stored.
+template <int NC, int P>
+void panels(const PanelTile& t) {
+  __m512 acc[P][NC];
+#pragma GCC unroll 16
+  for (int q = 0; q < P; ++q)
+#pragma GCC unroll 4
+    for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_setzero_ps();
+  const f16* a = t.ap;
+  const float* b = t.bp;
+  const int64_t ps = t.pstride;
+  for (int64_t k = 0; k < t.K; ++k, a += t.lda, b += t.ldb) {
+#pragma GCC unroll 16
+    for (int q = 0; q < P; ++q) {
+      _mm_prefetch((const char*)(a + q * ps + kPrefetchRows * t.lda), _MM_HINT_T0);
+      __m512 av = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(a + q * ps)));
+#pragma GCC unroll 4
+      for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j]), acc[q][j]);
+    }
+  }
+  for (int q = 0; q < P; ++q) {
+    const int rows = std::min(16, t.rows - 16 * q);
+    if (rows <= 0) break;
+    const __mmask16 m = first(rows);
+    if (t.trans_c) {
+      for (int j = 0; j < NC; ++j) {
+        if (t.o16)
+          _mm256_mask_storeu_epi16(t.o16 + j * t.ldo + 16 * q, m, _mm512_cvtps_ph(acc[q][j], kRound));
+        else
+          _mm512_mask_storeu_ps(t.o32 + j * t.ldo + 16 * q, m, acc[q][j]);
+      }
+      continue;
+    }
+    __m512 r[16];
+    for (int j = 0; j < 16; ++j) r[j] = j < NC ? acc[q][j] : _mm512_setzero_ps();
+    transpose16(r);
+    const __mmask16 mc = first(t.cols);
+    for (int i = 0; i < rows; ++i) {
+      int64_t at = (int64_t)(16 * q + i) * t.ldo;
+      if (t.o16)
+        _mm256_mask_storeu_epi16(t.o16 + at, mc, _mm512_cvtps_ph(r[i], kRound));
+      else
+        _mm512_mask_storeu_ps(t.o32 + at, mc, r[i]);
+    }
+  }
+}
 
-void gemm_panel(const PanelTile& t) {
+void panel_one(const PanelTile& t) {
   switch (t.cols) {
     case 1: return panel<1>(t);
     case 2: return panel<2>(t);
@@ -203,6 +250,22 @@ void gemm_panel(const PanelTile& t) {
     case 15: return panel<15>(t);
     default: return panel<16>(t);
   }
+}
+
+}  // namespace
+
+int panel_group(int cols) { return cols <= 1 ? 8 : cols == 2 ? 4 : cols <= 4 ? 2 : 1; }
+
+void gemm_panel(const PanelTile& t) {
+  if (t.panels > 1 && t.panels == panel_group(t.cols)) {
+    switch (t.cols) {
+      case 1: return panels<1, 8>(t);
+      case 2: return panels<2, 4>(t);
+      case 3: return panels<3, 2>(t);
+      case 4: return panels<4, 2>(t);
+    }
+  }
+  for_each_panel(t, panel_one);
 }
 
 // 16 x 16 blocks: widen 16 rows, transpose in registers (unpack / shuffle network), store 16 columns.

@@ -155,15 +155,20 @@ void panel_cols(const PanelTile& t, int j0) {
 
 }  // namespace
 
-void gemm_panel(const PanelTile& t) {
-  for (int j0 = 0; j0 < t.cols; j0 += 4) {
-    switch (t.cols - j0 < 4 ? t.cols - j0 : 4) {
-      case 1: panel_cols<1>(t, j0); break;
-      case 2: panel_cols<2>(t, j0); break;
-      case 3: panel_cols<3>(t, j0); break;
-      default: panel_cols<4>(t, j0); break;
+void gemm_panel(const PanelTile& tile) {
+  for_each_panel(tile, [](const PanelTile& t) {
+    for (int j0 = 0; j0 < t.cols; j0 += 4) {
+      switch (t.cols - j0 < 4 ? t.cols - j0 : 4) {
+        case 1: panel_cols<1>(t, j0); break;
+        case 2: panel_cols<2>(t, j0); break;
+        case 3: panel_cols<3>(t, j0); break;
+        default: panel_cols<4>(t, j0); break;
+      }
     }
-  }
+  });
 }
+
+// One column already runs 4 independent chains (4 q-registers of rows).
+int panel_group(int) { return 1; }
 
 }  // namespace orion::sim::simd::neon

@@ -65,7 +65,27 @@ struct PanelTile {
   f16* o16;
   int64_t ldo;
   bool trans_c;  // C stored transposed: tile column j goes to o + j * ldo (its rows contiguous)
+  // Several panels in one tile (few columns: independent fma chains, so the loop is not bound by
+  // the fma latency): panel q starts at ap + q * pstride and holds rows [16 q, 16 q + 16) of the
+  // tile; rows <= 16 * panels. Each C element keeps its own in-order chain, so results are the same.
+  int panels = 1;
+  int64_t pstride = 0;
 };
+
+// Runs a multi-panel tile one panel at a time through `one` (for kernels without a multi-panel loop).
+template <typename F>
+inline void for_each_panel(const PanelTile& t, F&& one) {
+  for (int q = 0; q < t.panels && q * kPanelRows < t.rows; ++q) {
+    PanelTile s = t;
+    s.panels = 1;
+    s.ap = t.ap + q * t.pstride;
+    s.rows = t.rows - q * kPanelRows < kPanelRows ? t.rows - q * kPanelRows : kPanelRows;
+    int64_t off = t.trans_c ? q * kPanelRows : q * kPanelRows * t.ldo;
+    if (t.o16) s.o16 = t.o16 + off;
+    if (t.o32) s.o32 = t.o32 + off;
+    one(s);
+  }
+}
 
 struct IsaOps {
   const char* name;
@@ -105,6 +125,9 @@ struct IsaOps {
 
   // Panel GEMM: C[rows, cols] of one PanelTile.
   void (*gemm_panel)(const PanelTile& t);
+  // How many panels a tile of `cols` columns should carry (PanelTile::panels) to keep the fma units
+  // busy; 1 where the kernel already has enough independent chains.
+  int (*panel_group)(int cols);
 };
 
 const IsaOps& scalar_ops();

@@ -26,7 +26,8 @@ namespace orion::sim::simd {
   void softmax_row(const f16* x, f16* y, int64_t n, float* scratch);                                       \
   void exp_sub_acc(const f16* x, const float* m, float* e, float* s, int64_t n);                           \
   void div_to_f16(const float* e, const float* s, f16* y, int64_t n);                                     \
-  void gemm_panel(const PanelTile& t);
+  void gemm_panel(const PanelTile& t);                                                                    \
+  int panel_group(int cols);
 
 namespace avx2 { ORION_ISA_DECLS }
 namespace avx512 { ORION_ISA_DECLS }

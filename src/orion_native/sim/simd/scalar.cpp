@@ -196,7 +196,7 @@ void s_div_to_f16(const float* e, const float* s, f16* y, int64_t n) {
 }
 
 // Panel GEMM reference: acc[j][r] over k in order, fma(a, b, acc) as in s_gemm_micro.
-void s_gemm_panel(const PanelTile& t) {
+void s_gemm_panel_one(const PanelTile& t) {
   float acc[kPanelCols][kPanelRows] = {};
   for (int64_t k = 0; k < t.K; ++k) {
     const f16* a = t.ap + k * t.lda;
@@ -214,11 +214,15 @@ void s_gemm_panel(const PanelTile& t) {
     }
 }
 
+void s_gemm_panel(const PanelTile& t) { for_each_panel(t, s_gemm_panel_one); }
+
+int s_panel_group(int) { return 1; }
+
 const IsaOps kScalar = {
     "scalar",      s_f16_to_f32,   s_f32_to_f16,  kMR,           kNR,
     s_gemm_micro,  s_gemm_pack_rows, s_cvt_transpose, s_binary_vv, s_binary_vs,   s_binary_sv,
     s_unary,       s_clip,         s_scale_bias,  s_reduce_row,  s_reduce_step,
-    s_softmax_row, s_exp_sub_acc,  s_div_to_f16,  s_gemm_panel,
+    s_softmax_row, s_exp_sub_acc,  s_div_to_f16,  s_gemm_panel,  s_panel_group,
 };
 
 }  // namespace

@@ -8,7 +8,8 @@ const IsaOps* neon_ops() {
   static const IsaOps t = {"neon", neon::f16_to_f32, neon::f32_to_f16, 8, 12, neon::gemm_micro,
                            neon::gemm_pack_rows, neon::cvt_transpose, neon::binary_vv, neon::binary_vs, neon::binary_sv,
                            neon::unary, neon::clip, neon::scale_bias, neon::reduce_row, neon::reduce_step,
-                           neon::softmax_row, neon::exp_sub_acc, neon::div_to_f16, neon::gemm_panel};
+                           neon::softmax_row, neon::exp_sub_acc, neon::div_to_f16, neon::gemm_panel,
+                           neon::panel_group};
   return &t;
 }
 
