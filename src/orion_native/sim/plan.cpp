@@ -1,7 +1,8 @@
 // build_plan: resolves function "main" statement by statement (names, parameters, dtypes, shapes),
 // applies the ANE constraints (constraints.cpp), snapshots consts (C07), lowers every op to an
 // executable step and lays out one scratch arena from precomputed lifetimes.
-// Plan::execute: per-call arena (thread-safe), steps in order, outputs widened to fp32 when declared.
+// Plan::execute: an arena per call in flight (kept for reuse; thread-safe), steps in order, outputs widened
+// to fp32 when declared.
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -69,6 +70,38 @@ class PlanImpl : public Plan {
   mutable std::mutex live_mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const live::Result>> live_cache_;
 
+  // Arenas of finished calls, reused: a fresh one per call cost a page fault per 4 KiB touched (the
+  // allocator maps big blocks anew each time) - a measurable share of a decode step. A call takes
+  // one (or allocates one) and gives it back, so concurrent calls still get their own. Only small
+  // arenas are kept (decode-sized programs, where the faults are a large share of the work): a
+  // model keeps dozens of programs, and a big arena's faults are small next to its program's work.
+  using Arena = std::unique_ptr<uint8_t[]>;
+  mutable std::mutex arena_mu_;
+  mutable std::vector<Arena> free_arenas_;
+  static constexpr size_t kKeptArenas = 2;
+  static constexpr int64_t kKeptArenaBytes = 4 << 20;
+
+  Arena take_arena() const {
+    {
+      std::lock_guard<std::mutex> lk(arena_mu_);
+      if (!free_arenas_.empty()) {
+        Arena a = std::move(free_arenas_.back());
+        free_arenas_.pop_back();
+        return a;
+      }
+    }
+    return Arena(new uint8_t[(size_t)arena_size + kAlign]);
+  }
+  void give_arena(Arena a) const {
+    std::lock_guard<std::mutex> lk(arena_mu_);
+    if (arena_size <= kKeptArenaBytes && free_arenas_.size() < kKeptArenas) free_arenas_.push_back(std::move(a));
+  }
+  struct ArenaLease {  // returns the arena on every exit, exceptions included
+    const PlanImpl* plan;
+    Arena mem;
+    ~ArenaLease() { plan->give_arena(std::move(mem)); }
+  };
+
   // One analysis per distinct hint, kept (a decode loop repeats a handful of them).
   std::shared_ptr<const live::Result> analysis(const std::vector<int64_t>& live) const {
     std::lock_guard<std::mutex> lk(live_mu_);
@@ -88,8 +121,8 @@ class PlanImpl : public Plan {
       throw_error(ErrorKind::Input, "plan takes " + std::to_string(in_info.size()) + " inputs and " +
                                         std::to_string(out_info.size()) + " outputs, got " + std::to_string(inputs.size()) +
                                         " and " + std::to_string(outputs.size()));
-    std::unique_ptr<uint8_t[]> mem(new uint8_t[(size_t)arena_size + kAlign]);
-    uint8_t* arena = (uint8_t*)(((uintptr_t)mem.get() + kAlign - 1) / kAlign * kAlign);
+    ArenaLease lease{this, take_arena()};
+    uint8_t* arena = (uint8_t*)(((uintptr_t)lease.mem.get() + kAlign - 1) / kAlign * kAlign);
     std::vector<const void*> ptr(values.size(), nullptr);
     for (size_t i = 0; i < values.size(); ++i) {
       if (arena_off[i] >= 0) ptr[i] = arena + arena_off[i];
