@@ -298,6 +298,28 @@ def test_gemm_panel_batches_shared_operand_and_specials():
     np.testing.assert_array_equal(bits(c), bits(native.gemm_f16(a, widened(b, False))[:, :8]))
 
 
+@pytest.mark.parametrize("n", [1, 3, 20])
+def test_gemm_panels_equals_gemm_on_the_unpacked_matrix(n):
+    # the engine's CPU classifier: caller-owned panels [P, K, 16] through the packed route (several
+    # panels per tile for few columns), bit-equal to the plain product, padding rows zero
+    rng = np.random.default_rng(n)
+    V, d = 37 * 16 - 5, 96
+    w = rnd((V, d), rng)
+    wp = np.zeros((37 * 16, d), np.float16)
+    wp[:V] = w
+    panels = np.ascontiguousarray(wp.reshape(37, 16, d).transpose(0, 2, 1))
+    h = rnd((d, n), rng)
+    for f32 in (False, True):
+        z = assert_same_everywhere(lambda: native.gemm_panels_f16(panels, h, f32_out=f32))
+        assert z.shape == (37 * 16, n)
+        np.testing.assert_array_equal(bits(z[:V]), bits(native.gemm_f16(w, h, f32_out=f32)))
+        assert not z[V:].any()
+    with pytest.raises(ValueError, match="panels must be"):
+        native.gemm_panels_f16(np.zeros((4, d, 8), np.float16), h)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        native.gemm_panels_f16(panels, rnd((d + 1, n), rng))
+
+
 def test_gemm_leading_dimensions_and_output_padding():
     rng = np.random.default_rng(6)
     big_a, big_b = rnd((50, 90), rng), rnd((80, 70), rng)

@@ -56,7 +56,7 @@ def _family(cfg):
 
 def _classifier_panels(W) -> np.ndarray:
     """``W [V, d]`` -> fp16 ``[ceil(V/16), d, 16]``: 16-row panels stored k-major, the layout the native
-    narrow-output GEMM streams in place (``trans_a``). The CPU classifier reads half the bytes of fp32
+    packed-weight GEMM streams in place (``gemm_panels_f16``). The CPU classifier reads half the bytes of fp32
     (the programs hold fp16 weights anyway) and runs on orion's threads: no BLAS pool spinning between
     the stage programs."""
     W = np.asarray(W, np.float16)
@@ -343,9 +343,9 @@ class Engine:
             return self._softcap(np.concatenate(parts, axis=0).T.astype(np.float32))
         if self._wcls is None:
             self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
-        hh = np.ascontiguousarray(h[0, :, 0, cols], dtype=np.float16)[None]           # [1, d, n]
-        z = _native.gemm_f16(self._wcls, hh, trans_a=True, f32_out=True)               # [V/16, 16, n]
-        return self._softcap(z.reshape(-1, hh.shape[2])[:self.cfg.vocab_size].T)
+        hh = np.ascontiguousarray(h[0, :, 0, cols], dtype=np.float16)                 # [d, n]
+        z = _native.gemm_panels_f16(self._wcls, hh, f32_out=True)                      # [16 ceil(V/16), n]
+        return self._softcap(z[:self.cfg.vocab_size].T)
 
     def _softcap(self, z: np.ndarray) -> np.ndarray:
         """Final logit soft-capping (Gemma): ``cap * tanh(z / cap)``, on the host in float32."""

@@ -176,6 +176,45 @@ nb::object gemm(const HArr& a, const HArr& b, bool trans_a, bool trans_b, bool f
   return nb::cast(out);
 }
 
+// C [P * 16, N] = A @ b with A given as its 16-row panels [P, K, 16] (row 16 p + r of A at k is
+// panels[p, k, r]): the packed layout the simulator streams for constant weights, here owned by the
+// caller (the engine's CPU classifier), so a matrix-vector product runs the multi-panel route.
+nb::object gemm_panels(const HArr& panels, const HArr& b, bool f32_out) {
+  if (panels.ndim() != 3 || panels.shape(2) != 16)
+    throw std::invalid_argument("gemm_panels_f16: panels must be [P, K, 16]");
+  require_contig(panels, "gemm_panels_f16: panels");
+  Operand B = operand(b, "b");
+  if (b.ndim() != 2) throw std::invalid_argument("gemm_panels_f16: b must be 2-D [K, N]");
+  k::PackedA pa;
+  pa.M = (int64_t)panels.shape(0) * 16;
+  pa.K = (int64_t)panels.shape(1);
+  pa.view = hp(panels);
+  if (B.rows != pa.K) throw std::invalid_argument("gemm_panels_f16: inner dimensions differ");
+  k::GemmShape g;
+  g.N = B.cols;
+  g.ldb = B.ld;
+  g.ldc = g.N;
+  std::vector<size_t> shape{(size_t)pa.M, (size_t)g.N};
+  const f16* pb = hp(b);
+  if (f32_out) {
+    float* c;
+    auto out = new_array<float>(shape, &c);
+    {
+      nb::gil_scoped_release nogil;
+      k::gemm_packed_f16(pa, g, 1, &pb, &c);
+    }
+    return nb::cast(out);
+  }
+  half_t* c;
+  auto out = new_array<half_t>(shape, &c);
+  f16* pc = reinterpret_cast<f16*>(c);
+  {
+    nb::gil_scoped_release nogil;
+    k::gemm_packed_f16(pa, g, 1, &pb, &pc);
+  }
+  return nb::cast(out);
+}
+
 // numpy-style broadcasting of two arrays (any strides, in elements).
 nb::object binary(const std::string& op, const HArr& a, const HArr& b) {
   k::Binary bop = binary_op(op);
@@ -353,6 +392,10 @@ void bind_kernels(nb::module_& m, nb::module_& t) {
         nb::arg("trans_b") = false, nb::arg("f32_out") = false, nb::arg("ldc_pad") = 0,
         "C = op(a) @ op(b) on fp16 arrays (2-D or 3-D; batch 1 broadcasts) with the simulator's GEMM: fp32 "
         "accumulation, one rounding (or fp32 output with f32_out).");
+  m.def("gemm_panels_f16", &gemm_panels, nb::arg("panels").noconvert(), nb::arg("b").noconvert(),
+        nb::arg("f32_out") = false,
+        "C [16 P, N] = A @ b with A as its 16-row panels [P, K, 16] (k-major per panel; C-contiguous): the "
+        "simulator's packed-weight GEMM, same results as gemm_f16 on A.");
   m.def("convert_fp", &convert, nb::arg("x").noconvert(),
         "float16 -> float32 or float32 -> float16 (round to nearest even), vectorised.");
   t.def("binary", &binary, nb::arg("op"), nb::arg("a").noconvert(), nb::arg("b").noconvert());

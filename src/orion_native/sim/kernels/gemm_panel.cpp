@@ -179,7 +179,9 @@ void panel_gemm(const GemmShape& g, int64_t batch, const f16* const* A, const Pa
   run(g, batch, A, pa, B, C, trans_c);
 }
 
-void gemm_packed_f16(const PackedA& a, const GemmShape& g0, int64_t batch, const f16* const* B, f16* const* C) {
+namespace {
+template <typename T>
+void run_packed(const PackedA& a, const GemmShape& g0, int64_t batch, const f16* const* B, T* const* C) {
   GemmShape g = g0;
   g.M = a.M;
   g.K = a.K;
@@ -187,6 +189,15 @@ void gemm_packed_f16(const PackedA& a, const GemmShape& g0, int64_t batch, const
   if (g.ldc <= 0) g.ldc = g.N;
   if (batch <= 0 || g.M == 0 || g.N == 0) return;
   run(g, batch, nullptr, &a, B, C);
+}
+}  // namespace
+
+void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, f16* const* C) {
+  run_packed(a, g, batch, B, C);
+}
+
+void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, float* const* C) {
+  run_packed(a, g, batch, B, C);
 }
 
 }  // namespace orion::sim::kernels

@@ -44,12 +44,14 @@ struct PackedA {
   int64_t M = 0, K = 0;
   std::unique_ptr<f16[], Free> data;
   std::shared_ptr<const PanelSource> source;
-  const f16* panel(int64_t p) const { return data.get() + p * K * 16; }
+  const f16* view = nullptr;  // panels owned by the caller (data empty): gemm_panels_f16
+  const f16* panel(int64_t p) const { return (data ? data.get() : view) + p * K * 16; }
 };
 PackedA pack_a(const f16* A, int64_t M, int64_t K, int64_t lda = 0, bool trans_a = false);
 PackedA pack_a(std::shared_ptr<const PanelSource> source, int64_t M, int64_t K);
 // gemm_f16 with op(A) = a (g.M, g.K, trans_a, lda are taken from a). Same results as gemm_f16.
 void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, f16* const* C);
+void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, float* const* C);
 
 // ---- element-wise -------------------------------------------------------------------------------
 enum class Binary { add, sub, mul, div, pow, maximum, minimum };
