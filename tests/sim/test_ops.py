@@ -692,7 +692,7 @@ def test_quantize_dequantize_per_tensor():
             stmt("q", "int8", [4, 32], "quantize", input="x", scale="s", zero_point="zp", output_dtype="od"),
             stmt("y", "fp16", [4, 32], "dequantize", input="q", scale="s", zero_point="zp")]
     o, _ = run(program({"x": ("fp16", [4, 32])}, body, ["y"]), inputs={"x": x})
-    q = np.clip(np.round(ref(x) / 0.03125 + 3), -128, 127)
+    q = np.clip(np.round(ref(x) / 0.03125) + 3, -128, 127)      # coremltools: round, then + zero_point
     assert_fp16_close(o["y"], (q - 3) * 0.03125)
 
 
@@ -707,7 +707,7 @@ def test_quantize_per_channel_uint8():
     o, _ = run(program({"x": ("fp16", [3, 16])}, body, ["y"]), inputs={"x": x})
     s = ref(f16(scales))[:, None]
     zp = np.array([128, 100, 0])[:, None]
-    q = np.clip(np.round(ref(x) / s + zp), 0, 255)
+    q = np.clip(np.round(ref(x) / s) + zp, 0, 255)
     assert_fp16_close(o["y"], (q - zp) * s)
 
 

@@ -47,7 +47,7 @@ def _ev_quantize(i, a):
     zp = _bcast(i["zero_point"], x.ndim, ax) if "zero_point" in i else 0.0
     lo, hi = _RANGE[a["output_dtype"]]
     with np.errstate(all="ignore"):
-        return [np.clip(np.rint(x / _bcast(i["scale"], x.ndim, ax) + zp), lo, hi)]
+        return [np.clip(np.rint(x / _bcast(i["scale"], x.ndim, ax)) + zp, lo, hi)]
 
 
 define("quantize", _infer_quantize, _ev_quantize, "W8A8 1.85-1.88x on M4 (maderix int8 bench)",
@@ -95,7 +95,7 @@ def _opt_axis(op, axis, x):
 
 @builder
 def quantize(x: Value, scale, output_dtype: str = "int8", zero_point=None, axis: int | None = None, name=None) -> Value:
-    """``clip(round_half_even(x / scale + zero_point))`` as int8/uint8 (only an intermediate: never program
+    """``clip(round_half_even(x / scale) + zero_point)`` as int8/uint8 (coremltools' formula) (only an intermediate: never program
     I/O, C39); scale and zero_point are consts, scalars or per-channel along ``axis``."""
     inputs = {"input": x, **_params(x, scale, zero_point, output_dtype, "quantize")}
     return make("quantize", inputs, {"output_dtype": output_dtype, "axis": _opt_axis("quantize", axis, x)}, name=name)

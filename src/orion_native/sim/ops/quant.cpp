@@ -51,7 +51,11 @@ void range_of(DType d, int64_t* lo, int64_t* hi) {
 
 }  // namespace
 
-// q = clamp(round_half_even(x / scale + zero_point))
+// q = clamp(round_half_even(x / scale) + zero_point): coremltools' documented formula and its constant
+// folding (optimize._utils.quantize_by_scale_and_zp: np.around, then + zero_point, then clip). Rounding
+// after adding an odd zero point would move ties (2.5 + 1 -> 4 instead of 3). x / scale in fp32 rounds
+// like the exact quotient (two fp16 values are never within half an fp32 ulp of a tie unless on it).
+// NaN -> 0 (not documented; coremltools' cast of a NaN is undefined).
 void quantize_infer(OpCtx& ctx) {
   const Value& x = ctx.expect_float("input");
   std::string od = ctx.str("output_dtype", "");
@@ -75,8 +79,9 @@ RunFn quantize_lower(OpCtx& ctx) {
     const f16* src = a.at<f16>(ix);
     parallel_for(n, 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        float v = f16_to_f32(src[i]) / (float)af.scale[af.ch(i)] + (float)af.z(i);
-        int64_t q = std::isnan(v) ? 0 : (int64_t)std::max(std::min(std::nearbyint(v), (float)hi), (float)lo);
+        float v = f16_to_f32(src[i]) / (float)af.scale[af.ch(i)];
+        float r = std::nearbyint(v) + (float)af.z(i);
+        int64_t q = std::isnan(v) ? 0 : (int64_t)std::max(std::min(r, (float)hi), (float)lo);
         store_int(a.out, out, i, q);
       }
     });
