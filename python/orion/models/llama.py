@@ -54,11 +54,14 @@ def rope_tables(cfg, positions, layer: int = 0) -> tuple[np.ndarray, np.ndarray]
             np.sin(ang).astype(np.float32).reshape(1, hd // 2, 1, -1))
 
 
-def _lin(g: Graph, x, w: dict, key: str, layer: int, lora, bias: str | None = None):
-    """``W x (+ b)`` for ``layers.{layer}.{key}`` (plus its LoRA branch when ``lora`` has slots for it)."""
+def _lin(g: Graph, x, w: dict, key: str, layer: int, lora, bias: str | None = None, acts=None):
+    """``W x (+ b)`` for ``layers.{layer}.{key}`` (plus its LoRA branch when ``lora`` has slots for it);
+    ``acts`` (W8A8: :class:`orion.quant.activations.ActivationScales`) quantizes ``x`` to int8 first."""
+    name = f"layers.{layer}.{key}"
     b = w.get(f"layers.{layer}.{bias}") if bias else None
-    return graph_linear(g, x, f"{key}_{layer}", w[f"layers.{layer}.{key}"], b, slots=lora,
-                        canonical=f"layers.{layer}.{key}")
+    if acts is not None:
+        x = acts.graph_input(x, name)
+    return graph_linear(g, x, f"{key}_{layer}", w[name], b, slots=lora, canonical=name)
 
 
 def _norm(cfg, x, weight, fp: Fp16Plan):
@@ -75,13 +78,13 @@ def _head_norm(x, weight, n_heads: int, eps: float):
     return ops.reshape(h, (1, d, 1, s))
 
 
-def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora, fp: Fp16Plan):
+def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora, fp: Fp16Plan, acts=None):
     p = f"layers.{layer}."
     h = _norm(cfg, x, w[p + "rms_att"], fp)
     bias = cfg.qkv_bias
-    q = _lin(g, h, w, "wq", layer, lora, "bq" if bias else None)
-    k = _lin(g, h, w, "wk", layer, lora, "bk" if bias else None)
-    v = _lin(g, h, w, "wv", layer, lora, "bv" if bias else None)
+    q = _lin(g, h, w, "wq", layer, lora, "bq" if bias else None, acts)
+    k = _lin(g, h, w, "wk", layer, lora, "bk" if bias else None, acts)
+    v = _lin(g, h, w, "wv", layer, lora, "bv" if bias else None, acts)
     if cfg.qk_norm:
         q = _head_norm(q, w[p + "q_norm"], cfg.n_heads, cfg.norm_eps)
         k = _head_norm(k, w[p + "k_norm"], cfg.n_kv_heads, cfg.norm_eps)
@@ -98,22 +101,22 @@ def _residual(cfg, w: dict, x, y, post: str, fp: Fp16Plan):
     return ops.add(x, y if fp.scale == 1.0 else ops.mul(y, float(fp.scale)))
 
 
-def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora, fp: Fp16Plan):
+def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora, fp: Fp16Plan, acts=None):
     p = f"layers.{layer}."
     a = ops.causal_attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask, scale=cfg.query_scale)
-    return _residual(cfg, w, x, _lin(g, a, w, "wo", layer, lora), p + "rms_att_post", fp)
+    return _residual(cfg, w, x, _lin(g, a, w, "wo", layer, lora, acts=acts), p + "rms_att_post", fp)
 
 
-def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora, fp: Fp16Plan):
+def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora, fp: Fp16Plan, acts=None):
     p = f"layers.{layer}."
     h = _norm(cfg, x, w[p + "rms_ffn"], fp)
-    if lora is None and cfg.mlp_act == "silu":
+    if lora is None and acts is None and cfg.mlp_act == "silu":
         f = ops.swiglu_ffn(h, g.weight(f"w1_{layer}", w[p + "w1"]), g.weight(f"w2_{layer}", w[p + "w2"]),
                            g.weight(f"w3_{layer}", w[p + "w3"]))
-    else:                                      # the same gated MLP, each linear possibly with an adapter
+    else:                                      # the same gated MLP, each linear possibly with an adapter / W8A8
         act = ops.silu if cfg.mlp_act == "silu" else ops.gelu
-        gate = ops.mul(act(_lin(g, h, w, "w1", layer, lora)), _lin(g, h, w, "w3", layer, lora))
-        f = _lin(g, gate, w, "w2", layer, lora)
+        gate = ops.mul(act(_lin(g, h, w, "w1", layer, lora, acts=acts)), _lin(g, h, w, "w3", layer, lora, acts=acts))
+        f = _lin(g, gate, w, "w2", layer, lora, acts=acts)
     return _residual(cfg, w, x, f, p + "rms_ffn_post", fp)
 
 
@@ -121,7 +124,7 @@ PARTS = ("attn", "ffn", "qkv")
 
 
 def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16Plan | None = None,
-                part: str | None = None) -> Graph:
+                part: str | None = None, activations=None) -> Graph:
     """Stage ``stage``'s graph; ``lora``: an :class:`orion.lora.AdapterSlots` giving the linears that get
     adapter inputs (``<weight>_lora_a`` / ``_lora_b``, see :func:`orion.lora.graph_linear`);
     ``fp16``: how the programs stay inside fp16 (residual scale, stable norms; default: plain).
@@ -130,7 +133,9 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
     into the programs of :data:`PARTS` run in turn, each taking the previous one's residual as ``x``:
     "attn" (attention of layer ``stage - 1`` up to its residual add, output ``x_mid``), "ffn" (its MLP,
     output ``x_out``, or ``h`` after the final norm at the last stage) and "qkv" (layer ``stage``'s
-    projections); None is the whole stage."""
+    projections); None is the whole stage. ``activations``: W8A8 (experimental), an
+    :class:`orion.quant.activations.ActivationScales`: each linear it names gets its input quantized to
+    int8 and dequantized (``quantize`` -> ``dequantize``) with the static scale."""
     if part is not None and (part not in PARTS or (stage == 0 and part != "qkv") or
                              (stage == cfg.n_layers and part == "qkv")):
         raise ValueError(f"stage {stage} has no part {part!r} (parts: {PARTS})")
@@ -143,12 +148,12 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
         kc = g.input("k_cache", (1, kv, 1, T))
         vc = g.input("v_cache", (1, kv, 1, T))
         mask = g.input("mask", (1, 1, S, T))
-        x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, fp)
+        x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, fp, activations)
         if part == "attn":
             g.output("x_mid", x)
             return g
     if stage > 0 and part in (None, "ffn"):
-        x = _ffn(g, cfg, w, stage - 1, x, lora, fp)
+        x = _ffn(g, cfg, w, stage - 1, x, lora, fp, activations)
         if stage == L:
             g.output("h", _norm(cfg, x, w["rms_final"], fp))
             return g
@@ -157,7 +162,7 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
             return g
     cos = g.input("cos", (1, hd // 2, 1, S))
     sin = g.input("sin", (1, hd // 2, 1, S))
-    q, k, v = _qkv(g, cfg, w, stage, x, cos, sin, lora, fp)
+    q, k, v = _qkv(g, cfg, w, stage, x, cos, sin, lora, fp, activations)
     g.output("q", q)
     g.output("k", k)
     g.output("v", v)

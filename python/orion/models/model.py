@@ -27,8 +27,14 @@ class Model:
 
     def __init__(self, config, weights: dict, tokenizer=None, *, device: str = "auto", profile=None,
                  name: str | None = None, stop_tokens: Iterable[int] | None = None, add_bos: bool | None = None,
-                 quantize: str | None = None, **engine_options):
+                 quantize: str | None = None, activations: str | None = None, calibration=None,
+                 calibration_method: str = "max", **engine_options):
         self.quantization = None     # orion.quant.WeightReport of the compressed linears, None when fp16
+        self.activation_scales = None  # W8A8: orion.quant.activations.ActivationScales, None for fp16 inputs
+        fp16_weights = weights
+        if activations is not None or calibration is not None:
+            from .quantize import check_w8a8
+            check_w8a8(quantize, activations, calibration)
         if quantize is not None:
             from .quantize import quantize_model
             weights, self.quantization = quantize_model(weights, quantize)
@@ -46,6 +52,11 @@ class Model:
         self._engine: Engine | None = None
         self._lock = threading.Lock()          # one generation at a time owns the engine (KV cache, surfaces)
         self._owner: int | None = None
+        if activations is not None:
+            import warnings
+            from .quantize import W8A8_WARNING, ExperimentalWarning, activation_scales
+            warnings.warn(W8A8_WARNING, ExperimentalWarning, stacklevel=3)
+            self.activation_scales = activation_scales(self, fp16_weights, calibration, calibration_method)
 
     def __repr__(self) -> str:
         c = self.config
@@ -63,6 +74,8 @@ class Model:
                                   **self._engine_options)
             if getattr(self, "_lora_slots", None) is not None:      # adapter inputs survive release()
                 self._engine.graph_options["lora"] = self._lora_slots
+            if self.activation_scales is not None:                  # W8A8: int8 inputs of the int8 linears
+                self._engine.graph_options["activations"] = self.activation_scales
         return self._engine
 
     @property
@@ -118,6 +131,14 @@ class Model:
         """Prompt (str or token ids) -> ids. Special tokens: a tokenizer.json decides through its
         post-processor, as transformers does (Llama 3 adds BOS, Qwen nothing); other tokenizers
         (SentencePiece, llama2.c) get the config's BOS when ``add_bos`` (Llama-family models)."""
+        ids = self.tokens(prompt)
+        if len(ids) > self.config.n_ctx:
+            raise InputError(f"the prompt has {len(ids)} tokens but the context of {self.name!r} is "
+                             f"{self.config.n_ctx}")
+        return ids
+
+    def tokens(self, prompt) -> list[int]:
+        """:meth:`encode` without the context limit (texts processed in windows: calibration)."""
         if isinstance(prompt, str):
             if self.tokenizer is None:
                 raise InputError(f"model {self.name!r} has no tokenizer; pass token ids, or load it with "
@@ -139,9 +160,6 @@ class Model:
         bad = [t for t in ids if not 0 <= t < V]
         if bad:
             raise InputError(f"prompt token id(s) {bad[:5]} outside the vocabulary [0, {V})")
-        if len(ids) > self.config.n_ctx:
-            raise InputError(f"the prompt has {len(ids)} tokens but the context of {self.name!r} is "
-                             f"{self.config.n_ctx}")
         return ids
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -283,7 +301,11 @@ def load(path_or_name, *, tokenizer=None, device: str = "auto", profile=None, ca
     HF_HUB_OFFLINE). Weights are converted to fp16 once and cached (``cache``: folder, default ~/.cache/orion).
     ``tokenizer``: a tokenizer object or file path (default: found next to the checkpoint).
     ``quantize``: ``"int8"``, ``"uint8"``, ``"lut4"``, ``"lut6"``, ``"int4"`` or ``"uint4"`` compresses the
-    layers' linear weights at load (:mod:`orion.models.quantize`; ``Model.quantization`` reports the bytes)."""
+    layers' linear weights at load (:mod:`orion.models.quantize`; ``Model.quantization`` reports the bytes).
+    ``activations="int8"`` (experimental, with ``quantize="int8"``: W8A8) quantizes the inputs of those
+    linears with static scales calibrated on ``calibration`` (a text or token ids; an
+    :class:`~orion.quant.activations.ActivationScales`; omitted: the scales saved with the model,
+    ``activation_scales.json``); ``calibration_method``: "max" (default) or "percentile"."""
     from .loaders import load_weights
     from .tokenizers import find_tokenizer, load_tokenizer, stop_token_ids
     path = resolve_model_path(path_or_name)
@@ -304,4 +326,9 @@ def load(path_or_name, *, tokenizer=None, device: str = "auto", profile=None, ca
         stop = [1, 2]          # run.c stops at BOS (1), the separator its Stories data use; EOS (2) too
     elif stop is None:         # end-of-text and end-of-turn (<|eot_id|>, <|im_end|>, <end_of_turn>, <|end|>)
         stop = stop_token_ids(path, tok) or None
+    if options.get("activations") is not None and options.get("calibration") is None:
+        from ..quant.activations import ActivationScales
+        from .quantize import check_w8a8
+        check_w8a8(options.get("quantize"), options["activations"], None)
+        options["calibration"] = ActivationScales.load(path)
     return Model(ck.config, ck.weights, tok, device=device, profile=profile, name=name, stop_tokens=stop, **options)

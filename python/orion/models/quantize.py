@@ -7,14 +7,23 @@ Kept fp16: embeddings, norms, biases and the classifier (it runs on the CPU by d
 classifier is sliced into row chunks, which a compressed weight does not survive). Group / block sizes
 that do not divide a tensor (stories260K's d_ff = 172 with LUT groups of 16, int4 blocks of 32) are
 replaced per tensor by the smallest divisor above them (:func:`orion.quant.fitting_divisor`; 172 -> 43).
+
+W8A8 (experimental; ``load(path, quantize="int8", activations="int8", calibration=text | ids)``): the int8
+linears also take int8 inputs, ``quantize`` -> ``dequantize`` with one static scale per linear input,
+calibrated on the fp16 model (:mod:`orion.quant.activations`); ``Model.activation_scales`` holds them,
+``.save(path)`` writes them next to the model and ``load`` reads them back when calibration is omitted.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import InputError
 from ..quant import QuantizedArray, quantize_weights
+from ..quant.activations import ACTIVATION_DTYPES, ActivationScales, calibrate
 
-__all__ = ["MODEL_SCHEMES", "quantize_model"]
+__all__ = ["MODEL_SCHEMES", "ACTIVATION_SCHEMES", "quantize_model", "check_w8a8", "activation_scales",
+           "ExperimentalWarning"]
 
 #: the schemes ``load(quantize=...)`` and ``orion generate --quantize`` take
 MODEL_SCHEMES = ("int8", "uint8", "lut4", "lut6", "int4", "uint4")
@@ -24,8 +33,73 @@ def quantize_model(weights: dict, scheme: str, *, seed: int = 0):
     """``(weights with the layers' linears quantized, WeightReport)``; the input dict is not modified."""
     if scheme not in MODEL_SCHEMES:
         raise InputError(f"quantize must be one of {', '.join(MODEL_SCHEMES)} (or None for fp16), got {scheme!r}")
-    q, report = quantize_weights(weights, scheme, fit=True, seed=seed, names=lambda n: n.startswith("layers."))
+    q, report = quantize_weights(weights, scheme, fit=True, seed=seed, names=lambda n: n.startswith(("layers.", "h.")))
     out = dict(weights)
     for name, qt in q.items():
         out[name] = QuantizedArray(qt)
     return out, report
+
+
+# -- W8A8 (experimental, issue 14 §5): int8 activations at the inputs of the int8 linears --------------
+
+#: the activation dtypes ``load(activations=...)`` and ``--activations`` take
+ACTIVATION_SCHEMES = ACTIVATION_DTYPES
+#: calibration tokens used at most (the float64 reference runs them once)
+CALIBRATION_TOKENS = 512
+W8A8_WARNING = ("W8A8 (int8 activations) is experimental: static per-tensor scales, accuracy as reported by "
+                "orion quality --activations int8")
+
+
+class ExperimentalWarning(UserWarning):
+    """A feature whose numbers and interface may still change (W8A8)."""
+
+
+def check_w8a8(quantize, activations, calibration) -> None:
+    """Raises :class:`InputError` for an activation setting that is not W8A8 (int8 weights + int8 activations)."""
+    if activations is None:
+        if calibration is not None:
+            raise InputError("calibration is only used with activations='int8' (W8A8); pass both or neither")
+        return
+    if activations not in ACTIVATION_SCHEMES:
+        raise InputError(f"activations must be one of {', '.join(ACTIVATION_SCHEMES)} (or None for fp16 "
+                         f"activations), got {activations!r}")
+    if quantize != "int8":
+        raise InputError(f"activations={activations!r} quantizes the inputs of int8 linears (W8A8): it needs "
+                         f"quantize='int8', got quantize={quantize!r}")
+
+
+def calibration_tokens(model, calibration) -> list[int]:
+    """Token ids of a calibration text (encoded as a prompt: the tokenizer's special tokens / BOS) or ids."""
+    if isinstance(calibration, str):
+        if not calibration.strip():
+            raise InputError("the calibration text is empty; pass a text of the kind the model will see")
+        if model.tokenizer is None:
+            raise InputError(f"model {model.name!r} has no tokenizer to encode the calibration text; pass token "
+                             f"ids or load it with tokenizer=PATH")
+        ids = model.tokens(calibration)
+    elif isinstance(calibration, np.ndarray) or isinstance(calibration, (list, tuple)):
+        arr = np.asarray(calibration)
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise InputError(f"calibration token ids must be a flat sequence of ints, got {arr.dtype} "
+                             f"{list(arr.shape)}")
+        ids = [int(t) for t in arr]
+    else:
+        raise InputError(f"calibration must be a text, token ids or ActivationScales, got {type(calibration).__name__}")
+    if not ids:
+        raise InputError("calibration gives no tokens: pass a non-empty text or token ids")
+    return ids[:CALIBRATION_TOKENS]
+
+
+def activation_scales(model, fp16_weights: dict, calibration, method: str = "max") -> ActivationScales:
+    """The static scales of a W8A8 ``model`` (its linears already int8): ``calibration`` as given
+    (:class:`ActivationScales`, checked against the model's linears) or calibrated on the fp16 weights
+    from a text / token ids."""
+    names = sorted(n for n, v in model.weights.items() if isinstance(v, QuantizedArray))
+    if isinstance(calibration, ActivationScales):
+        calibration.check_names(names, f"activation scales for {model.name!r}")
+        return calibration
+    if calibration is None:
+        raise InputError("activations='int8' needs calibration: a text, token ids or ActivationScales (load() "
+                         "reads a saved activation_scales.json of the model when calibration is omitted)")
+    ids = calibration_tokens(model, calibration)
+    return calibrate(model.config, fp16_weights, ids, names, method=method)

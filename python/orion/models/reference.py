@@ -54,7 +54,14 @@ def _gelu_new(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-def gpt2_forward(cfg, w: dict, ids) -> np.ndarray:
+def _no_hook(name: str, x: np.ndarray) -> np.ndarray:
+    return x
+
+
+def gpt2_forward(cfg, w: dict, ids, linear_input=None) -> np.ndarray:
+    """``linear_input(name, x) -> x``: called with every layer linear's input (``h.0.wqkv`` ...) before the
+    matmul, its result is what the linear multiplies (calibration taps, W8A8 emulation)."""
+    lin = linear_input or _no_hook
     ids = np.asarray(ids, dtype=np.int64)
     n = len(ids)
     d = cfg.d_model
@@ -62,13 +69,13 @@ def gpt2_forward(cfg, w: dict, ids) -> np.ndarray:
     for i in range(cfg.n_layers):
         p = f"h.{i}."
         h = _layer_norm(x, w[p + "ln1.g"], w[p + "ln1.b"], cfg.norm_eps)
-        qkv = h @ _f(w[p + "wqkv"]).T + _f(w[p + "bqkv"])
+        qkv = lin(p + "wqkv", h) @ _f(w[p + "wqkv"]).T + _f(w[p + "bqkv"])
         q, k, v = qkv[:, :d], qkv[:, d:2 * d], qkv[:, 2 * d:]
         a = _attention(q, k, v, cfg.n_heads, cfg.n_heads)
-        x = x + a @ _f(w[p + "wo"]).T + _f(w[p + "bo"])
+        x = x + lin(p + "wo", a) @ _f(w[p + "wo"]).T + _f(w[p + "bo"])
         h = _layer_norm(x, w[p + "ln2.g"], w[p + "ln2.b"], cfg.norm_eps)
-        m = _gelu_new(h @ _f(w[p + "wfc"]).T + _f(w[p + "bfc"]))
-        x = x + m @ _f(w[p + "wproj"]).T + _f(w[p + "bproj"])
+        m = _gelu_new(lin(p + "wfc", h) @ _f(w[p + "wfc"]).T + _f(w[p + "bfc"]))
+        x = x + lin(p + "wproj", m) @ _f(w[p + "wproj"]).T + _f(w[p + "bproj"])
     x = _layer_norm(x, w["ln_f.g"], w["ln_f.b"], cfg.norm_eps)
     return x @ _f(w["wte"]).T
 
@@ -128,10 +135,13 @@ def _head_rms(x, g, n_heads, eps):
     return _rms_norm(x.reshape(n, n_heads, dim // n_heads), g, eps).reshape(n, dim)
 
 
-def llama_forward(cfg, w: dict, ids, rope_layout: str = "interleaved", stats: dict | None = None) -> np.ndarray:
+def llama_forward(cfg, w: dict, ids, rope_layout: str = "interleaved", stats: dict | None = None,
+                  linear_input=None) -> np.ndarray:
     """``rope_layout``: "interleaved" (llama2.c / canonical weights) or "rotate_half" (HF weights whose
     Wq/Wk rows were NOT un-permuted). ``stats``: filled with ``max_abs_residual`` (the largest value the
-    residual stream takes, for the fp16 safety check)."""
+    residual stream takes, for the fp16 safety check). ``linear_input``: as in :func:`gpt2_forward`
+    (``layers.0.wq`` ...)."""
+    lin = linear_input or _no_hook
     rope = {"interleaved": _rope_interleaved, "rotate_half": _rope_rotate_half}[rope_layout]
     ids = np.asarray(ids, dtype=np.int64)
     hd = cfg.head_dim
@@ -142,21 +152,22 @@ def llama_forward(cfg, w: dict, ids, rope_layout: str = "interleaved", stats: di
         bias = (lambda k: _f(w[p + k])) if cfg.qkv_bias else (lambda k: 0.0)
         inv = cfg.layer_rope(i).inv_freq(hd)
         h = _rms_norm(x, w[p + "rms_att"], cfg.norm_eps)
-        q = h @ _f(w[p + "wq"]).T + bias("bq")
-        k = h @ _f(w[p + "wk"]).T + bias("bk")
-        v = h @ _f(w[p + "wv"]).T + bias("bv")
+        q = lin(p + "wq", h) @ _f(w[p + "wq"]).T + bias("bq")
+        k = lin(p + "wk", h) @ _f(w[p + "wk"]).T + bias("bk")
+        v = lin(p + "wv", h) @ _f(w[p + "wv"]).T + bias("bv")
         if cfg.qk_norm:
             q = _head_rms(q, w[p + "q_norm"], cfg.n_heads, cfg.norm_eps)
             k = _head_rms(k, w[p + "k_norm"], cfg.n_kv_heads, cfg.norm_eps)
         q, k = rope(q, hd, inv), rope(k, hd, inv)
-        a = _attention_llama(q, k, v, cfg, cfg.sliding_window if cfg.layer_sliding(i) else None) @ _f(w[p + "wo"]).T
+        a = _attention_llama(q, k, v, cfg, cfg.sliding_window if cfg.layer_sliding(i) else None)
+        a = lin(p + "wo", a) @ _f(w[p + "wo"]).T
         x = x + (_rms_norm(a, w[p + "rms_att_post"], cfg.norm_eps) if cfg.sandwich_norms else a)
         peak = max(peak, np.abs(x).max())
         h = _rms_norm(x, w[p + "rms_ffn"], cfg.norm_eps)
-        g = h @ _f(w[p + "w1"]).T
-        u = h @ _f(w[p + "w3"]).T
+        g = lin(p + "w1", h) @ _f(w[p + "w1"]).T
+        u = lin(p + "w3", h) @ _f(w[p + "w3"]).T
         act = g / (1.0 + np.exp(-g)) if cfg.mlp_act == "silu" else _gelu_new(g)
-        f = (act * u) @ _f(w[p + "w2"]).T
+        f = lin(p + "w2", act * u) @ _f(w[p + "w2"]).T
         x = x + (_rms_norm(f, w[p + "rms_ffn_post"], cfg.norm_eps) if cfg.sandwich_norms else f)
         peak = max(peak, np.abs(x).max())
     if stats is not None:
@@ -173,7 +184,7 @@ def llama_forward(cfg, w: dict, ids, rope_layout: str = "interleaved", stats: di
 def forward(cfg, w: dict, ids, **kw) -> np.ndarray:
     """Logits ``[n, V]`` for every position of ``ids``."""
     if cfg.family == "gpt2":
-        return gpt2_forward(cfg, w, ids)
+        return gpt2_forward(cfg, w, ids, **kw)
     return llama_forward(cfg, w, ids, **kw)
 
 

@@ -1,0 +1,265 @@
+"""Static int8 activation scales for W8A8 (experimental, issue 14 §5).
+
+A W8A8 model runs every quantized linear (int8 weights, :func:`orion.quant.quantize_int8`) on an int8
+input: ``x -> quantize(int8, s) -> dequantize(s) -> linear``, the MIL ``quantize`` / ``dequantize`` pair
+(iOS17) with one static fp16 scale ``s`` per linear input (per tensor, symmetric, no zero point).
+
+Arithmetic (what the simulator computes and :func:`fake_quant` reproduces bit for bit):
+``q = clip(round_half_even(x / s), -128, 127)`` as coremltools documents and constant-folds ``quantize``
+(``clip(round(input / scale) + zero_point)``, ``np.around``); the quotient of two fp16 values is never within
+half an fp32 ulp of a rounding tie unless it is one, so dividing in fp32 or exactly gives the same ``q``;
+NaN -> 0 (the simulator's choice; the hardware's is unknown). ``dequantize``: ``fp16(q * s)``, an exact
+product rounded once. The linear then multiplies those fp16 values like any fp16 input.
+
+Calibration (:func:`calibrate`): the scales come from running the float64 reference of the fp16 model
+(:func:`orion.models.reference.forward`, whose ``linear_input`` tap sees every linear's input) on
+calibration tokens. ``method="max"`` (the default): ``s`` is the smallest fp16 value with ``127 s >= max|x|``,
+so no calibration value is clipped. Why max-abs: LLM activations carry a few large outlier features that
+the model depends on (LLM.int8(), Dettmers et al. 2022); clipping them costs more than the coarser step
+(measured in benchmarks/RESULTS.md, "W8A8 (experimental)": percentile 99.99 is worse on every metric).
+``method="percentile"``: the ``percentile``-th percentile of ``|x|`` instead (clips the tail).
+
+The scales are saved as ``activation_scales.json`` in a model folder (``<file>.activation_scales.json``
+next to a checkpoint file) and read back with every field checked (:meth:`ActivationScales.load`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError, ModelFormatError
+from .common import covering_scale
+
+__all__ = ["ACTIVATION_DTYPES", "METHODS", "SCALES_FILE", "ActivationScales", "calibrate", "fake_quant",
+           "quantize_activation", "dequantize_activation", "scales_path"]
+
+ACTIVATION_DTYPES = ("int8",)
+METHODS = ("max", "percentile")
+SCALES_FILE = "activation_scales.json"
+_FORMAT = "orion.activation_scales"
+_VERSION = 1
+_QMAX = 127
+_FIELDS = {"format": str, "version": int, "dtype": str, "method": str, "percentile": (float, int, type(None)),
+           "calibration_tokens": int, "scales": dict}
+
+
+def scales_path(model_path) -> str:
+    """Where a model's activation scales live: ``FOLDER/activation_scales.json`` for a model folder,
+    ``FILE.activation_scales.json`` next to a single-file checkpoint (llama2.c ``.bin``)."""
+    p = os.fspath(model_path)
+    return os.path.join(p, SCALES_FILE) if os.path.isdir(p) else p + "." + SCALES_FILE
+
+
+def _fp16_scale(v, where: str, error=ModelFormatError) -> float:
+    """``v`` as a Python float when it is a positive finite value exactly representable in fp16."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)):
+        raise error(f"{where}: a scale must be a number, got {v!r}")
+    f = float(v)
+    if not (math.isfinite(f) and f > 0) or float(np.float16(f)) != f:
+        raise error(f"{where}: a scale must be a positive finite fp16 value, got {f!r}")
+    return f
+
+
+@dataclass(frozen=True)
+class ActivationScales:
+    """One static fp16 scale per quantized linear's input (canonical weight name -> scale), and how
+    they were calibrated."""
+
+    scales: dict                 #: ``layers.0.wq`` (the linear's weight name) -> fp16 scale as a float
+    dtype: str = "int8"
+    method: str = "max"
+    percentile: float | None = None
+    calibration_tokens: int = 0
+
+    def __post_init__(self):
+        if self.dtype not in ACTIVATION_DTYPES:
+            raise InputError(f"activation dtype must be one of {', '.join(ACTIVATION_DTYPES)}, got {self.dtype!r}")
+        if self.method not in METHODS:
+            raise InputError(f"calibration method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if not isinstance(self.scales, dict) or not self.scales:
+            raise InputError("activation scales: at least one linear's scale is needed")
+        object.__setattr__(self, "scales", {str(k): _fp16_scale(v, f"activation scale of {k}", InputError)
+                                            for k, v in self.scales.items()})
+
+    def __getitem__(self, name: str) -> float:
+        return self.scales[name]
+
+    def check_names(self, names, where: str) -> None:
+        """Raises :class:`ModelFormatError` unless the scales name exactly the linears ``names``."""
+        want, have = set(names), set(self.scales)
+        if want - have:
+            raise ModelFormatError(f"{where}: no activation scale for the quantized linear(s) "
+                                   f"{sorted(want - have)[:5]}; calibrate again for this model")
+        if have - want:
+            raise ModelFormatError(f"{where}: activation scales for {sorted(have - want)[:5]}, which are not "
+                                   f"quantized linears of this model; were they calibrated for another model?")
+
+    def graph_input(self, x, name: str):
+        """``dequantize(quantize(x, int8, s), s)`` in a graph: the int8 input of the linear ``name``."""
+        from ..ir import ops
+        if name not in self.scales:
+            raise InputError(f"W8A8: no activation scale for the linear {name!r}")
+        s = np.float16(self.scales[name])
+        return ops.dequantize(ops.quantize(x, s, "int8"), s)
+
+    def reference_input(self, name: str, x: np.ndarray) -> np.ndarray:
+        """The same quantize -> dequantize in float64 (a ``linear_input`` hook of the float reference)."""
+        if name not in self.scales:
+            return x
+        s = self.scales[name]
+        with np.errstate(invalid="ignore"):
+            return np.clip(np.rint(np.asarray(x, np.float64) / s), -128, _QMAX) * s
+
+    # -- files ---------------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {"format": _FORMAT, "version": _VERSION, "dtype": self.dtype, "method": self.method,
+                "percentile": self.percentile, "calibration_tokens": int(self.calibration_tokens),
+                "scales": dict(sorted(self.scales.items()))}
+
+    def save(self, model_path) -> str:
+        """Writes the scales for the model at ``model_path`` (see :func:`scales_path`); returns the file."""
+        path = scales_path(model_path)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.to_json(), f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def from_json(cls, obj, where: str) -> "ActivationScales":
+        if not isinstance(obj, dict):
+            raise ModelFormatError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+        for k in obj:
+            if k not in _FIELDS:
+                raise ModelFormatError(f"{where}: unknown field {k!r} (known: {', '.join(_FIELDS)})")
+        for k, t in _FIELDS.items():
+            if k not in obj:
+                raise ModelFormatError(f"{where}: field {k!r} is missing")
+            if isinstance(obj[k], bool) or not isinstance(obj[k], t):
+                raise ModelFormatError(f"{where}: field {k!r} has the wrong type ({type(obj[k]).__name__})")
+        if obj["format"] != _FORMAT or obj["version"] != _VERSION:
+            raise ModelFormatError(f"{where}: format {obj['format']!r} version {obj['version']!r} is not "
+                                   f"{_FORMAT!r} version {_VERSION}")
+        if obj["dtype"] not in ACTIVATION_DTYPES:
+            raise ModelFormatError(f"{where}: field 'dtype' is {obj['dtype']!r}; known: {', '.join(ACTIVATION_DTYPES)}")
+        if obj["method"] not in METHODS:
+            raise ModelFormatError(f"{where}: field 'method' is {obj['method']!r}; known: {', '.join(METHODS)}")
+        if (obj["method"] == "percentile") != (obj["percentile"] is not None):
+            raise ModelFormatError(f"{where}: field 'percentile' must be a number exactly when method is "
+                                   f"'percentile', got {obj['percentile']!r} with method {obj['method']!r}")
+        if obj["calibration_tokens"] < 1:
+            raise ModelFormatError(f"{where}: field 'calibration_tokens' must be >= 1, got {obj['calibration_tokens']}")
+        if not obj["scales"]:
+            raise ModelFormatError(f"{where}: field 'scales' is empty")
+        scales = {k: _fp16_scale(v, f"{where}: scales[{k!r}]") for k, v in obj["scales"].items()}
+        return cls(scales, obj["dtype"], obj["method"], obj["percentile"], obj["calibration_tokens"])
+
+    @classmethod
+    def load(cls, path) -> "ActivationScales":
+        """Reads a scales file (or the one of a model: a folder / checkpoint path, see :func:`scales_path`)."""
+        p = os.fspath(path)
+        if not p.endswith(".json"):
+            p = scales_path(p)
+        try:
+            with open(p, encoding="utf-8") as f:
+                obj = json.load(f)
+        except FileNotFoundError:
+            raise ModelFormatError(f"{p}: no activation scales; calibrate them (calibration=TEXT or token ids, "
+                                   f"or orion ... --calibration FILE) and save them with ActivationScales.save") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ModelFormatError(f"{p}: cannot read the activation scales ({e})") from None
+        return cls.from_json(obj, p)
+
+
+# -- the arithmetic, in numpy --------------------------------------------------------------------
+
+def quantize_activation(x, scale) -> np.ndarray:
+    """int8 ``clip(round_half_even(x / s), -128, 127)`` of fp16 ``x`` (NaN -> 0), as the simulator's
+    ``quantize`` computes it; the float64 quotient of two fp16 values rounds like the exact one."""
+    x = np.asarray(x, np.float16).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        q = np.rint(x / float(np.float16(scale)))
+    return np.clip(np.nan_to_num(q, nan=0.0), -128, _QMAX).astype(np.int8)
+
+
+def dequantize_activation(q, scale) -> np.ndarray:
+    """fp16 ``q * s`` (exact in fp32: 8 + 11 significant bits, then one rounding to fp16)."""
+    return (np.asarray(q, np.float32) * np.float32(np.float16(scale))).astype(np.float16)
+
+
+def fake_quant(x, scale) -> np.ndarray:
+    """quantize -> dequantize of fp16 ``x``: the fp16 values a W8A8 linear multiplies."""
+    return dequantize_activation(quantize_activation(x, scale), scale)
+
+
+# -- calibration ---------------------------------------------------------------------------------
+
+class _Tail:
+    """max |x| or the ``p``-th percentile of |x| of one linear input over the calibration tokens, keeping
+    only the largest values the percentile can be among (the count of all values is known up front)."""
+
+    def __init__(self, p: float | None, total: int):
+        self.p, self.total = p, total
+        self.keep = total if p is None else min(total, int(math.ceil(total * (1 - p / 100))) + 1)
+        self.vals = np.zeros(0)
+        self.peak = 0.0
+
+    def add(self, x: np.ndarray) -> None:
+        a = np.abs(np.asarray(x, np.float64)).reshape(-1)
+        self.peak = max(self.peak, float(a.max(initial=0.0)))
+        if self.p is not None:
+            a = np.concatenate([self.vals, a])
+            k = min(self.keep, a.size)
+            self.vals = np.partition(a, a.size - k)[a.size - k:]
+
+    def value(self) -> float:
+        if self.p is None:
+            return self.peak
+        # inverted-CDF order statistic: the smallest v with at least p% of the values <= v
+        rank = max(1, int(math.ceil(self.p / 100 * self.total)))           # 1-based, ascending
+        from_top = self.total - rank                                      # values above it
+        return float(np.sort(self.vals)[::-1][from_top])
+
+
+def calibrate(cfg, weights: dict, ids, names, *, method: str = "max", percentile: float = 99.99,
+              window: int | None = None) -> ActivationScales:
+    """Scales of the inputs of the linears ``names`` (canonical weight names) from the float64 reference
+    of the model ``weights`` (the fp16 model) run on the token ``ids`` in windows of ``window`` tokens
+    (default: the context). Each scale is the smallest fp16 ``s`` with ``127 s >=`` the statistic."""
+    from ..models.reference import forward
+    if method not in METHODS:
+        raise InputError(f"calibration method must be one of {', '.join(METHODS)}, got {method!r}")
+    p = None
+    if method == "percentile":
+        if isinstance(percentile, bool) or not isinstance(percentile, (int, float)) or not 50 <= percentile < 100:
+            raise InputError(f"percentile must be a number in [50, 100), got {percentile!r}")
+        p = float(percentile)
+    ids = [int(t) for t in ids]
+    if not ids:
+        raise InputError("calibration gives no tokens: pass a non-empty text or token ids")
+    bad = [t for t in ids if not 0 <= t < cfg.vocab_size]
+    if bad:
+        raise InputError(f"calibration token id(s) {bad[:5]} outside the vocabulary [0, {cfg.vocab_size})")
+    names = sorted(names)
+    if not names:
+        raise InputError("calibration needs the names of the quantized linears; none were given")
+    win = int(window or cfg.n_ctx)
+    dims = {n: np.shape(weights[n])[1] for n in names}
+    tails = {n: _Tail(p, len(ids) * dims[n]) for n in names}
+
+    def tap(name, x):
+        if name in tails:
+            tails[name].add(x)
+        return x
+
+    for i in range(0, len(ids), win):
+        forward(cfg, weights, ids[i:i + win], linear_input=tap)
+    stat = np.array([tails[n].value() for n in names])
+    scale = covering_scale(stat, _QMAX)
+    return ActivationScales({n: float(s) for n, s in zip(names, scale)}, "int8", method, p, len(ids))
