@@ -45,34 +45,30 @@ def classifier_weight(cfg, w: dict) -> np.ndarray:
     return w["wte"]
 
 
-def _lin(g: Graph, x, w: dict, key: str, bias: str, layer: int, lora, acts=None):
-    """``W x + b`` for ``h.{layer}.{key}`` (plus its LoRA branch when ``lora`` has slots for it); ``acts``
-    (W8A8: :class:`orion.quant.activations.ActivationScales`) quantizes ``x`` to int8 first."""
+def _lin(g: Graph, x, w: dict, key: str, bias: str, layer: int, lora):
+    """``W x + b`` for ``h.{layer}.{key}`` (plus its LoRA branch when ``lora`` has slots for it)."""
     p = f"h.{layer}."
-    if acts is not None:
-        x = acts.graph_input(x, p + key)
     return graph_linear(g, x, f"{key}_{layer}", w[p + key], w[p + bias], slots=lora, canonical=p + key)
 
 
-def _qkv(g: Graph, cfg, w: dict, layer: int, x, lora=None, acts=None):
+def _qkv(g: Graph, cfg, w: dict, layer: int, x, lora=None):
     p = f"h.{layer}."
     h = ops.layer_norm(x, w[p + "ln1.g"], w[p + "ln1.b"], eps=cfg.norm_eps)
-    return _lin(g, h, w, "wqkv", "bqkv", layer, lora, acts)
+    return _lin(g, h, w, "wqkv", "bqkv", layer, lora)
 
 
-def _attn_mlp(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora=None, acts=None):
+def _attn_mlp(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora=None):
     p = f"h.{layer}."
     a = ops.causal_attention(q, kc, vc, cfg.n_heads, mask=mask)
-    x = ops.add(x, _lin(g, a, w, "wo", "bo", layer, lora, acts))
+    x = ops.add(x, _lin(g, a, w, "wo", "bo", layer, lora))
     h = ops.layer_norm(x, w[p + "ln2.g"], w[p + "ln2.b"], eps=cfg.norm_eps)
-    m = ops.gelu(_lin(g, h, w, "wfc", "bfc", layer, lora, acts))
-    return ops.add(x, _lin(g, m, w, "wproj", "bproj", layer, lora, acts))
+    m = ops.gelu(_lin(g, h, w, "wfc", "bfc", layer, lora))
+    return ops.add(x, _lin(g, m, w, "wproj", "bproj", layer, lora))
 
 
-def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, activations=None) -> Graph:
+def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None) -> Graph:
     """Stage ``stage``'s graph; ``lora``: an :class:`orion.lora.AdapterSlots` giving the linears that get
-    adapter inputs (``<weight>_lora_a`` / ``_lora_b``, see :func:`orion.lora.graph_linear`);
-    ``activations``: W8A8 (experimental), as in :func:`orion.models.llama.stage_graph`."""
+    adapter inputs (``<weight>_lora_a`` / ``_lora_b``, see :func:`orion.lora.graph_linear`)."""
     d, L = cfg.d_model, cfg.n_layers
     g = Graph(f"gpt2_s{stage}_S{S}_T{T}")
     x = g.input("x", (1, d, 1, S))
@@ -81,10 +77,10 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, activations
         kc = g.input("k_cache", (1, d, 1, T))
         vc = g.input("v_cache", (1, d, 1, T))
         mask = g.input("mask", (1, 1, S, T))
-        x = _attn_mlp(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, activations)
+        x = _attn_mlp(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora)
         if stage == L:
             g.output("h", ops.layer_norm(x, w["ln_f.g"], w["ln_f.b"], eps=cfg.norm_eps))
             return g
         g.output("x_out", x)
-    g.output("qkv", _qkv(g, cfg, w, stage, x, lora, activations))
+    g.output("qkv", _qkv(g, cfg, w, stage, x, lora))
     return g

@@ -33,7 +33,7 @@ def quantize_model(weights: dict, scheme: str, *, seed: int = 0):
     """``(weights with the layers' linears quantized, WeightReport)``; the input dict is not modified."""
     if scheme not in MODEL_SCHEMES:
         raise InputError(f"quantize must be one of {', '.join(MODEL_SCHEMES)} (or None for fp16), got {scheme!r}")
-    q, report = quantize_weights(weights, scheme, fit=True, seed=seed, names=lambda n: n.startswith(("layers.", "h.")))
+    q, report = quantize_weights(weights, scheme, fit=True, seed=seed, names=lambda n: n.startswith("layers."))
     out = dict(weights)
     for name, qt in q.items():
         out[name] = QuantizedArray(qt)
@@ -95,6 +95,9 @@ def activation_scales(model, fp16_weights: dict, calibration, method: str = "max
     (:class:`ActivationScales`, checked against the model's linears) or calibrated on the fp16 weights
     from a text / token ids."""
     names = sorted(n for n, v in model.weights.items() if isinstance(v, QuantizedArray))
+    if not names:
+        raise InputError(f"model {model.name!r} ({model.config.family}) has no int8 linears for W8A8: "
+                         f"quantize='int8' compresses the layers.N linears of Llama-family models only")
     if isinstance(calibration, ActivationScales):
         calibration.check_names(names, f"activation scales for {model.name!r}")
         return calibration

@@ -67,6 +67,7 @@ ColumnRule column_rule(OpCtx& ctx) {
   if (std::find(binary_ops.begin(), binary_ops.end(), op) != binary_ops.end()) return elementwise(ctx, {"x", "y"});
   if (std::find(unary_ops.begin(), unary_ops.end(), op) != unary_ops.end()) return elementwise(ctx, {"x"});
   if (op == "select") return elementwise(ctx, {"cond", "a", "b"});
+  if (op == "quantize" || op == "dequantize") return elementwise(ctx, {"input"});  // scale, zero_point: consts
   const Value& x0 = ctx.has("x") ? ctx.v("x") : ctx.env.value(ctx.inputs.empty() ? 0 : ctx.inputs[0]);
   int r = x0.rank();
   if (op == "softmax")
