@@ -25,6 +25,7 @@ import sys
 
 from ..errors import InputError
 from .common import CHIPS, float_in, int_at_least, nonneg_float, nonneg_int
+from .w8a8 import add_activation_flags, check_activation_flags, load_w8a8, read_text
 
 __all__ = ["add_generate_parser", "cmd_generate"]
 
@@ -71,6 +72,7 @@ def add_generate_parser(subparsers):
     g.add_argument("--quantize", default=None, choices=["int8", "uint8", "lut4", "lut6", "int4", "uint4"],
                    help="compress the layers' linear weights at load (constexpr ops in the programs; "
                    "orion quality measures what it costs)")
+    add_activation_flags(g, "W8A8 calibration text file (default: the activation_scales.json saved with the model)")
     g.add_argument("--cache-dir", default=None, help="weight cache folder (default $ORION_CACHE_DIR or "
                    "~/.cache/orion; kept under $ORION_CACHE_MAX_GB, default 32)")
     g.add_argument("--no-cache", action="store_true", help="convert the weights in memory only: neither read nor "
@@ -92,9 +94,12 @@ def cmd_generate(args, out=None, err=None) -> int:
     if getattr(args, "chip", None):
         base = get_profile()
         profile = Profile(chip=args.chip, strictness=base.strictness)
-    model = load(args.model, tokenizer=args.tokenizer, device=args.device, profile=profile, cache=args.cache_dir,
-                 use_cache=not getattr(args, "no_cache", False), classifier=args.classifier,
-                 quantize=getattr(args, "quantize", None))
+    check_activation_flags(args)
+    calib = read_text("--calibration", args.calibration) if getattr(args, "calibration", None) else None
+    model = load_w8a8(load, args.model, err, tokenizer=args.tokenizer, device=args.device, profile=profile,
+                      cache=args.cache_dir, use_cache=not getattr(args, "no_cache", False), classifier=args.classifier,
+                      quantize=getattr(args, "quantize", None), activations=getattr(args, "activations", None),
+                      calibration=calib)
     if getattr(args, "adapter", None):
         model.set_adapter(args.adapter)
     kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
