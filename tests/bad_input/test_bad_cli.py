@@ -26,6 +26,7 @@ def files(tmp_path):
         "    } -> (y);\n}", "    } -> (y);\n    func main<ios18>(tensor<fp16, [1, 8, 1, 4]> x) {\n    } -> (x);\n}"))
     (tmp_path / "bad.mil").write_text("program(1.3)\n{ nonsense }\n")
     (tmp_path / "text.txt").write_text("hello")
+    (tmp_path / "empty.txt").write_text("")
     np.save(tmp_path / "wrong.npy", np.zeros((2, 2), np.float32))
     os.mkdir(tmp_path / "folder")
     return tmp_path
@@ -100,6 +101,24 @@ CASES = [
     (["generate", "--model", LLAMA3, "--device", "sim", "--no-cache", "--adapter-path", "{d}/folder"], 1,
      ["adapter_config.json"]),
     (["generate"], 2, ["--model"]),
+    # W8A8 flags (orion generate / orion quality --activations int8)
+    (["generate", "--model", LLAMA3, "--activations", "int8"], 2, ["--activations int8", "needs --quantize int8"]),
+    (["generate", "--model", LLAMA3, "--quantize", "int8", "--activations", "fp8"], 2, ["--activations",
+                                                                                       "invalid choice"]),
+    (["generate", "--model", LLAMA3, "--quantize", "int8", "--calibration", "{d}/text.txt"], 2,
+     ["--calibration is only used with --activations int8"]),
+    (["generate", "--model", LLAMA3, "--device", "sim", "--no-cache", "--quantize", "int8", "--activations", "int8"],
+     1, ["activation_scales.json", "no activation scales", "calibrate"]),
+    (["generate", "--model", LLAMA3, "--device", "sim", "--no-cache", "--quantize", "int8", "--activations", "int8",
+      "--calibration", "{d}/empty.txt"], 1, ["calibration text is empty"]),
+    (["quality", "--model", LLAMA3, "--quantize", "lut4", "--activations", "int8"], 2, ["needs --quantize int8",
+                                                                                       "--quantize lut4"]),
+    (["quality", "--model", LLAMA3, "--quantize", "int8", "--calibration-method", "max"], 2,
+     ["--calibration-method is only used with --activations int8"]),
+    (["quality", "--model", LLAMA3, "--device", "sim", "--quantize", "int8", "--activations", "int8",
+      "--calibration", "{d}/missing.txt"], 1, ["--calibration", "missing.txt", "cannot read"]),
+    (["quality", "--model", LLAMA3, "--device", "sim", "--quantize", "int8", "--activations", "int8",
+      "--data", "{d}/text.txt"], 1, ["text.txt", "no text left after the evaluated tokens", "--calibration FILE"]),
     # the other commands
     (["doctor", "--device", "gpu"], 2, ["--device", "'gpu'"]),
     (["constraints", "--chip", "m9"], 2, ["--chip", "'m9'"]),
