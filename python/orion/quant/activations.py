@@ -14,10 +14,12 @@ product rounded once. The linear then multiplies those fp16 values like any fp16
 Calibration (:func:`calibrate`): the scales come from running the float64 reference of the fp16 model
 (:func:`orion.models.reference.forward`, whose ``linear_input`` tap sees every linear's input) on
 calibration tokens. ``method="max"`` (the default): ``s`` is the smallest fp16 value with ``127 s >= max|x|``,
-so no calibration value is clipped. Why max-abs: LLM activations carry a few large outlier features that
-the model depends on (LLM.int8(), Dettmers et al. 2022); clipping them costs more than the coarser step
-(measured in benchmarks/RESULTS.md, "W8A8 (experimental)": percentile 99.99 is worse on every metric).
-``method="percentile"``: the ``percentile``-th percentile of ``|x|`` instead (clips the tail).
+so no calibration value is clipped. Why max-abs by default: LLM activations carry a few large outlier
+features the model depends on (LLM.int8(), Dettmers et al. 2022), which a percentile clips; max-abs is also
+the statistic that needs no tuning. ``method="percentile"``: the ``percentile``-th percentile of ``|x|``
+(default 99.99) instead: a finer step for the bulk, the tail saturates. Measured side by side in
+benchmarks/RESULTS.md ("W8A8 (experimental)"): on the small trained model there the percentile gives the
+lower KL; such small models have no outlier features to protect, so that does not settle larger ones.
 
 The scales are saved as ``activation_scales.json`` in a model folder (``<file>.activation_scales.json``
 next to a checkpoint file) and read back with every field checked (:meth:`ActivationScales.load`).
