@@ -13,7 +13,7 @@ from orion.errors import InputError
 from orion.models import Model, reference
 from orion.quant import QuantizedArray, quality_report
 
-from models_helpers import assert_logits_close, data_file, tiny_llama, weights16
+from models_helpers import assert_logits_close, data_file, tiny_gpt2, tiny_llama, weights16
 
 # scheme -> (max weight_bytes / fp16, min top-1 agreement with fp16 on the tiny Llama)
 BOUNDS = {"int8": (0.55, 0.95), "lut6": (0.45, 0.75), "lut4": (0.30, 0.6), "int4": (0.30, 0.6)}
@@ -49,6 +49,13 @@ def test_unknown_scheme_is_an_input_error():
     cfg = tiny_llama()
     with pytest.raises(InputError, match="quantize must be one of"):
         Model(cfg, weights16(cfg), device="sim", quantize="lut5")
+
+
+def test_gpt2_quantize_is_refused_not_ignored():
+    # GPT-2's linears are h.N.*: quantize once matched none of them and ran the fp16 model silently
+    cfg = tiny_gpt2()
+    with pytest.raises(InputError, match="no layers.N linears"):
+        Model(cfg, weights16(cfg), device="sim", quantize="int8")
 
 
 def test_stories260k_lut4_generates():

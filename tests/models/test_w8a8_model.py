@@ -75,10 +75,10 @@ def test_w8a8_tiny_llama(tiny):
 
 
 def test_w8a8_gpt2_is_refused():
-    """quantize='int8' leaves GPT-2's h.N linears fp16 (its stages cannot be cut into parts: three int8
-    operands per linear exceed C18), so there is nothing for W8A8 to act on: a clear error, not a no-op."""
+    """quantize='int8' refuses GPT-2 (its stages cannot be cut into parts: three int8 operands per linear
+    exceed C18), W8A8 included: a clear error, not a no-op."""
     cfg = tiny_gpt2()
-    with pytest.warns(ExperimentalWarning), pytest.raises(InputError, match="no int8 linears for W8A8"):
+    with pytest.raises(InputError, match="no layers.N linears"):
         Model(cfg, weights16(cfg), device="sim", quantize="int8", activations="int8", calibration=[1, 2, 3])
 
 

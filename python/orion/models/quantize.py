@@ -1,5 +1,6 @@
 """Compressed weights for a loaded model (``orion.models.load(path, quantize=...)``): every linear weight of
-the layers (``layers.N.wq ... w3``; GPT-2's ``wqkv wo wfc wproj``) becomes an
+the layers (``layers.N.wq ... w3`` of the Llama-style families; GPT-2 is refused: its stages cannot be split
+into the parts the extra constexpr operands need under C18) becomes an
 :class:`orion.quant.QuantizedArray`, which the stage graphs bake as a constexpr op (the programs hold
 the compressed bytes) and every numpy consumer reads as the exact fp16 values the op produces.
 
@@ -34,6 +35,9 @@ def quantize_model(weights: dict, scheme: str, *, seed: int = 0):
     if scheme not in MODEL_SCHEMES:
         raise InputError(f"quantize must be one of {', '.join(MODEL_SCHEMES)} (or None for fp16), got {scheme!r}")
     q, report = quantize_weights(weights, scheme, fit=True, seed=seed, names=lambda n: n.startswith("layers."))
+    if not q:   # GPT-2 (h.N.*): its stages cannot be split into parts, and int8 operands exceed C18
+        raise InputError(f"quantize={scheme!r}: this model has no layers.N linears to compress (compressed "
+                         "weights are available for the Llama-style families, not GPT-2); load it without quantize")
     out = dict(weights)
     for name, qt in q.items():
         out[name] = QuantizedArray(qt)
@@ -95,9 +99,6 @@ def activation_scales(model, fp16_weights: dict, calibration, method: str = "max
     (:class:`ActivationScales`, checked against the model's linears) or calibrated on the fp16 weights
     from a text / token ids."""
     names = sorted(n for n, v in model.weights.items() if isinstance(v, QuantizedArray))
-    if not names:
-        raise InputError(f"model {model.name!r} ({model.config.family}) has no int8 linears for W8A8: "
-                         f"quantize='int8' compresses the layers.N linears of Llama-family models only")
     if isinstance(calibration, ActivationScales):
         calibration.check_names(names, f"activation scales for {model.name!r}")
         return calibration
