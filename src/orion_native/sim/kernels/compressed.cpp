@@ -1,6 +1,7 @@
 // Decoding of compressed constant weights (compressed.h), one 16-row panel at a time: per k, the 16
 // codes come from 2 * bits consecutive bytes; a LUT is a per-row table lookup, scale/offset is applied
-// in fp32 (exact for integer codes and offsets) and rounded once by the vectorised f32 -> f16 conversion.
+// in fp32 (exact for integer codes and offsets) and rounded once by the vectorised f32 -> f16 conversion
+// (8-bit codes: the ISA's decode_ss8, one pass from codes to fp16).
 #include "sim/kernels/compressed.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 
 #include "sim/kernels/kernels.h"
 #include "sim/kernels/scratch.h"
+#include "sim/simd/isa.h"
 #include "sim/threadpool.h"
 
 namespace orion::sim::kernels {
@@ -126,11 +128,20 @@ void CompressedWeight::panel(int64_t p, f16* dst) const {
         }
       }
     }
+  } else if (bits == 8) {  // the int8 / uint8 linears: one vectorised pass per k-block straight to fp16
+    const simd::IsaOps& o = simd::ops();
+    float sc[kR], of[kR];
+    for (int64_t k0 = 0; k0 < K; k0 += cols_per_block) {
+      const int64_t kb = k0 / cols_per_block, k1 = std::min(K, k0 + cols_per_block);
+      for (int64_t j = 0; j < kR; ++j) {
+        sc[j] = scale[rowbase[j] + kb];
+        of[j] = offset.empty() ? 0.0f : offset[rowbase[j] + kb];
+      }
+      o.decode_ss8(src + k0 * rb, k1 - k0, is_signed, sc, of, dst + k0 * kR);
+    }
   } else {
     float* tmp = scratch_as<float>(ScratchSlot::tmp2, (size_t)(K * kR));
-    if (bits == 8 && is_signed) shift_scale_panel<8, true>(*this, src, rowbase, tmp);
-    else if (bits == 8) shift_scale_panel<8, false>(*this, src, rowbase, tmp);
-    else if (bits == 4 && is_signed) shift_scale_panel<4, true>(*this, src, rowbase, tmp);
+    if (bits == 4 && is_signed) shift_scale_panel<4, true>(*this, src, rowbase, tmp);
     else if (bits == 4) shift_scale_panel<4, false>(*this, src, rowbase, tmp);
     else {  // other widths: the runtime-width unpacker
       float sc[kR], of[kR];

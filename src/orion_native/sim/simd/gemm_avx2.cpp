@@ -289,6 +289,20 @@ void panel_one(const PanelTile& t) {
 
 int panel_group(int cols) { return cols <= 1 ? 4 : cols == 2 ? 2 : 1; }
 
+void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst) {
+  const __m256 s0 = _mm256_loadu_ps(sc), s1 = _mm256_loadu_ps(sc + 8);
+  const __m256 o0 = _mm256_loadu_ps(of), o1 = _mm256_loadu_ps(of + 8);
+  for (int64_t k = 0; k < n; ++k, codes += 16, dst += 16) {
+    __m128i b = _mm_loadu_si128((const __m128i*)codes), b1 = _mm_srli_si128(b, 8);
+    __m256i c0 = is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+    __m256i c1 = is_signed ? _mm256_cvtepi8_epi32(b1) : _mm256_cvtepu8_epi32(b1);
+    __m256 v0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(c0), o0), s0);
+    __m256 v1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(c1), o1), s1);
+    _mm_storeu_si128((__m128i*)dst, _mm256_cvtps_ph(v0, kRound));
+    _mm_storeu_si128((__m128i*)(dst + 8), _mm256_cvtps_ph(v1, kRound));
+  }
+}
+
 void gemm_panel(const PanelTile& t) {
   if (t.panels > 1 && t.panels == panel_group(t.cols)) {
     if (t.cols == 1) return panels<1, 4>(t);

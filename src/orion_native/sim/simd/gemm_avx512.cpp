@@ -256,6 +256,16 @@ void panel_one(const PanelTile& t) {
 
 int panel_group(int cols) { return cols <= 1 ? 8 : cols == 2 ? 4 : cols <= 4 ? 2 : 1; }
 
+void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst) {
+  const __m512 s = _mm512_loadu_ps(sc), o = _mm512_loadu_ps(of);
+  for (int64_t k = 0; k < n; ++k, codes += 16, dst += 16) {
+    __m128i b = _mm_loadu_si128((const __m128i*)codes);
+    __m512i c = is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+    __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(c), o), s);
+    _mm256_storeu_si256((__m256i*)dst, _mm512_cvtps_ph(v, kRound));
+  }
+}
+
 void gemm_panel(const PanelTile& t) {
   if (t.panels > 1 && t.panels == panel_group(t.cols)) {
     switch (t.cols) {

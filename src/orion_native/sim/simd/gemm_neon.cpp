@@ -171,4 +171,8 @@ void gemm_panel(const PanelTile& tile) {
 // One column already runs 4 independent chains (4 q-registers of rows).
 int panel_group(int) { return 1; }
 
+void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst) {
+  decode_ss8_ref(codes, n, is_signed, sc, of, dst);
+}
+
 }  // namespace orion::sim::simd::neon

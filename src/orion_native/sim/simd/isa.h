@@ -72,6 +72,16 @@ struct PanelTile {
   int64_t pstride = 0;
 };
 
+// decode_ss8 in plain C++ (the scalar table, and NEON's, where the compiler vectorises it).
+inline void decode_ss8_ref(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of,
+                           f16* dst) {
+  for (int64_t k = 0; k < n; ++k, codes += 16, dst += 16)
+    for (int j = 0; j < 16; ++j) {
+      float c = is_signed ? (float)(int8_t)codes[j] : (float)codes[j];
+      dst[j] = orion::f32_to_f16((c - of[j]) * sc[j]);
+    }
+}
+
 // Runs a multi-panel tile one panel at a time through `one` (for kernels without a multi-panel loop).
 template <typename F>
 inline void for_each_panel(const PanelTile& t, F&& one) {
@@ -128,6 +138,10 @@ struct IsaOps {
   // How many panels a tile of `cols` columns should carry (PanelTile::panels) to keep the fma units
   // busy; 1 where the kernel already has enough independent chains.
   int (*panel_group)(int cols);
+  // Decodes n k-rows of an 8-bit scale/offset panel (16 codes a row, int8 when is_signed) with one
+  // parameter pair per row lane: dst[16 k + j] = fp16((code - of[j]) * sc[j]) (exact in fp32, one
+  // rounding), in one pass (compressed weights at decode width: the int8 linears).
+  void (*decode_ss8)(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst);
 };
 
 const IsaOps& scalar_ops();

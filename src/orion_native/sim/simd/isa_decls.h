@@ -27,7 +27,8 @@ namespace orion::sim::simd {
   void exp_sub_acc(const f16* x, const float* m, float* e, float* s, int64_t n);                           \
   void div_to_f16(const float* e, const float* s, f16* y, int64_t n);                                     \
   void gemm_panel(const PanelTile& t);                                                                    \
-  int panel_group(int cols);
+  int panel_group(int cols);                                                                               \
+  void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst);
 
 namespace avx2 { ORION_ISA_DECLS }
 namespace avx512 { ORION_ISA_DECLS }
