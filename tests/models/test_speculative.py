@@ -76,8 +76,6 @@ def test_lookup_draft_and_refusals():
     assert lookup_draft([9, 9, 9, 9], 2) == [9]                           # else the one followed by most
     assert lookup_draft([4, 1, 2, 3, 1, 2], 0) == []
     m = _gpt2()
-    with pytest.raises(InputError, match="greedy"):
-        m.generate([1, 2], temperature=0.5, speculative="prompt-lookup")
     with pytest.raises(InputError, match="prompt-lookup"):
         m.generate([1, 2], speculative="draft")
     with pytest.raises(InputError, match="rollback"):

@@ -4,6 +4,7 @@
                    [--top-k 40] [--top-p 0.95] [--repetition-penalty 1.1] [--seed 0] [--device sim]
                    [--adapter-path PEFT_FOLDER] [--chat]
     orion generate --model PATH --prompts-file prompts.txt [--batch 16] [...]
+    orion generate --model PATH --prompt "..." --speculative prompt-lookup | --draft SMALL_MODEL [--draft-k 4]
 
 The flags mlx-lm users know work as there (``--temp``, ``--adapter-path``, ``--max-tokens``); orion's
 longer names (``--temperature``, ``--adapter``) are the same flags.
@@ -11,6 +12,10 @@ longer names (``--temperature``, ``--adapter``) are the same flags.
 ``--prompts-file`` generates one prompt per line as a batch: up to ``--batch`` (<= 16) sequences share
 each decode eval, a finished one's column taking the next prompt; per-stream and aggregate tok/s go to
 stderr.
+
+``--speculative prompt-lookup`` and ``--draft`` verify several drafted tokens per decode eval of the
+model (greedy: the same tokens as without; sampling: the same distribution); stderr shows the target
+evals, tokens per eval and the draft acceptance.
 
 ``--chat`` sends the prompt as a user message through the tokenizer's chat template; the answer stops
 at the template's end-of-turn token (the model's eos ids).
@@ -48,8 +53,14 @@ def add_generate_parser(subparsers):
                    "skipped; token ids separated by spaces for models without a tokenizer), generated as a batch")
     g.add_argument("--batch", type=int_at_least(1), default=16,
                    help="with --prompts-file: sequences per decode eval (at most 16, one per decode column)")
-    g.add_argument("--speculative", default=None, choices=["prompt-lookup"], help="greedy speculative decoding: "
-                   "n-gram drafts from the prompt and the text, up to 15 verified per eval (same tokens)")
+    g.add_argument("--speculative", default=None, choices=["prompt-lookup"], help="speculative decoding with "
+                   "n-gram drafts from the prompt and the text, up to 15 verified per eval (greedy: the same tokens; "
+                   "sampling: the same distribution)")
+    g.add_argument("--draft", default=None, metavar="PATH_OR_NAME", help="speculative decoding with this smaller "
+                   "model of the same tokenizer proposing --draft-k tokens per target eval (as --model: path, name "
+                   "or Hub id; greedy: the same tokens, sampling: the same distribution)")
+    g.add_argument("--draft-k", type=int_at_least(1), default=4, metavar="K",
+                   help="with --draft: tokens the draft proposes per round (1..15; default 4)")
     g.add_argument("--max-tokens", "-m", type=nonneg_int, default=64,
                    help="tokens to generate at most (fewer when the model's context ends first)")
     g.add_argument("--temp", "--temperature", dest="temperature", type=nonneg_float, default=0.0,
@@ -90,6 +101,10 @@ def cmd_generate(args, out=None, err=None) -> int:
     chat = getattr(args, "chat", False)
     if chat and args.prompt_ids is not None:
         raise InputError("--chat takes the message as --prompt text, not --prompt-ids")
+    if getattr(args, "draft", None) and getattr(args, "speculative", None):
+        raise InputError("--draft and --speculative prompt-lookup are two kinds of drafts: give either")
+    if getattr(args, "prompts_file", None) and (getattr(args, "draft", None) or getattr(args, "speculative", None)):
+        raise InputError("--prompts-file generates a batch, without speculative decoding: drop --speculative / --draft")
     profile = None
     if getattr(args, "chip", None):
         base = get_profile()
@@ -121,17 +136,19 @@ def cmd_generate(args, out=None, err=None) -> int:
         prompt = [bos if bos is not None else 0]
     else:
         prompt = args.prompt
-    if getattr(args, "speculative", None):
+    if getattr(args, "speculative", None) or getattr(args, "draft", None):
         if chat:
-            raise InputError("--chat is not supported with --speculative")
-        r = model.generate(prompt, speculative=args.speculative, **kw)
+            raise InputError("--chat is not supported with --speculative / --draft")
+        spec = args.speculative
+        if getattr(args, "draft", None):
+            spec = load(args.draft, device=args.device, profile=profile, cache=args.cache_dir,
+                        use_cache=not getattr(args, "no_cache", False), classifier=args.classifier)
+        r = model.generate(prompt, speculative=spec, draft_k=getattr(args, "draft_k", 4), **kw)
         text = r.text if model.tokenizer is not None else " ".join(str(t) for t in r.tokens)
         out.write((prompt if isinstance(prompt, str) else "") + text + "\n")
         out.flush()
-        spec = (f"{r.tokens_per_eval:.2f} tokens per eval, draft acceptance {r.acceptance_rate:.2f}" if r.drafted
-                else "no drafts found")
         print(f"[{model.name}] {len(r.tokens)} generated, decode {_rate(len(r.tokens) - 1, r.decode_seconds)}, "
-              f"{spec}; stop: {r.stop_reason}", file=err)
+              f"{_spec_stats(r)}; stop: {r.stop_reason}", file=err)
         return 0
     if chat:
         stream = model.chat([{"role": "user", "content": args.prompt}], stream=True, **kw)
@@ -165,6 +182,15 @@ def cmd_generate(args, out=None, err=None) -> int:
 
 def _rate(n: int, seconds: float) -> str:
     return f"{n / seconds:.1f} tok/s" if seconds > 0 and n > 0 else "- tok/s"
+
+
+def _spec_stats(r) -> str:
+    """The speculation figures of a SpeculativeGeneration."""
+    if not r.drafted:
+        return f"{r.decode_steps} target evals, no drafts"
+    draft = f", {r.draft_evals} draft evals" if r.draft_evals else ""
+    return (f"{r.decode_steps} target evals ({r.tokens_per_eval:.2f} tokens per eval){draft}, draft acceptance "
+            f"{r.acceptance_rate:.2f} ({r.accepted} of {r.drafted})")
 
 
 def _stats(r) -> str:

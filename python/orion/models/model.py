@@ -177,22 +177,26 @@ class Model:
         params.validate()
         return TokenStream(self, self.encode(prompt), params, keep_logits)
 
-    def generate(self, prompt, speculative: str | None = None, **kw) -> Generation:
-        """Same options as :meth:`stream`; returns the finished :class:`Generation`. ``speculative=
-        "prompt-lookup"`` (greedy only): drafts from n-grams of the prompt and the generated text, verified
-        up to 15 per eval; the same tokens, a :class:`~orion.models.speculative.SpeculativeGeneration`
-        (acceptance rate, tokens per eval)."""
+    def generate(self, prompt, speculative=None, draft_k: int = 4, **kw) -> Generation:
+        """Same options as :meth:`stream`; returns the finished :class:`Generation`.
+
+        ``speculative``: ``"prompt-lookup"`` (drafts from n-grams of the prompt and the generated text, up
+        to 15 per eval) or a draft :class:`Model` of the same tokenizer (``draft_k`` tokens proposed per
+        round, 1..15); the target verifies each round's drafts in one decode eval. Greedy: the same tokens
+        as without; sampling: the same distribution (speculative sampling's acceptance rule). Returns a
+        :class:`~orion.models.speculative.SpeculativeGeneration` (acceptance rate, tokens per eval)."""
         if speculative is not None:
-            if speculative != "prompt-lookup":
-                raise InputError(f"speculative must be None or 'prompt-lookup', got {speculative!r}")
-            from .speculative import generate_prompt_lookup
+            if not (speculative == "prompt-lookup" or isinstance(speculative, Model)):
+                raise InputError(f"speculative must be None, 'prompt-lookup' or a draft Model, got {speculative!r}")
+            from .speculative import generate_speculative
             if kw.get("keep_logits"):
                 raise InputError("keep_logits is not available with speculative decoding")
             kw.pop("keep_logits", None)
             params = SamplingParams(**{k: v for k, v in kw.items() if k != "stop_tokens"},
                                     stop_tokens=None if kw.get("stop_tokens") is None else list(kw["stop_tokens"]))
             params.validate()
-            return generate_prompt_lookup(self, self.encode(prompt), params)
+            draft = speculative if isinstance(speculative, Model) else None
+            return generate_speculative(self, self.encode(prompt), params, draft=draft, draft_k=draft_k)
         s = self.stream(prompt, **kw)
         for _ in s:
             pass

@@ -1,5 +1,5 @@
-"""Choosing the next token: :class:`SamplingParams` and :func:`sample_next` (repetition penalty, greedy,
-temperature, top-k, top-p)."""
+"""Choosing the next token: :class:`SamplingParams`, the distribution it defines (:func:`sampling_probs`:
+repetition penalty, greedy, temperature, top-k, top-p) and :func:`sample_next`, a draw from it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["SamplingParams", "sample_next"]
+__all__ = ["SamplingParams", "draw", "sample_next", "sampling_probs"]
 
 
 @dataclass
@@ -36,17 +36,25 @@ class SamplingParams:
             raise InputError(f"repetition_penalty must be > 0, got {self.repetition_penalty!r}")
 
 
-def sample_next(logits: np.ndarray, params: SamplingParams, history: Sequence[int] = (),
-                rng: np.random.Generator | None = None) -> int:
-    """One token from ``logits [V]``: repetition penalty, then greedy (temperature 0) or
-    temperature → top-k → top-p (nucleus) sampling."""
+def _penalised(logits: np.ndarray, params: SamplingParams, history: Sequence[int]) -> np.ndarray:
+    """float64 logits with the repetition penalty applied (HF/CTRL: positive / p, negative * p)."""
     z = np.array(logits, dtype=np.float64)
     if params.repetition_penalty != 1.0 and len(history):
         idx = np.unique(np.asarray(history, dtype=np.int64))
         vals = z[idx]
         z[idx] = np.where(vals > 0, vals / params.repetition_penalty, vals * params.repetition_penalty)
+    return z
+
+
+def sampling_probs(logits: np.ndarray, params: SamplingParams, history: Sequence[int] = ()) -> np.ndarray:
+    """The distribution :func:`sample_next` draws from, float64 ``[V]`` summing to 1: repetition penalty,
+    then temperature -> top-k -> top-p (nucleus); greedy (temperature 0) is the point mass at the argmax.
+    Speculative sampling compares these distributions (target and draft), so they are the one definition."""
+    z = _penalised(logits, params, history)
     if params.temperature == 0:
-        return int(np.argmax(z))
+        p = np.zeros_like(z)
+        p[int(np.argmax(z))] = 1.0
+        return p
     z = z / params.temperature
     if 0 < params.top_k < z.size:
         kth = np.partition(z, -params.top_k)[-params.top_k]
@@ -62,6 +70,19 @@ def sample_next(logits: np.ndarray, params: SamplingParams, history: Sequence[in
         mask[order[:keep]] = True
         p = np.where(mask, p, 0.0)
         p /= p.sum()
-    rng = rng or np.random.default_rng()
+    return p
+
+
+def draw(p: np.ndarray, rng: np.random.Generator) -> int:
+    """One index drawn with probabilities proportional to ``p`` (non-negative, not all zero)."""
     c = np.cumsum(p)
     return int(min(np.searchsorted(c, rng.random() * c[-1], side="right"), p.size - 1))
+
+
+def sample_next(logits: np.ndarray, params: SamplingParams, history: Sequence[int] = (),
+                rng: np.random.Generator | None = None) -> int:
+    """One token from ``logits [V]``: repetition penalty, then greedy (temperature 0) or a draw from
+    :func:`sampling_probs`."""
+    if params.temperature == 0:
+        return int(np.argmax(_penalised(logits, params, history)))
+    return draw(sampling_probs(logits, params, history), rng or np.random.default_rng())

@@ -116,23 +116,11 @@ class TokenStream:
     def _steps(self) -> Iterator[Token]:
         m, p, r = self.model, self.params, self.result
         eng = m.engine
-        ids = r.prompt_tokens
         n_ctx = m.config.n_ctx
-        total = min(n_ctx, len(ids) + max(p.max_tokens, 1))
-        c0 = eng.compile_seconds
-        eng.prepare(len(ids), total)
-        eng.reset(total)
-        stops = set(m.stop_tokens if p.stop_tokens is None else (int(t) for t in p.stop_tokens))
+        stops, detok, logits = _begin(m, r, p)
         rng = np.random.default_rng(p.seed)
-        detok = _Detok(m.tokenizer, ids)
-        history = list(ids)
-        t0 = time.perf_counter()
-        logits = eng.prefill(ids)
-        r.prefill_seconds = time.perf_counter() - t0
-        r.compile_seconds = eng.compile_seconds - c0
-        r.stop_reason = "max_tokens"
+        history = list(r.prompt_tokens)
         pieces = []
-        t_dec = 0.0
         while len(r.tokens) < p.max_tokens:
             if self._keep:
                 r.logits.append(logits)
@@ -151,12 +139,43 @@ class TokenStream:
             if eng.pos >= n_ctx:
                 r.stop_reason = "context"
                 break
-            t1 = time.perf_counter()
-            c1 = eng.compile_seconds
-            logits = eng.step(t)
-            t_dec += time.perf_counter() - t1 - (eng.compile_seconds - c1)
-            r.compile_seconds += eng.compile_seconds - c1
+            logits = _timed(eng, r, eng.step, t)
             r.decode_steps += 1
-            r.decode_seconds = t_dec
         pieces.append(detok.flush())
         r.text = "".join(pieces)
+
+
+def _prefill(model: "Model", r: Generation, params: SamplingParams) -> np.ndarray:
+    """Compiles what a generation of ``r.prompt_tokens`` uses on ``model`` (once), empties its cache and
+    prefills the prompt, timed into ``r`` (compiles apart); returns the logits after the prompt."""
+    eng, ids = model.engine, r.prompt_tokens
+    total = min(model.config.n_ctx, len(ids) + max(params.max_tokens, 1))
+    c0 = eng.compile_seconds
+    eng.prepare(len(ids), total)
+    eng.reset(total)
+    c1, t0 = eng.compile_seconds, time.perf_counter()
+    logits = eng.prefill(ids)
+    r.prefill_seconds += time.perf_counter() - t0 - (eng.compile_seconds - c1)
+    r.compile_seconds += eng.compile_seconds - c0
+    return logits
+
+
+def _begin(model: "Model", r: Generation, params: SamplingParams) -> tuple[set[int], _Detok, np.ndarray]:
+    """The start of every generation (plain, speculative): the prompt prefilled (:func:`_prefill`), the
+    stop ids, a detokeniser after the prompt; returns them with the logits after the prompt."""
+    logits = _prefill(model, r, params)
+    stops = set(model.stop_tokens if params.stop_tokens is None else (int(t) for t in params.stop_tokens))
+    r.stop_reason = "max_tokens"
+    return stops, _Detok(model.tokenizer, r.prompt_tokens), logits
+
+
+def _timed(eng, r: Generation, fn, *args):
+    """``fn(*args)`` (an eval of ``eng``) counted as decode time of ``r``; compiles (a new context
+    bucket) go to ``r.compile_seconds`` instead."""
+    t1 = time.perf_counter()
+    c1 = eng.compile_seconds
+    out = fn(*args)
+    dc = eng.compile_seconds - c1
+    r.decode_seconds += time.perf_counter() - t1 - dc
+    r.compile_seconds += dc
+    return out
