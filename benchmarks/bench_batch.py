@@ -15,16 +15,13 @@ import argparse
 import os
 import sys
 import time
-import warnings
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 
-import orion  # noqa: E402
-from orion.models import GPT2Config, Model  # noqa: E402
+from orion.bench.random_gpt2 import add_model_args, describe, machine_line, quiet_unbudgeted, random_gpt2  # noqa: E402
 from orion.models.batch import BatchStats  # noqa: E402
-from orion.models.testing import random_weights  # noqa: E402
 
 
 def measure(m, prompts, tokens, batch) -> dict:
@@ -52,19 +49,14 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--prompt", type=int, default=64, help="prompt tokens")
     ap.add_argument("--tokens", type=int, default=32, help="generated tokens per prompt")
-    ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--device", default="auto", choices=["auto", "sim", "ane"])
+    add_model_args(ap)
     args = ap.parse_args(argv)
-    warnings.simplefilter("ignore")
-    orion.sim.set_compile_budget(10**6)
-    cfg = GPT2Config(n_layers=args.layers)
-    w16 = {k: v.astype(np.float16) for k, v in random_weights(cfg, seed=0).items()}
+    quiet_unbudgeted()
+    m = random_gpt2(args.layers, args.device)
     rng = np.random.default_rng(1)
-    prompts = [[int(t) for t in rng.integers(0, cfg.vocab_size, args.prompt)] for _ in range(args.prompts)]
-    m = Model(cfg, w16, device=args.device, stop_tokens=[])
-    print(f"GPT-2 124M-shaped (d={cfg.d_model}, L={cfg.n_layers}), random weights; {args.prompts} prompts of "
-          f"{args.prompt} tokens, {args.tokens} generated each, greedy; {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f}")
+    prompts = [[int(t) for t in rng.integers(0, m.config.vocab_size, args.prompt)] for _ in range(args.prompts)]
+    print(f"{describe(m)}; {args.prompts} prompts of {args.prompt} tokens, {args.tokens} generated each, greedy; "
+          f"{machine_line()}")
     r = measure(m, prompts, args.tokens, args.batch)
     same, st = r["identical"], r["stats"]
     rows = [("one stream at a time", r["single_decode_tok_s"], r["single_e2e_tok_s"]),
