@@ -113,6 +113,9 @@ def test_incompatible_drafts_are_refused(gpt2_pair, tmp_path):
         m.generate(list(range(3, 20)), speculative=short)
     with pytest.raises(InputError, match="speculative must be"):
         m.generate([1, 2], speculative="draft")
+    for spec in (None, "prompt-lookup"):
+        with pytest.raises(InputError, match="draft_k"):
+            m.generate([1, 2], speculative=spec, draft_k=3)
     qwen3, phi3 = (load(os.path.join(FIXTURES, n), device="sim", cache=str(tmp_path)) for n in ("qwen3", "phi3"))
     assert qwen3.config.vocab_size == phi3.config.vocab_size                 # same size, other tokenizer
     with pytest.raises(InputError, match="tokenize differently"):

@@ -58,7 +58,7 @@ def add_generate_parser(subparsers):
                    "sampling: the same distribution)")
     g.add_argument("--draft", default=None, metavar="PATH_OR_NAME", help="speculative decoding with this smaller "
                    "model of the same tokenizer proposing --draft-k tokens per target eval (as --model: path, name "
-                   "or Hub id; greedy: the same tokens, sampling: the same distribution)")
+                   "or Hub id; --tokenizer applies to it too; greedy: the same tokens, sampling: the same distribution)")
     g.add_argument("--draft-k", type=int_at_least(1), default=4, metavar="K",
                    help="with --draft: tokens the draft proposes per round (1..15; default 4)")
     g.add_argument("--max-tokens", "-m", type=nonneg_int, default=64,
@@ -101,9 +101,10 @@ def cmd_generate(args, out=None, err=None) -> int:
     chat = getattr(args, "chat", False)
     if chat and args.prompt_ids is not None:
         raise InputError("--chat takes the message as --prompt text, not --prompt-ids")
-    if getattr(args, "draft", None) and getattr(args, "speculative", None):
+    draft_path, lookup = getattr(args, "draft", None), getattr(args, "speculative", None)
+    if draft_path and lookup:
         raise InputError("--draft and --speculative prompt-lookup are two kinds of drafts: give either")
-    if getattr(args, "prompts_file", None) and (getattr(args, "draft", None) or getattr(args, "speculative", None)):
+    if getattr(args, "prompts_file", None) and (draft_path or lookup):
         raise InputError("--prompts-file generates a batch, without speculative decoding: drop --speculative / --draft")
     profile = None
     if getattr(args, "chip", None):
@@ -136,14 +137,14 @@ def cmd_generate(args, out=None, err=None) -> int:
         prompt = [bos if bos is not None else 0]
     else:
         prompt = args.prompt
-    if getattr(args, "speculative", None) or getattr(args, "draft", None):
+    if draft_path or lookup:
         if chat:
             raise InputError("--chat is not supported with --speculative / --draft")
-        spec = args.speculative
-        if getattr(args, "draft", None):
-            spec = load(args.draft, device=args.device, profile=profile, cache=args.cache_dir,
+        spec = lookup
+        if draft_path:
+            spec = load(draft_path, tokenizer=args.tokenizer, device=args.device, profile=profile, cache=args.cache_dir,
                         use_cache=not getattr(args, "no_cache", False), classifier=args.classifier)
-        r = model.generate(prompt, speculative=spec, draft_k=getattr(args, "draft_k", 4), **kw)
+        r = model.generate(prompt, speculative=spec, draft_k=args.draft_k if draft_path else None, **kw)
         text = r.text if model.tokenizer is not None else " ".join(str(t) for t in r.tokens)
         out.write((prompt if isinstance(prompt, str) else "") + text + "\n")
         out.flush()

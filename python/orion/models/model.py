@@ -177,12 +177,12 @@ class Model:
         params.validate()
         return TokenStream(self, self.encode(prompt), params, keep_logits)
 
-    def generate(self, prompt, speculative=None, draft_k: int = 4, **kw) -> Generation:
+    def generate(self, prompt, speculative=None, draft_k: int | None = None, **kw) -> Generation:
         """Same options as :meth:`stream`; returns the finished :class:`Generation`.
 
         ``speculative``: ``"prompt-lookup"`` (drafts from n-grams of the prompt and the generated text, up
         to 15 per eval) or a draft :class:`Model` of the same tokenizer (``draft_k`` tokens proposed per
-        round, 1..15); the target verifies each round's drafts in one decode eval. Greedy: the same tokens
+        round, 1..15, default 4); the target verifies each round's drafts in one decode eval. Greedy: the same tokens
         as without; sampling: the same distribution (speculative sampling's acceptance rule). Returns a
         :class:`~orion.models.speculative.SpeculativeGeneration` (acceptance rate, tokens per eval)."""
         if speculative is not None:
@@ -196,7 +196,13 @@ class Model:
                                     stop_tokens=None if kw.get("stop_tokens") is None else list(kw["stop_tokens"]))
             params.validate()
             draft = speculative if isinstance(speculative, Model) else None
-            return generate_speculative(self, self.encode(prompt), params, draft=draft, draft_k=draft_k)
+            if draft_k is not None and draft is None:
+                raise InputError("draft_k is the number of tokens a draft model proposes: give speculative=<draft "
+                                 "Model> with it (prompt lookup drafts up to 15 tokens on its own)")
+            return generate_speculative(self, self.encode(prompt), params, draft=draft,
+                                        draft_k=4 if draft_k is None else draft_k)
+        if draft_k is not None:
+            raise InputError("draft_k needs speculative=<draft Model>")
         s = self.stream(prompt, **kw)
         for _ in s:
             pass
