@@ -57,8 +57,9 @@ def add_generate_parser(subparsers):
                    "n-gram drafts from the prompt and the text, up to 15 verified per eval (greedy: the same tokens; "
                    "sampling: the same distribution)")
     g.add_argument("--draft", default=None, metavar="PATH_OR_NAME", help="speculative decoding with this smaller "
-                   "model of the same tokenizer proposing --draft-k tokens per target eval (as --model: path, name "
-                   "or Hub id; --tokenizer applies to it too; greedy: the same tokens, sampling: the same distribution)")
+                   "model of the same tokenizer proposing --draft-k tokens per target eval (as --model: path, "
+                   "name or Hub id; --tokenizer applies to it too; greedy: the same tokens, sampling: the same "
+                   "distribution)")
     g.add_argument("--draft-k", type=int_at_least(1), default=4, metavar="K",
                    help="with --draft: tokens the draft proposes per round (1..15; default 4)")
     g.add_argument("--max-tokens", "-m", type=nonneg_int, default=64,
@@ -142,8 +143,9 @@ def cmd_generate(args, out=None, err=None) -> int:
             raise InputError("--chat is not supported with --speculative / --draft")
         spec = lookup
         if draft_path:
-            spec = load(draft_path, tokenizer=args.tokenizer, device=args.device, profile=profile, cache=args.cache_dir,
-                        use_cache=not getattr(args, "no_cache", False), classifier=args.classifier)
+            spec = load(draft_path, tokenizer=args.tokenizer, device=args.device, profile=profile,
+                        cache=args.cache_dir, use_cache=not getattr(args, "no_cache", False),
+                        classifier=args.classifier)
         r = model.generate(prompt, speculative=spec, draft_k=args.draft_k if draft_path else None, **kw)
         text = r.text if model.tokenizer is not None else " ".join(str(t) for t in r.tokens)
         out.write((prompt if isinstance(prompt, str) else "") + text + "\n")
