@@ -78,8 +78,8 @@ def fit_p_value(samples, dist) -> float:
     return chi2_sf(x, len(cells) - 1)
 
 
-def _sample(m, spec, n=N, **kw):
-    gens = [m.generate(PROMPT, seed=s, speculative=spec, **OPTS, **kw) for s in range(n)]
+def _sample(m, n=N, **kw):
+    gens = [m.generate(PROMPT, seed=s, **OPTS, **kw) for s in range(n)]
     return [tuple(g.tokens) for g in gens], sum(g.drafted for g in gens), sum(g.accepted for g in gens)
 
 
@@ -91,7 +91,8 @@ def target_joint(models):
 @pytest.mark.parametrize("drafts", ["prompt-lookup", "draft model"])
 def test_speculative_sampling_matches_plain_sampling(models, target_joint, drafts):
     m, d = models
-    samples, drafted, accepted = _sample(m, "prompt-lookup" if drafts == "prompt-lookup" else d, draft_k=2)
+    kw = {"speculative": "prompt-lookup"} if drafts == "prompt-lookup" else {"speculative": d, "draft_k": 2}
+    samples, drafted, accepted = _sample(m, **kw)
     assert 0 < accepted < drafted              # both branches of the rule ran, many times
     assert drafted - accepted > 20 and accepted > 20
     assert fit_p_value(samples, target_joint) > 1e-3
@@ -117,7 +118,7 @@ def _reject_to_p(p, draft, q, rng):
 def test_the_check_rejects_wrong_acceptance_rules(models, target_joint, rule, monkeypatch):
     m, d = models
     monkeypatch.setattr(speculative, "accept_drafts", rule)
-    samples, _, _ = _sample(m, d, n=200, draft_k=2)      # at 400 samples these give p < 1e-12
+    samples, _, _ = _sample(m, n=200, speculative=d, draft_k=2)      # at 400 samples these give p < 1e-12
     assert fit_p_value(samples, target_joint) < 1e-3
 
 
