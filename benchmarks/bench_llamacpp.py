@@ -13,6 +13,9 @@ median over rounds.
   ``bench_batch.measure`` (bench_batch.py's: 16 prompts one at a time vs ``generate_batch``).
 - llama.cpp: ``llama-bench -t 2 -p 64 -n 32`` (median of its repetitions) for f16 and q8_0;
   ``llama-batched-bench -npp 64 -ntg 32 -npl 1,16`` (f16; S_TG = aggregate decode tok/s; median of runs).
+- ``--family llama``: a random Llama of the same width and depth (Llama-2 tokenizer.model, 32,000 tokens),
+  which orion also runs with int8 weights (``quantize="int8"``), next to llama.cpp q8_0 (issue 15's int8
+  target: >= 1.0x q8_0).
 - transformers bf16: ``model.generate`` on the 16 prompts as one batch (and on one prompt), decode tok/s
   = new tokens after the first / (time of 32 new tokens - time of 1 new token).
 
@@ -74,6 +77,27 @@ def write_checkpoint(out: str, seed: int) -> None:
                    "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>"}, f)
 
 
+def write_llama_checkpoint(out: str, seed: int) -> None:
+    """A random Llama with GPT-2 124M's width and depth (d 768, 12 layers, 12 heads, SwiGLU 2048, the
+    Llama-2 SentencePiece vocabulary of 32,000) in fp16 safetensors with the Llama-2 tokenizer.model: the
+    family orion compresses (``quantize="int8"``), for orion int8 next to llama.cpp q8_0."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    spm = os.path.join(DATA, "llama2-tokenizer.model")
+    if not os.path.exists(spm):
+        raise SystemExit(f"{spm} missing: the GGUF converter needs the Llama-2 tokenizer.model")
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+                      num_attention_heads=12, num_key_value_heads=12, max_position_embeddings=1024,
+                      tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)
+    model = LlamaForCausalLM(cfg).to(torch.float16)
+    model.save_pretrained(out, safe_serialization=True)
+    shutil.copyfile(spm, os.path.join(out, "tokenizer.model"))
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "LlamaTokenizer", "model_max_length": 1024, "bos_token": "<s>",
+                   "eos_token": "</s>", "unk_token": "<unk>", "add_bos_token": True}, f)
+
+
 def run(cmd: list[str], env=None) -> str:
     print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -124,9 +148,9 @@ def hf_generate(ckpt: str, prompts: list[list[int]], tokens: int, repeats: int, 
     """transformers bf16 ``model.generate`` (greedy, KV cache) on the prompts as one batch: prefill tok/s
     from a 1-token generate, decode tok/s from the extra time of ``tokens`` new tokens; medians."""
     import torch
-    from transformers import GPT2LMHeadModel
+    from transformers import AutoModelForCausalLM
     torch.set_num_threads(threads)
-    model = GPT2LMHeadModel.from_pretrained(ckpt, dtype=torch.bfloat16).eval()
+    model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.bfloat16).eval()
     ids = torch.tensor(prompts)
     mask = torch.ones_like(ids)
 
@@ -161,6 +185,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="per round: orion / transformers repeats, llama-bench -r")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every measurement")
     ap.add_argument("--device", default="auto", choices=["auto", "sim", "ane"])
+    ap.add_argument("--family", default="gpt2", choices=["gpt2", "llama"],
+                    help="gpt2: GPT-2 124M; llama: a Llama of the same width and depth, also run by orion with "
+                         "int8 weights (quantize='int8') next to llama.cpp q8_0")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     llama = os.path.join(args.llamacpp, "llama.cpp")
@@ -170,17 +197,20 @@ def main(argv=None) -> int:
         if not os.path.exists(p):
             raise SystemExit(f"{p} missing: run scripts/build_llamacpp.sh {args.llamacpp}")
     work = args.work or tempfile.mkdtemp(prefix="orion-llamacpp-")
-    ckpt = os.path.join(work, "gpt2-random")
+    name = f"{args.family}-random"
+    ckpt = os.path.join(work, name)
 
     if not os.path.exists(os.path.join(ckpt, "model.safetensors")):
-        write_checkpoint(ckpt, seed=0)
-    ggufs = {t: convert(llama, ckpt, t, os.path.join(work, f"gpt2-random-{t}.gguf")) for t in ("f16", "q8_0")}
+        (write_checkpoint if args.family == "gpt2" else write_llama_checkpoint)(ckpt, seed=0)
+    ggufs = {t: convert(llama, ckpt, t, os.path.join(work, f"{name}-{t}.gguf")) for t in ("f16", "q8_0")}
+    int8 = args.family == "llama"            # orion compresses the Llama-style families' linears
 
     ck = load_weights(ckpt, use_cache=False)
     cfg, w16 = ck.config, ck.weights
     rng = np.random.default_rng(1)
     prompts = [[int(t) for t in rng.integers(0, cfg.vocab_size, args.prompt)] for _ in range(args.batch)]
-    print(f"GPT-2 124M-shaped (d={cfg.d_model}, L={cfg.n_layers}, V={cfg.vocab_size}), random weights (seed 0); "
+    shape = "GPT-2 124M" if args.family == "gpt2" else "Llama of GPT-2 124M's width and depth"
+    print(f"{shape} (d={cfg.d_model}, L={cfg.n_layers}, V={cfg.vocab_size}), random weights (seed 0); "
           f"prompt {args.prompt}, {args.tokens} generated, batch {args.batch}, {args.threads} threads; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}", flush=True)
 
@@ -193,6 +223,9 @@ def main(argv=None) -> int:
         r = {"load": os.getloadavg()[0]}
         ours = bench_orion(cfg, w16, prompts[0], args.tokens, args.device, "cpu", args.repeats)
         r["orion_pf"], r["orion_dc"] = args.prompt / ours["prefill_s"], 1.0 / ours["step_s"]
+        if int8:
+            q8 = bench_orion(cfg, w16, prompts[0], args.tokens, args.device, "cpu", args.repeats, quantize="int8")
+            r["orion8_pf"], r["orion8_dc"] = args.prompt / q8["prefill_s"], 1.0 / q8["step_s"]
         m = Model(cfg, w16, device=args.device, stop_tokens=[])
         ob = bench_batch.measure(m, prompts, args.tokens, args.batch)      # bench_batch.py's measurement
         m.release()
@@ -210,8 +243,10 @@ def main(argv=None) -> int:
         print(f"round {i + 1}: " + ", ".join(f"{k} {v:.1f}" for k, v in r.items()), flush=True)
     med = {k: float(np.median([r[k] for r in rounds])) for k in rounds[0]}
 
-    rows = [("orion fp16 (" + orion.runtime.resolve_device(args.device) + ", live columns)", "orion"),
-            ("llama.cpp f16", "f16"), ("llama.cpp q8_0", "q8_0"),
+    dev = orion.runtime.resolve_device(args.device)
+    rows = [(f"orion fp16 ({dev}, live columns)", "orion")]
+    rows += [(f"orion int8 weights ({dev}, live columns)", "orion8")] if int8 else []
+    rows += [("llama.cpp f16", "f16"), ("llama.cpp q8_0", "q8_0"),
             (f"transformers {hf1['version']} bf16 (generate)", "hf")]
     print(f"\n| | prefill tok/s | decode tok/s | batch {args.batch}: aggregate decode tok/s | batch / one stream |")
     print("|---|---|---|---|---|")
@@ -229,6 +264,9 @@ def main(argv=None) -> int:
           f"{ratio('orion_pf', 'f16_pf'):.2f}x (target > 1)")
     print(f"orion / llama.cpp q8_0: decode {ratio('orion_dc', 'q8_0_dc'):.2f}x, prefill "
           f"{ratio('orion_pf', 'q8_0_pf'):.2f}x")
+    if int8:
+        print(f"orion int8 / llama.cpp q8_0: decode {ratio('orion8_dc', 'q8_0_dc'):.2f}x (target >= 1.0), prefill "
+              f"{ratio('orion8_pf', 'q8_0_pf'):.2f}x")
     print(f"orion batch {args.batch} / one stream: {ratio('orion_b', 'orion_b1'):.2f}x (target >= 8); identical "
           f"outputs: {identical}")
     print(f"orion batch {args.batch} / llama-batched-bench: {ratio('orion_b', 'f16_b'):.2f}x; / transformers bf16 "

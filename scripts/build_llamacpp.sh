@@ -34,7 +34,12 @@ if [ ! -f "$LLAMA/CMakeLists.txt" ]; then
 fi
 ln -sfn "$LLAMA" "$DIR/llama.cpp"
 
+# -march=native turns AMX on where the CPU has it, but AMX tiles need the kernel's permission
+# (arch_prctl), which a VM may not grant: llama-bench on q8_0 then dies of SIGILL. No AMX here.
+EXTRA_FLAGS=""
+case "$(uname -m)" in x86_64) EXTRA_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" ;; esac
 cmake -S "$LLAMA" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    -DCMAKE_C_FLAGS="$EXTRA_FLAGS" -DCMAKE_CXX_FLAGS="$EXTRA_FLAGS" \
     -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=ON \
     -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
 cmake --build "$DIR/build" --config Release -j "$JOBS" --target llama-bench llama-batched-bench
