@@ -65,6 +65,14 @@ inline void unpack16_t(const uint8_t* p, int32_t* c) {
   }
 }
 
+// The scale and offset of each of a panel's 16 rows in k-block kb of the parameter grid.
+inline void block_params(const CompressedWeight& w, const int64_t* rowbase, int64_t kb, float* sc, float* of) {
+  for (int j = 0; j < 16; ++j) {
+    sc[j] = w.scale[rowbase[j] + kb];
+    of[j] = w.offset.empty() ? 0.0f : w.offset[rowbase[j] + kb];
+  }
+}
+
 // scale/offset decoding of one panel into fp32 [K][16], per k-block of the parameter grid.
 template <unsigned B, bool S>
 void shift_scale_panel(const CompressedWeight& w, const uint8_t* src, const int64_t* rowbase, float* tmp) {
@@ -73,10 +81,7 @@ void shift_scale_panel(const CompressedWeight& w, const uint8_t* src, const int6
   int32_t c[16];
   for (int64_t k0 = 0; k0 < w.K; k0 += w.cols_per_block) {
     const int64_t kb = k0 / w.cols_per_block, k1 = std::min(w.K, k0 + w.cols_per_block);
-    for (int j = 0; j < 16; ++j) {
-      sc[j] = w.scale[rowbase[j] + kb];
-      of[j] = w.offset.empty() ? 0.0f : w.offset[rowbase[j] + kb];
-    }
+    block_params(w, rowbase, kb, sc, of);
     for (int64_t k = k0; k < k1; ++k) {
       unpack16_t<B, S>(src + k * rb, c);
       float* t = tmp + k * 16;
@@ -133,10 +138,7 @@ void CompressedWeight::panel(int64_t p, f16* dst) const {
     float sc[kR], of[kR];
     for (int64_t k0 = 0; k0 < K; k0 += cols_per_block) {
       const int64_t kb = k0 / cols_per_block, k1 = std::min(K, k0 + cols_per_block);
-      for (int64_t j = 0; j < kR; ++j) {
-        sc[j] = scale[rowbase[j] + kb];
-        of[j] = offset.empty() ? 0.0f : offset[rowbase[j] + kb];
-      }
+      block_params(*this, rowbase, kb, sc, of);
       o.decode_ss8(src + k0 * rb, k1 - k0, is_signed, sc, of, dst + k0 * kR);
     }
   } else {
@@ -147,10 +149,7 @@ void CompressedWeight::panel(int64_t p, f16* dst) const {
       float sc[kR], of[kR];
       for (int64_t k0 = 0; k0 < K; k0 += cols_per_block) {
         const int64_t kb = k0 / cols_per_block, k1 = std::min(K, k0 + cols_per_block);
-        for (int64_t j = 0; j < kR; ++j) {
-          sc[j] = scale[rowbase[j] + kb];
-          of[j] = offset.empty() ? 0.0f : offset[rowbase[j] + kb];
-        }
+        block_params(*this, rowbase, kb, sc, of);
         for (int64_t k = k0; k < k1; ++k) {
           unpack16(src + k * rb, bits, is_signed, c);
           float* t = tmp + k * kR;
