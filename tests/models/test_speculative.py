@@ -69,6 +69,21 @@ def test_context_limit_and_budget_equal_plain():
     assert spec.stop_reason == "context"
 
 
+def test_lookup_draft_length_adapts_to_acceptance():
+    # drafts within the eval's flat-cost width (LOOKUP_START) until they prove themselves: doubling while
+    # every one is kept, back to the start at a rejection; never past 15 (one decode eval)
+    from orion.models.speculative import LOOKUP_START, MAX_DRAFT, _LookupDrafter
+    d = _LookupDrafter()
+    history = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] * 2 + [1, 2]
+    sizes = []
+    for kept in (True, True, True, False, True):
+        draft, q = d.propose(history, MAX_DRAFT, None, None, None)
+        assert q is None
+        sizes.append(len(draft))
+        d.keep(len(history), len(draft), len(draft) if kept else 0)
+    assert sizes == [LOOKUP_START, 2 * LOOKUP_START, MAX_DRAFT, MAX_DRAFT, LOOKUP_START]
+
+
 def test_lookup_draft_and_refusals():
     assert lookup_draft([5, 6, 7, 8, 5, 6], 3) == [7, 8, 5]              # 2-gram (5, 6) seen before
     assert lookup_draft([1, 2, 3, 4], 3) == []                            # nothing recurs

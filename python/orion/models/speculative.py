@@ -14,7 +14,8 @@ target's own sample given the tokens before it.
 Drafts:
 
 - prompt lookup (:func:`lookup_draft`): the tokens that followed an earlier occurrence of the longest
-  recent n-gram; deterministic, so its distribution is a point mass on the proposal.
+  recent n-gram; deterministic, so its distribution is a point mass on the proposal. Up to
+  :data:`LOOKUP_START` drafts per eval, doubling to 15 while all are accepted.
 - a draft :class:`~orion.models.Model` of the same vocabulary (:func:`check_draft_compatible`):
   proposes ``k`` tokens one decode step at a time, sampled from its own sampling distribution under
   the same parameters (greedy: its argmax).
@@ -148,20 +149,31 @@ def check_draft_compatible(target, draft) -> None:
                          f"{fix}")
 
 
+#: prompt-lookup drafts per eval after a rejection: the eval's cost is flat up to ~5 live columns (it
+#: streams the weights once either way) and rises beyond, so unproven drafts stay within that width
+LOOKUP_START = 4
+
+
 class _LookupDrafter:
-    """Prompt-lookup drafts: deterministic (point masses), nothing to keep in step."""
+    """Prompt-lookup drafts: deterministic (point masses), nothing to keep in step. The draft length
+    adapts: it doubles (up to 15) while every draft is accepted and falls back to LOOKUP_START at a
+    rejection, so text that does not repeat costs no more than plain decoding."""
 
     def __init__(self, max_ngram: int = 3):
         self.max_ngram = max_ngram
+        self.k = LOOKUP_START
 
     def start(self, r, params) -> None:
-        pass
+        self.k = LOOKUP_START
 
     def propose(self, history, k, params, rng, r):
-        return lookup_draft(history, k, self.max_ngram), None
+        return lookup_draft(history, min(k, self.k), self.max_ngram), None
 
-    def keep(self, n: int) -> None:
-        pass
+    def keep(self, n: int, drafted: int, accepted: int) -> None:
+        if drafted and accepted == drafted:
+            self.k = min(MAX_DRAFT, 2 * self.k)
+        elif accepted < drafted:
+            self.k = LOOKUP_START
 
 
 class _ModelDrafter:
@@ -195,7 +207,7 @@ class _ModelDrafter:
                 r.draft_evals += 1
         return draft, q
 
-    def keep(self, n: int) -> None:
+    def keep(self, n: int, drafted: int, accepted: int) -> None:
         """The first ``n`` tokens of the text are accepted: forget the rejected drafts."""
         self.eng.rollback(min(self.eng.pos, n))
 
@@ -251,7 +263,7 @@ def _speculate(model, ids: list[int], params: SamplingParams, drafter) -> Specul
         got = accept_drafts(lambda j: sampling_probs(z[j], params, history + draft[:j]), draft, q, rng)
         a = len(got) - 1                  # drafts kept
         eng.rollback(pos + 1 + a)         # t and the kept drafts stay cached
-        drafter.keep(len(history) + a)
+        drafter.keep(len(history) + a, len(draft), a)
         r.decode_steps += 1
         r.drafted += len(draft)
         r.accepted += a
