@@ -27,6 +27,7 @@ int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 struct Step {
   std::string name, op;
   std::vector<int> ins;  // value ids, in RunArgs::in order
+  std::set<int> build_only;  // of ins: consumed while lowering, not read at run time
   int out = -1;
   ops::RunFn run;
   ops::ColumnRule rule;          // dead-column skipping: what a prefix of `out` reads
@@ -244,6 +245,7 @@ class Builder : public ops::Env {
     constraints::check_program(facts_, prof_, warnings_);
     layout();
     estimate_cost();
+    drop_build_only_consts();
     return std::move(plan_);
   }
 
@@ -373,6 +375,7 @@ class Builder : public ops::Env {
     s.name = st.out;
     s.op = st.op;
     s.ins = ctx.inputs;
+    s.build_only = ctx.build_only_inputs;
     s.scratch_bytes = ctx.scratch_bytes;
     s.flops = ctx.flops;
     s.unit = ctx.unit;
@@ -434,6 +437,21 @@ class Builder : public ops::Env {
     for (int id : P.param_ids)
       if (P.values[id].dtype == DType::fp32 && P.arena_off[id] < 0) P.arena_off[id] = alloc(-1, ns, P.values[id].bytes());
     P.arena_size = peak;
+  }
+
+  // Constants that every consumer packed while lowering (the weights of the linears' convs) are never
+  // read at run time: their snapshot would be a second copy of each linear beside the packed panels.
+  // Run after the cost estimate, which counts the weights the program holds.
+  void drop_build_only_consts() {
+    PlanImpl& P = *plan_;
+    std::vector<char> runtime(P.values.size(), 0);
+    for (const Step& s : P.steps)
+      for (int id : s.ins)
+        if (id >= 0 && !s.build_only.count(id)) runtime[(size_t)id] = 1;
+    for (int id : P.out_ids) runtime[(size_t)id] = 1;
+    for (const auto& view : P.views) runtime[(size_t)view.second] = 1;
+    for (size_t id = 0; id < P.values.size(); ++id)
+      if (P.values[id].is_const() && P.values[id].cdata && !runtime[id]) P.values[id].cdata.reset();
   }
 
   void estimate_cost() {

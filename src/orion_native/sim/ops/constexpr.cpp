@@ -176,6 +176,7 @@ void constexpr_blockwise_shift_scale_infer(OpCtx& ctx) {
 
 kernels::PackedA packed_const_weight(OpCtx& ctx, const std::string& p, int64_t M, int64_t K) {
   const Value& v = ctx.v(p);
+  ctx.build_only_inputs.insert(ctx.vid(p));  // the step reads its packed copy (or the compressed codes)
   if (v.cdata->compressed && v.cdata->compressed->M == M && v.cdata->compressed->K == K) {
     ctx.compressed_inputs.insert(ctx.vid(p));
     return kernels::pack_a(v.cdata->compressed, M, K);

@@ -174,6 +174,7 @@ class OpCtx {
   std::shared_ptr<const ConstData> folded;  // constexpr ops: the result is a const computed at build time
   // set by lower
   std::set<int> compressed_inputs;  // compressed const inputs the step reads compressed (no dense copy)
+  std::set<int> build_only_inputs;  // inputs used only while lowering (packed into the step): never read at run time
   int64_t scratch_bytes = 0;
   double flops = 0;
   enum class Unit { other, conv, matmul } unit = Unit::other;
