@@ -26,6 +26,8 @@ constexpr double kSerialFlops = 2e6;  // below this a GEMM stays on one thread (
 // which a second core adds to, long before it has the flops that pay for waking it.
 constexpr double kSerialABytes = 512 << 10;
 constexpr int64_t kBBlockBytes = 384 << 10;  // packed-B column block: fits L2 beside an A panel
+constexpr int kMaxGroup = 8;                     // panels per tile at most (IsaOps::panel_group)
+constexpr int64_t kGroupBufferBytes = 512 << 10;  // a tile's decoded / packed panels: stay in L2
 
 // Rows [16p, 16p + 16) of op(A) as a panel [K][16]; rows past M are zero.
 void pack_panel(const f16* A, int64_t M, int64_t K, int64_t lda, bool trans_a, int64_t p, f16* dst) {
@@ -84,7 +86,15 @@ void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* 
   const uint64_t call = g_calls.fetch_add(1, std::memory_order_relaxed) + 1;
   // Few columns: a tile carries several panels (the ISA's choice), so that one column is not one
   // latency-bound fma chain (decode: a matrix-vector product at the memory limit).
-  const int64_t group = std::max(1, o.panel_group((int)std::min(kC, g.N)));
+  const int64_t want = std::clamp(o.panel_group((int)std::min(kC, g.N)), 1, kMaxGroup);
+  // 8-bit codes with one scale/offset per row (the int8 / uint8 linears) decode in the GEMV's registers.
+  const auto* q8 = pa && pa->source ? dynamic_cast<const CompressedWeight*>(pa->source.get()) : nullptr;
+  if (!(q8 && o.gemm_panel_q8 && want > 1 && q8->kind == CompressedWeight::Kind::shift_scale && q8->bits == 8 &&
+        q8->blocks_per_row == 1))
+    q8 = nullptr;
+  // Panels decoded or packed per tile into a buffer are read back at once: keep the group's buffer in L2.
+  const bool buffered = (pa && pa->source && !q8) || (!pa && !g.trans_a);
+  const int64_t group = buffered ? std::clamp<int64_t>(kGroupBufferBytes / (g.K * kR * 2), 1, want) : want;
   const int64_t ngrp = (npan + group - 1) / group;
   // Items are small (a group of panels x one column block): the pool's chunking balances the
   // threads; a small GEMM stays on the calling thread.
@@ -110,7 +120,20 @@ void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* 
       t.panels = np;
       t.lda = kR;
       t.pstride = g.K * kR;  // panels packed back to back
-      if (pa && !pa->source) {
+      float sc[kR * kMaxGroup], of[kR * kMaxGroup];  // gemm_panel_q8: per row of the group
+      const bool fused = q8 && np == group;
+      if (fused) {
+        for (int64_t r = 0; r < kR * np; ++r) {
+          const int64_t b = std::min(i0 + r, g.M - 1) / q8->rows_per_block;
+          sc[r] = q8->scale[b];
+          of[r] = q8->offset.empty() ? 0.0f : q8->offset[b];
+        }
+        t.q8 = q8->codes.data() + p * g.K * kR;
+        t.q8_signed = q8->is_signed;
+        t.pstride = g.K * kR;  // bytes: 16 one-byte codes per k
+        t.sc = sc;
+        t.of = of;
+      } else if (pa && !pa->source) {
         t.ap = pa->panel(p);
       } else if (!pa && g.trans_a && t.rows == kR * np) {  // already k-major: read in place
         t.ap = A[b] + i0;
@@ -138,7 +161,10 @@ void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* 
         }
         t.ldo = g.ldc;
         t.trans_c = trans_c;
-        o.gemm_panel(t);
+        if (fused)
+          o.gemm_panel_q8(t);
+        else
+          o.gemm_panel(t);
       }
     }
   });

@@ -182,28 +182,9 @@ void panel(const PanelTile& t) {
   }
 }
 
-// NC (<= 4) columns of P whole panels at once: P x NC independent chains (one column is a single
-// chain per panel, latency-bound at 32 bytes of A per fma latency). Rows past t.rows are computed from
-// the panels' zero padding and not stored.
+// Stores the finished accumulators of panels<> / panels_q8<>: acc[q][j] is column j of panel q.
 template <int NC, int P>
-void panels(const PanelTile& t) {
-  __m512 acc[P][NC];
-#pragma GCC unroll 16
-  for (int q = 0; q < P; ++q)
-#pragma GCC unroll 4
-    for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_setzero_ps();
-  const f16* a = t.ap;
-  const float* b = t.bp;
-  const int64_t ps = t.pstride;
-  for (int64_t k = 0; k < t.K; ++k, a += t.lda, b += t.ldb) {
-#pragma GCC unroll 16
-    for (int q = 0; q < P; ++q) {
-      _mm_prefetch((const char*)(a + q * ps + kPrefetchRows * t.lda), _MM_HINT_T0);
-      __m512 av = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(a + q * ps)));
-#pragma GCC unroll 4
-      for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j]), acc[q][j]);
-    }
-  }
+void store_panels(const PanelTile& t, __m512 (&acc)[P][NC]) {
   for (int q = 0; q < P; ++q) {
     const int rows = std::min(16, t.rows - 16 * q);
     if (rows <= 0) break;
@@ -231,6 +212,31 @@ void panels(const PanelTile& t) {
   }
 }
 
+// NC (<= 4) columns of P whole panels at once: P x NC independent chains (one column is a single
+// chain per panel, latency-bound at 32 bytes of A per fma latency). Rows past t.rows are computed from
+// the panels' zero padding and not stored.
+template <int NC, int P>
+void panels(const PanelTile& t) {
+  __m512 acc[P][NC];
+#pragma GCC unroll 16
+  for (int q = 0; q < P; ++q)
+#pragma GCC unroll 4
+    for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_setzero_ps();
+  const f16* a = t.ap;
+  const float* b = t.bp;
+  const int64_t ps = t.pstride;
+  for (int64_t k = 0; k < t.K; ++k, a += t.lda, b += t.ldb) {
+#pragma GCC unroll 16
+    for (int q = 0; q < P; ++q) {
+      _mm_prefetch((const char*)(a + q * ps + kPrefetchRows * t.lda), _MM_HINT_T0);
+      __m512 av = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(a + q * ps)));
+#pragma GCC unroll 4
+      for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j]), acc[q][j]);
+    }
+  }
+  store_panels<NC, P>(t, acc);
+}
+
 void panel_one(const PanelTile& t) {
   switch (t.cols) {
     case 1: return panel<1>(t);
@@ -255,6 +261,50 @@ void panel_one(const PanelTile& t) {
 }  // namespace
 
 int panel_group(int cols) { return cols <= 1 ? 8 : cols == 2 ? 4 : cols <= 4 ? 2 : 1; }
+
+namespace {
+
+// panels<NC, P> on 8-bit codes: each k-row of a panel decoded in registers exactly as decode_ss8 does
+// (fp32 (code - of) * sc, rounded to fp16 and widened back), then the same fma chains.
+template <int NC, int P, bool S>
+void panels_q8(const PanelTile& t) {
+  __m512 acc[P][NC], s[P], o[P];
+#pragma GCC unroll 16
+  for (int q = 0; q < P; ++q) {
+    s[q] = _mm512_loadu_ps(t.sc + 16 * q);
+    o[q] = _mm512_loadu_ps(t.of + 16 * q);
+#pragma GCC unroll 4
+    for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_setzero_ps();
+  }
+  const uint8_t* a = t.q8;
+  const float* b = t.bp;
+  const int64_t ps = t.pstride;
+  for (int64_t k = 0; k < t.K; ++k, a += 16, b += t.ldb) {
+#pragma GCC unroll 16
+    for (int q = 0; q < P; ++q) {
+      _mm_prefetch((const char*)(a + q * ps + 16 * kPrefetchRows), _MM_HINT_T0);
+      __m128i c8 = _mm_loadu_si128((const __m128i*)(a + q * ps));
+      __m512i c = S ? _mm512_cvtepi8_epi32(c8) : _mm512_cvtepu8_epi32(c8);
+      __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(c), o[q]), s[q]);
+      __m512 av = _mm512_cvtph_ps(_mm512_cvtps_ph(v, kRound));
+#pragma GCC unroll 4
+      for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j]), acc[q][j]);
+    }
+  }
+  store_panels<NC, P>(t, acc);
+}
+
+}  // namespace
+
+void gemm_panel_q8(const PanelTile& t) {
+  const bool s = t.q8_signed;
+  switch (t.cols) {
+    case 1: return s ? panels_q8<1, 8, true>(t) : panels_q8<1, 8, false>(t);
+    case 2: return s ? panels_q8<2, 4, true>(t) : panels_q8<2, 4, false>(t);
+    case 3: return s ? panels_q8<3, 2, true>(t) : panels_q8<3, 2, false>(t);
+    default: return s ? panels_q8<4, 2, true>(t) : panels_q8<4, 2, false>(t);
+  }
+}
 
 void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst) {
   const __m512 s = _mm512_loadu_ps(sc), o = _mm512_loadu_ps(of);

@@ -70,6 +70,12 @@ struct PanelTile {
   // tile; rows <= 16 * panels. Each C element keeps its own in-order chain, so results are the same.
   int panels = 1;
   int64_t pstride = 0;
+  // gemm_panel_q8 only: A as 8-bit codes (16 bytes per k of a panel, panel q at q8 + q * pstride bytes)
+  // with one scale/offset per row (sc/of [panels][16]); row r's value at k is fp16((code - of) * sc).
+  const uint8_t* q8 = nullptr;
+  bool q8_signed = false;
+  const float* sc = nullptr;
+  const float* of = nullptr;
 };
 
 // decode_ss8 in plain C++ (the scalar table, and NEON's, where the compiler vectorises it).
@@ -142,6 +148,10 @@ struct IsaOps {
   // parameter pair per row lane: dst[16 k + j] = fp16((code - of[j]) * sc[j]) (exact in fp32, one
   // rounding), in one pass (compressed weights at decode width: the int8 linears).
   void (*decode_ss8)(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst);
+  // Panel GEMM on 8-bit codes decoded in registers (PanelTile::q8; cols <= 4, panels ==
+  // panel_group(cols)): the same values and fma chains as decode_ss8 + gemm_panel, without the fp16
+  // round trip through memory. Null where not implemented (then decode_ss8 + gemm_panel run).
+  void (*gemm_panel_q8)(const PanelTile& t);
 };
 
 const IsaOps& scalar_ops();
