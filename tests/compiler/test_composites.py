@@ -106,6 +106,56 @@ def test_attention_with_mask_input(rng):
     assert_fp16_close(run_sim(g, arrays)["o"], ref, rtol=TOL)
 
 
+@pytest.mark.parametrize("h,hkv", [(4, 4), (4, 2)])
+def test_region_attention_column_i_attends_to_region_i(rng, h, hkv):
+    """Batched decode: query column i sees only region i of the caches (k [1, S * hkv, hd, R], v [1, S * hkv,
+    R, hd]) under mask row i -
+    equal to a float64 reference, and bit-identical to causal_attention of that column alone over its
+    region (what makes a batched sequence equal to the same sequence generated alone)."""
+    hd, s, r = 16, 16, 64
+    g = Graph()
+    q = g.input("q", (1, h * hd, 1, s))
+    k = g.input("k", (1, s * hkv, hd, r))
+    v = g.input("v", (1, s * hkv, r, hd))
+    m = g.input("m", (1, 1, s, r))
+    g.output("o", ops.region_attention(q, k, v, n_heads=h, n_kv_heads=hkv, mask=m))
+    arrays = {n: _x(rng, t.shape) for n, t in (("q", q), ("k", k), ("v", v))}
+    # region i as a single-sequence cache [1, kv, 1, R]
+    region = {"k": arrays["k"].reshape(s, 1, hkv * hd, 1, r),
+              "v": arrays["v"].reshape(s, hkv, r, hd).transpose(0, 1, 3, 2).reshape(s, 1, hkv * hd, 1, r)}
+    lens = rng.integers(1, r + 1, s)
+    arrays["m"] = np.where(np.arange(r)[None, :] < lens[:, None], 0.0, -1e4).astype(np.float16)[None, None]
+    got = run_sim(g, arrays)["o"]
+    a64 = {n: arrays[n].astype(np.float64) for n in "qkvm"}
+    for i in range(s):
+        ref = _attention_ref(a64["q"][..., i:i + 1], region["k"][i].astype(np.float64),
+                             region["v"][i].astype(np.float64), h, hkv, a64["m"][0, 0, i:i + 1])
+        assert_fp16_close(got[..., i:i + 1], ref, rtol=TOL)
+    alone = Graph()                                  # one decode program per column, its region as the cache
+    qa = alone.input("q", (1, h * hd, 1, s))
+    ka = alone.input("k", (1, hkv * hd, 1, r))
+    va = alone.input("v", (1, hkv * hd, 1, r))
+    ma = alone.input("m", (1, 1, s, r))
+    alone.output("o", ops.causal_attention(qa, ka, va, n_heads=h, n_kv_heads=hkv, mask=ma))
+    for i in (0, 5, s - 1):
+        one = run_sim(alone, {"q": arrays["q"], "k": region["k"][i], "v": region["v"][i],
+                              "m": np.repeat(arrays["m"][:, :, i:i + 1], s, axis=2)})["o"]
+        assert np.array_equal(one[..., i].view(np.uint16), got[..., i].view(np.uint16)), i
+
+
+def test_region_attention_checks_its_cache_layout():
+    from orion.ir.graph import GraphError
+    g = Graph()
+    q = g.input("q", (1, 64, 1, 16))
+    k = g.input("k", (1, 64, 16, 32))                   # 16 regions x 4 heads, head_dim 16, R = 32
+    v = g.input("v", (1, 64, 32, 16))
+    with pytest.raises(GraphError, match=r"region_attention: k\[1, 64, 32, 16\] must be \[1, 64, 16, R\]"):
+        ops.region_attention(q, v, v, n_heads=4)        # K stored position-major
+    with pytest.raises(GraphError, match="region_attention: mask"):
+        ops.region_attention(q, k, v, n_heads=4, mask=np.zeros((1, 1, 16, 16)))
+    assert ops.region_attention(q, k, v, n_heads=4).shape == (1, 64, 1, 16)
+
+
 def _rope_llama2c(x, n_heads, pos0=0, base=10000.0):
     """llama2.c's loop: adjacent pairs, freq = base^(-(i % head_size)/head_size) for even i."""
     d, s = x.shape[1], x.shape[3]

@@ -33,16 +33,50 @@ def _model(name, tmp_path):
     return load(os.path.join(FIXTURES, name), device="sim", cache=str(tmp_path))
 
 
+class _LogitsRecorder:
+    """Records the logits every sampling decision sees: per single generation (``alone()`` after each
+    ``m.generate``) and per sequence of a batch (``batched[i]``), so that tests compare them bit for bit
+    (greedy tokens alone would hide last-bit differences)."""
+
+    def __init__(self, monkeypatch):
+        from orion.models import batch, stream
+        self._seen: list = []
+        self.batched: dict[int, list] = {}
+        sample_next = stream.sample_next
+        consume = batch._Seq.consume
+
+        def recording(logits, *a):
+            self._seen.append(np.array(logits, np.float32))
+            return sample_next(logits, *a)
+
+        def consuming(seq, logits, n_ctx):
+            self.batched.setdefault(seq.index, []).append(np.array(logits, np.float32))
+            return consume(seq, logits, n_ctx)
+
+        monkeypatch.setattr(stream, "sample_next", recording)
+        monkeypatch.setattr(batch._Seq, "consume", consuming)
+
+    def alone(self) -> np.ndarray:
+        got, self._seen = np.stack(self._seen), []
+        return got
+
+    def assert_same(self, i: int, alone: np.ndarray) -> None:
+        b = np.stack(self.batched[i])
+        assert alone.shape == b.shape and np.array_equal(alone.view(np.uint32), b.view(np.uint32)), i
+
+
 @pytest.mark.parametrize("name", ["gpt2", "llama3", "mistral", "gemma3", "qwen3", "phi3"])
-def test_greedy_batch_equals_each_prompt_alone(name, tmp_path):
+def test_greedy_batch_equals_each_prompt_alone(name, tmp_path, monkeypatch):
     m = _model(name, tmp_path)
     prompts = _prompts(m)
+    rec = _LogitsRecorder(monkeypatch)
     st = BatchStats()
     gens = m.generate_batch(prompts, max_tokens=MAX_TOKENS, max_batch=3, stop_tokens=[[]] * len(prompts), stats=st)
-    for p, n, g in zip(prompts, MAX_TOKENS, gens):
+    for i, (p, n, g) in enumerate(zip(prompts, MAX_TOKENS, gens)):
         solo = m.generate(p, max_tokens=n, stop_tokens=[])
         assert g.tokens == solo.tokens and g.stop_reason == solo.stop_reason == "max_tokens"
         assert g.prompt_tokens == p and g.decode_steps == solo.decode_steps
+        rec.assert_same(i, rec.alone())
     # evals were shared: 3 columns busy while prompts wait, fewer evals than decode steps
     assert max(st.columns_used) == 3
     assert st.decode_evals < sum(g.decode_steps for g in gens)
@@ -102,3 +136,41 @@ def test_lora_adapter_swaps_reach_the_batch_programs():
         assert got == [m.generate(p, max_tokens=6).tokens for p in prompts]
         outs.append(got)
     assert outs[0] != outs[1] != outs[2]
+
+
+def test_buckets_of_both_softmax_kinds_equal_alone(monkeypatch):
+    """n_ctx = 96: a sequence alone uses the context bucket 64 (softmax kernel) or 96 (a non-power-of-two
+    softmax, decomposed, C21; the two differ in the last bits); a batch mixing both gives every sequence
+    the very logits it has alone."""
+    cfg = tiny_gpt2(n_ctx=96)
+    m = Model(cfg, weights16(cfg), device="sim", stop_tokens=[])
+    prompts = _prompts(m)[:4]
+    n_tok = [30, 8, 50, 6]                       # totals 33, 17, 67, 7: buckets 64, 64, 96, 64
+    assert sorted({m.engine.ctx_bucket(len(p) + n) for p, n in zip(prompts, n_tok)}) == [64, 96]
+    rec = _LogitsRecorder(monkeypatch)
+    alone = []
+    for p, n in zip(prompts, n_tok):
+        m.generate(p, max_tokens=n)
+        alone.append(rec.alone())
+    m.generate_batch(prompts, max_tokens=n_tok)
+    for i, a in enumerate(alone):
+        rec.assert_same(i, a)
+
+
+def test_padded_region_caches_equal_alone(monkeypatch):
+    """head_dim 8: the V regions [1, 16 * kv_heads, R, 8] are too small a surface and get a padded last
+    axis (C04); the host writes go through the padded views and every sequence keeps its logits."""
+    from models_helpers import tiny_llama
+    cfg = tiny_llama(d_model=32, n_heads=4, n_kv_heads=2, d_ff=64)
+    m = Model(cfg, weights16(cfg), device="sim", stop_tokens=[])
+    prompts = _prompts(m)[:3]
+    rec = _LogitsRecorder(monkeypatch)
+    alone = []
+    for p in prompts:
+        m.generate(p, max_tokens=6)
+        alone.append(rec.alone())
+    m.generate_batch(prompts, max_tokens=6)
+    for i, a in enumerate(alone):
+        rec.assert_same(i, a)
+    v = m.engine.batch_sets[64][1][1].inputs["v_cache"]
+    assert v.shape == (1, 32, 64, 8) and v.mil_shape[3] > 8

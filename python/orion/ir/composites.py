@@ -177,6 +177,15 @@ def causal_mask(s_q: int, s_kv: int | None = None, value: float = MASK_VALUE) ->
     return np.where(j <= i, 0.0, value).astype(np.float32).reshape(1, 1, s_q, s_kv)
 
 
+def _heads(what: str, d: int, n_heads: int, n_kv_heads: int | None) -> tuple[int, int]:
+    """(kv heads, head dim) of a D-wide query split into ``n_heads`` (grouped onto ``n_kv_heads``)."""
+    hkv = n_kv_heads or n_heads
+    if d % n_heads or n_heads % hkv:
+        raise GraphError(f"{what}: D={d} must divide into n_heads={n_heads}, and n_heads into "
+                         f"n_kv_heads={hkv} groups")
+    return hkv, d // n_heads
+
+
 def causal_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int | None = None,
                      mask="causal", name: str | None = None, scale: float | None = None) -> Value:
     """Multi-head attention on [1, D, 1, S] tensors with an explicit additive mask (never SDPA, C06).
@@ -189,11 +198,7 @@ def causal_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int
         if t.rank != 4 or t.shape[0] != 1 or t.shape[2] != 1:
             raise GraphError(f"causal_attention: {nm}{list(t.shape)} must be [1, D, 1, S]")
     d, s_q = q.shape[1], q.shape[3]
-    hkv = n_kv_heads or n_heads
-    if d % n_heads or n_heads % hkv:
-        raise GraphError(f"causal_attention: D={d} must divide into n_heads={n_heads}, and n_heads into "
-                         f"n_kv_heads={hkv} groups")
-    hd = d // n_heads
+    hkv, hd = _heads("causal_attention", d, n_heads, n_kv_heads)
     s_kv = k.shape[3]
     if k.shape != v.shape or k.shape[1] != hkv * hd:
         raise GraphError(f"causal_attention: k{list(k.shape)} and v{list(v.shape)} must both be "
@@ -223,6 +228,51 @@ def causal_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int
     p = ops.softmax(scores, axis=-1)
     o = ops.matmul(vh, p, transpose_y=True)                   # [.., hd, Sq]
     return ops.reshape(o, (1, d, 1, s_q), name=name)
+
+
+def region_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int | None = None, mask=None,
+                     name: str | None = None, scale: float | None = None) -> Value:
+    """Attention of S independent sequences in one program: query column ``i`` of ``q [1, D, 1, S]``
+    attends only to region ``i`` of the caches, ``k [1, S * n_kv_heads, head_dim, R]`` and
+    ``v [1, S * n_kv_heads, R, head_dim]`` (row ``i * n_kv_heads + h``: sequence i's head h over R
+    positions), with the additive ``mask [1, 1, S, R]`` (row i: column i's mask over its region; a Value
+    or array). K is stored as the scores' matmul reads it (``q K``) and V as ``P V`` reads it, both in
+    place; V's position-major rows also let the host write a new token as contiguous runs.
+
+    The query columns move to a leading batch axis (two small transposes of q and of the output), so each
+    column's scores, softmax and value sums are those of :func:`causal_attention` for one query over a
+    cache of R keys - every output the same in-order chain of products - at 1/S of the work of attending
+    over all S regions with the others masked."""
+    if q.rank != 4 or q.shape[0] != 1 or q.shape[2] != 1:
+        raise GraphError(f"region_attention: q{list(q.shape)} must be [1, D, 1, S]")
+    d, s = q.shape[1], q.shape[3]
+    hkv, hd = _heads("region_attention", d, n_heads, n_kv_heads)
+    r = k.shape[3] if k.rank == 4 else -1
+    if k.shape != (1, s * hkv, hd, r) or v.shape != (1, s * hkv, r, hd):
+        raise GraphError(f"region_attention: k{list(k.shape)} must be [1, {s * hkv}, {hd}, R] and v{list(v.shape)} "
+                         f"[1, {s * hkv}, R, {hd}] (S x n_kv_heads regions of R positions)")
+    qt = ops.transpose(ops.reshape(q, (d, s)), (1, 0))          # [S, D]: column i's query in row i
+    if hkv == n_heads:
+        qh = ops.reshape(qt, (s, n_heads, 1, hd))
+        kh = ops.reshape(k, (s, n_heads, hd, r))
+        vh = ops.reshape(v, (s, n_heads, r, hd))
+        mshape = (s, 1, 1, r)
+    else:
+        g = n_heads // hkv
+        qh = ops.reshape(qt, (s, hkv, g, 1, hd))
+        kh = ops.reshape(k, (s, hkv, 1, hd, r))
+        vh = ops.reshape(v, (s, hkv, 1, r, hd))
+        mshape = (s, 1, 1, 1, r)
+    qh = ops.mul(qh, 1.0 / math.sqrt(hd) if scale is None else float(scale))   # scale Q first (C36)
+    scores = ops.matmul(qh, kh)                                 # [S, .., 1, R]
+    if mask is not None:
+        m = mask if isinstance(mask, Value) else _const_like(scores, np.asarray(mask, np.float32))
+        if m.size != s * r:
+            raise GraphError(f"region_attention: mask{list(m.shape)} must be [1, 1, {s}, {r}]")
+        scores = ops.add(scores, ops.reshape(m, mshape))
+    p = ops.softmax(scores, axis=-1)
+    o = ops.matmul(p, vh)                                       # [S, .., 1, hd]
+    return ops.reshape(ops.transpose(ops.reshape(o, (s, d)), (1, 0)), (1, d, 1, s), name=name)
 
 
 def rope_tables(head_dim: int, positions, base: float = 10000.0) -> tuple[np.ndarray, np.ndarray]:

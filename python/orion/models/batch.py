@@ -2,13 +2,22 @@
 
 Design (issue 15 §2):
 
-* One decode program set ``(S = 16, T = 16 R)``, compiled once per ``R`` and kept on the engine
-  (``Engine.batch_sets``): the KV cache holds one region of ``R`` positions per column (sequence ``i`` at
-  ``[i R, i R + len)``, its own positions from 0), and a per-column additive mask lets query column ``i``
-  see only its region up to its position (and its sliding window); RoPE tables and position embeddings
-  are per column. ``R`` is a multiple of 64, so a sequence's keys keep the offsets, modulo every lane
-  width, that they have alone: the masked keys add exact zeros and each column is bit-identical to the
-  same sequence generated alone (greedy: token for token; sampling: the same draws, same seed).
+* One decode program set ``(S = 16, T = R)`` with *region* caches, compiled once per ``R`` and kept on the
+  engine (``Engine.batch_sets``): the caches hold one region of ``R`` positions per column (sequence
+  ``i``'s keys in rows ``i * kv_heads ..`` of ``k_cache [1, 16 * kv_heads, head_dim, R]`` and ``v_cache
+  [1, 16 * kv_heads, R, head_dim]``, its own positions from 0; each laid out as the attention matmuls read
+  it in place), and query column ``i`` attends only to region ``i`` (``ops.region_attention``: the
+  columns move to a batch axis of the attention matmuls), under a per-column additive mask
+  ``[1, 1, 16, R]`` (its position, its sliding window). RoPE tables and position embeddings are per
+  column.
+* Exactness: ``R`` is the context bucket a single generation of the longest sequence uses, and every key
+  keeps its index inside its row, so each column's scores, softmax and value sums are those of the same
+  sequence alone (GEMM elements are one in-order fma chain over k; the softmax's sums give key j to lane
+  j mod 16 whatever the row length; keys past a sequence's own bucket are masked and add exact zeros):
+  each column is bit-identical to the same sequence generated alone (greedy: token for token; sampling:
+  the same draws, same seed; the tests compare the logits bit for bit). The one thing that must match is the softmax *kind*: a non-power-of-two last axis is
+  decomposed (C21), so sequences whose own bucket is a power of two and those whose bucket is not (a
+  non-power-of-two ``n_ctx``) are batched apart.
 * A prompt is prefilled alone, through the engine's own prefill (the very programs and cache a single
   generation uses), then its K/V columns are copied into its region.
 * Continuous batching: when a sequence stops (its stop tokens, ``max_tokens``, the context), its column
@@ -32,7 +41,6 @@ from .stream import Generation, _Detok
 __all__ = ["generate_batch", "BatchStats", "MAX_BATCH"]
 
 MAX_BATCH = DECODE_S          # one sequence per decode column
-_ALIGN = 64                   # region length granule: keeps each key's lane position as when alone
 
 
 @dataclass
@@ -92,8 +100,8 @@ class _Seq:
 
 
 def _batch_stages(eng, R: int):
-    """The decode set (16, 16 R) for batches, compiled once per R and LoRA slot layout; kept apart from the
-    engine's own sets (their caches hold one sequence each). The current adapter is staged into it."""
+    """The region decode set (16, R) for batches, compiled once per R and LoRA slot layout; kept apart from
+    the engine's own sets (their caches hold one sequence each). The current adapter is staged into it."""
     lora = eng.graph_options.get("lora")
     have = eng.batch_sets.get(R)
     if have is not None and have[0] is not lora:      # the adapter slots changed: other program inputs
@@ -104,7 +112,7 @@ def _batch_stages(eng, R: int):
         stages = []
         try:
             for i in range(eng.fam.n_stages(eng.cfg)):
-                stages.append(eng._stage(i, DECODE_S, DECODE_S * R))
+                stages.append(eng._stage(i, DECODE_S, R, regions=True))
         except BaseException:
             for s in stages:
                 s.release()
@@ -115,49 +123,79 @@ def _batch_stages(eng, R: int):
     return have[1]
 
 
-def _feeds(eng, R: int, pos: np.ndarray) -> list[dict]:
-    """Per stage: the per-column masks (column i sees region i up to pos[i], within its window) and the
-    RoPE tables of each column's position."""
-    S = DECODE_S
-    local = np.arange(R)[None, :]
+class _Feeds:
+    """The per-step program inputs of one batch: per-column masks ``[1, 1, 16, R]`` (column i sees its
+    region up to pos[i], within its window) and RoPE tables of each column's position (looked up in
+    tables computed once for positions 0..R-1: angles are per position, so the same values)."""
 
-    def mask(window):
-        seen = local <= pos[:, None]
-        if window is not None:
-            seen &= local > pos[:, None] - window
-        m = np.full((S, S, R), MASK_VALUE, np.float16)
-        m[np.arange(S), np.arange(S)] = np.where(seen, 0.0, MASK_VALUE)
-        return m.reshape(1, 1, S, S * R)
+    def __init__(self, eng, R: int):
+        cfg = eng.cfg
+        self.eng, self.R = eng, R
+        self.local = np.arange(R)[None, :]
+        L = eng.fam.n_stages(cfg) - 1
+        self.ropes = {}
+        if eng.fam.USES_ROPE:
+            for l in range(L):
+                rope = cfg.layer_rope(l)
+                if rope not in self.ropes:
+                    cos, sin = eng.fam.rope_tables(cfg, np.arange(R), l)
+                    self.ropes[rope] = (cos.astype(np.float16), sin.astype(np.float16))
 
-    return eng._layer_inputs(S, S * R, 0, S, positions=pos, mask=mask)
+    def __call__(self, pos: np.ndarray) -> list[dict]:
+        S = DECODE_S
+
+        def mask(window):
+            seen = self.local <= pos[:, None]
+            if window is not None:
+                seen &= self.local > pos[:, None] - window
+            return np.where(seen, np.float16(0.0), np.float16(MASK_VALUE)).reshape(1, 1, S, self.R)
+
+        def rope(cfg, positions, layer):
+            cos, sin = self.ropes[cfg.layer_rope(layer)]
+            return cos[..., positions], sin[..., positions]
+
+        # a finished column keeps its last position, which may be R: any table entry does for it
+        at = np.minimum(pos, self.R - 1)
+        return self.eng._layer_inputs(S, self.R, 0, S, positions=at, mask=mask, rope=rope)
 
 
-def _step(eng, stages, R: int, cols: list[int], toks: list[int], pos: np.ndarray) -> np.ndarray:
+def _regions(stages) -> list:
+    """Per stage (None for stage 0): its caches as views of the program inputs, K ``[16, kv_heads,
+    head_dim, R]`` and V ``[16, kv_heads, R, head_dim]`` (region i: sequence i)."""
+    out = [None]
+    for st in stages[1:]:
+        k, v = st.cache["k_cache"], st.cache["v_cache"]
+        out.append((k.reshape((DECODE_S, -1) + k.shape[1:]), v.reshape((DECODE_S, -1) + v.shape[1:])))
+    return out
+
+
+def _step(eng, stages, regions, feeds: _Feeds, cols: list[int], toks: list[int], pos: np.ndarray) -> np.ndarray:
     """One batched decode step: token toks[k] at position pos[cols[k]] in column cols[k]; returns the
     final hidden states h [1, d, 1, 16]."""
     cfg = eng.cfg
     live = max(cols) + 1                             # columns past the last busy one: not computed
+    ci = np.asarray(cols)
+    at = pos[ci]                                     # each new token's position in its column's region
     x = np.zeros((1, cfg.d_model, 1, DECODE_S), np.float16)
-    for c, t in zip(cols, toks):
-        e = eng.fam.embed(cfg, eng.w, [t], int(pos[c]))[:, 0]
-        x[0, :, 0, c] = e * np.float32(eng.residual_scale) if eng.residual_scale != 1.0 else e
-    feeds = _feeds(eng, R, pos)
-    out = stages[0].run({"x": x, **feeds[0]}, live=live)
+    e = eng.fam.embed(cfg, eng.w, toks, at)
+    x[0, :, 0][:, ci] = e * np.float32(eng.residual_scale) if eng.residual_scale != 1.0 else e
+    feed = feeds(pos)
+    out = stages[0].run({"x": x, **feed[0]}, live=live)
     resid = x
-    at = np.asarray(cols) * R + pos[cols]            # cache position of each new token
     L = len(stages) - 1
     for l in range(1, L + 1):
-        q, k, v = eng._split(out)
-        c = stages[l].cache
-        c["k_cache"][:, at] = k[:, cols]
-        c["v_cache"][:, at] = v[:, cols]
-        out = stages[l].run({"x": resid, "q_attn": q, **feeds[l]}, live=live)
+        q, k, v = eng._split(out)                    # k, v [kv, 16]
+        kr, vr = regions[l]
+        n, h, hd = len(ci), kr.shape[1], kr.shape[2]
+        kr[ci, :, :, at] = k[:, ci].T.reshape(n, h, hd)          # one indexed write per cache
+        vr[ci, :, at] = v[:, ci].T.reshape(n, h, hd)             # (V: contiguous head_dim runs)
+        out = stages[l].run({"x": resid, "q_attn": q, **feed[l]}, live=live)
         if l < L:
             resid = out["x_out"]
     return out["h"]
 
 
-def _admit(eng, stages, R: int, col: int, seq: _Seq, n_ctx: int) -> bool:
+def _admit(eng, regions, col: int, seq: _Seq, n_ctx: int) -> bool:
     """Prefills ``seq`` alone (the engine's own path) and copies its K/V into region ``col``."""
     ids, p = seq.gen.prompt_tokens, seq.params
     total = min(n_ctx, len(ids) + max(p.max_tokens, 1))
@@ -169,11 +207,16 @@ def _admit(eng, stages, R: int, col: int, seq: _Seq, n_ctx: int) -> bool:
     seq.gen.prefill_seconds = time.perf_counter() - t0
     seq.gen.compile_seconds = eng.compile_seconds - c0
     n = len(ids)
-    for l in range(1, len(stages)):
-        c = stages[l].cache
-        c["k_cache"][:, col * R:col * R + n] = eng.k_host[l - 1, :, :n]
-        c["v_cache"][:, col * R:col * R + n] = eng.v_host[l - 1, :, :n]
+    for l in range(1, len(regions)):
+        kr, vr = regions[l]
+        h, hd = kr.shape[1], kr.shape[2]
+        kr[col, :, :, :n] = eng.k_host[l - 1, :, :n].reshape(h, hd, n)
+        vr[col, :, :n] = eng.v_host[l - 1, :, :n].reshape(h, hd, n).transpose(0, 2, 1)
     return seq.consume(logits, n_ctx)
+
+
+def _pow2(n: int) -> bool:
+    return n & (n - 1) == 0
 
 
 def generate_batch(model, prompts, params: list[SamplingParams], *, max_batch: int = MAX_BATCH,
@@ -190,25 +233,42 @@ def generate_batch(model, prompts, params: list[SamplingParams], *, max_batch: i
     st.sequences = len(prompts)
     if not prompts:
         return []
-    totals = [min(n_ctx, len(ids) + max(p.max_tokens, 1)) for ids, p in zip(prompts, params)]
-    R = -(-max(totals) // _ALIGN) * _ALIGN
-    c0 = eng.compile_seconds
-    stages = _batch_stages(eng, R)
-    st.compile_seconds = eng.compile_seconds - c0
-    waiting = deque(range(len(prompts)))
     seqs: list[_Seq] = []
     for i, (ids, p) in enumerate(zip(prompts, params)):
         stops = set(model.stop_tokens if p.stop_tokens is None else (int(t) for t in p.stop_tokens))
         seqs.append(_Seq(i, ids, p, stops, model.tokenizer))
-    cols: list[_Seq | None] = [None] * int(max_batch)
-    pos = np.zeros(DECODE_S, np.int64)
+    # each sequence's context bucket alone; batched apart by softmax kind (see the module notes)
+    buckets = [eng.ctx_bucket(min(n_ctx, len(ids) + max(p.max_tokens, 1))) for ids, p in zip(prompts, params)]
+    groups: dict[bool, list[int]] = {}
+    for i, T in enumerate(buckets):
+        groups.setdefault(_pow2(T), []).append(i)
     t_start = time.perf_counter()
+    st.compile_seconds = 0.0
+    for members in groups.values():
+        _run(eng, seqs, members, max(buckets[i] for i in members), int(max_batch), n_ctx, st)
+    st.seconds = time.perf_counter() - t_start - st.compile_seconds
+    st.generated = sum(len(s.gen.tokens) for s in seqs)
+    for s in seqs:
+        s.gen.text = "".join(s.pieces)
+    return [s.gen for s in seqs]
+
+
+def _run(eng, seqs: list[_Seq], members: list[int], R: int, max_batch: int, n_ctx: int, st: BatchStats) -> None:
+    """Generates ``seqs[members]`` through the region set of length ``R``, continuous batching."""
+    c0 = eng.compile_seconds
+    stages = _batch_stages(eng, R)
+    st.compile_seconds += eng.compile_seconds - c0
+    feeds = _Feeds(eng, R)
+    regions = _regions(stages)
+    waiting = deque(members)
+    cols: list[_Seq | None] = [None] * max_batch
+    pos = np.zeros(DECODE_S, np.int64)
 
     def fill(c: int) -> None:
         while waiting:
             s = seqs[waiting.popleft()]
             c1 = eng.compile_seconds
-            busy = _admit(eng, stages, R, c, s, n_ctx)
+            busy = _admit(eng, regions, c, s, n_ctx)
             st.compile_seconds += eng.compile_seconds - c1
             if busy:
                 cols[c] = s
@@ -222,7 +282,7 @@ def generate_batch(model, prompts, params: list[SamplingParams], *, max_batch: i
         busy = [c for c, s in enumerate(cols) if s is not None]
         t1 = time.perf_counter()
         c1 = eng.compile_seconds
-        h = _step(eng, stages, R, busy, [cols[c].pending for c in busy], pos)
+        h = _step(eng, stages, regions, feeds, busy, [cols[c].pending for c in busy], pos)
         logits = eng._logits(h, slice(0, busy[-1] + 1))[busy]       # one classifier shape per width
         dt = time.perf_counter() - t1 - (eng.compile_seconds - c1)
         st.decode_evals += 1
@@ -235,8 +295,3 @@ def generate_batch(model, prompts, params: list[SamplingParams], *, max_batch: i
             s.gen.decode_seconds += dt
             if not s.consume(logits[k], n_ctx):
                 fill(c)
-    st.seconds = time.perf_counter() - t_start - st.compile_seconds
-    st.generated = sum(len(s.gen.tokens) for s in seqs)
-    for s in seqs:
-        s.gen.text = "".join(s.pieces)
-    return [s.gen for s in seqs]

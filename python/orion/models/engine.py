@@ -144,12 +144,14 @@ class Engine:
             log.info("orion: compiled %d stage programs for S=%d T=%d", len(stages), S, T)
         return self.sets[key]
 
-    def _stage(self, i: int, S: int, T: int):
+    def _stage(self, i: int, S: int, T: int, **extra):
         """Stage ``i`` as one program or, when its weights exceed one program's budget (C18/C19) and the
-        family can cut it, as one program per part."""
+        family can cut it, as one program per part; ``extra``: more ``stage_graph`` arguments (batched
+        decode: ``regions=True``)."""
         build, n = self.fam.stage_graph, self.fam.n_stages(self.cfg)
+        opts = {**self.graph_options, **extra}
         try:
-            return Stage(self._compile(build(self.cfg, self.w, i, S, T, **self.graph_options)))
+            return Stage(self._compile(build(self.cfg, self.w, i, S, T, **opts)))
         except CompileError as e:
             if e.constraint not in ("C18", "C19") or not getattr(self.fam, "PARTS", None):
                 raise
@@ -158,7 +160,7 @@ class Engine:
         done: list[Stage] = []
         try:
             for p in parts:
-                done.append(Stage(self._compile(build(self.cfg, self.w, i, S, T, part=p, **self.graph_options))))
+                done.append(Stage(self._compile(build(self.cfg, self.w, i, S, T, part=p, **opts))))
         except BaseException:
             for st in done:
                 st.release()
@@ -274,13 +276,16 @@ class Engine:
             seen &= j > rows[:, None] - window
         return np.where(seen, 0.0, MASK_VALUE).astype(np.float16).reshape(1, 1, S, T)
 
-    def _layer_inputs(self, S: int, T: int, p0: int, n: int, positions=None, mask=None) -> list[dict]:
+    def _layer_inputs(self, S: int, T: int, p0: int, n: int, positions=None, mask=None, rope=None) -> list[dict]:
         """Per stage: the mask of the layer whose attention it runs (stage l: layer l-1) and the RoPE
         tables of the layer whose q/k it projects (stage l: layer l). ``positions`` (of the S columns,
-        default p0..) and ``mask(window)`` replace the single-sequence ones (batched decode)."""
+        default p0..), ``mask(window)`` and ``rope(cfg, positions, layer)`` (the family's
+        ``rope_tables``, e.g. looked up in precomputed ones) replace the single-sequence ones (batched
+        decode)."""
         cfg, L = self.cfg, self.fam.n_stages(self.cfg) - 1
         positions = np.arange(p0, p0 + S) if positions is None else positions
         mask = mask or (lambda w: self._mask(S, T, p0, n, w))
+        rope_tables = rope or getattr(self.fam, "rope_tables", None)
         sliding = [getattr(cfg, "layer_sliding", lambda i: False)(i) for i in range(L)]
         masks = {w: mask(w) for w in {cfg.sliding_window if s else None for s in sliding}}
         tables: dict = {}
@@ -292,7 +297,7 @@ class Engine:
             if l < L and self.fam.USES_ROPE:
                 rope = cfg.layer_rope(l)
                 if rope not in tables:
-                    cos, sin = self.fam.rope_tables(cfg, positions, l)
+                    cos, sin = rope_tables(cfg, positions, l)
                     tables[rope] = {"cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
                 f.update(tables[rope])
             feeds.append(f)

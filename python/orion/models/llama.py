@@ -10,7 +10,8 @@ loader) with cos/sin tables passed as inputs so the same program serves every po
 Stage I/O (S query columns, T cache length, d = dim, kv = n_kv_heads * head_dim, hd = head_dim):
   inputs  ``x [1,d,1,S]``; stages < L: ``cos``/``sin [1,hd/2,1,S]`` (this stage's layer's RoPE);
           stages >= 1: ``q_attn [1,q,1,S]`` (q = n_heads * hd),
-          ``k_cache``/``v_cache [1,kv,1,T]``, ``mask [1,1,S,T]`` (full or sliding, by the layer's type)
+          ``k_cache``/``v_cache [1,kv,1,T]`` (batched decode: ``[1,S*n_kv_heads,hd,T]`` / ``[.., T, hd]``),
+          ``mask [1,1,S,T]`` (full or sliding, by the layer's type)
   outputs stages < L: ``q [1,q,1,S]``, ``k``/``v [1,kv,1,S]`` (q, k rotated); stages >= 1 also ``x_out``;
           stage L: ``h [1,d,1,S]``
 """
@@ -33,8 +34,9 @@ def n_stages(cfg) -> int:
     return cfg.n_layers + 1
 
 
-def embed(cfg, w: dict, ids, pos0: int) -> np.ndarray:
-    """Token embeddings ``[d, n]`` float32, times the family's embedding scale (Gemma: sqrt(d), in fp32)."""
+def embed(cfg, w: dict, ids, pos0) -> np.ndarray:
+    """Token embeddings ``[d, n]`` float32, times the family's embedding scale (Gemma: sqrt(d), in fp32);
+    positions (``pos0``: the first one, or one per token) do not enter (RoPE)."""
     ids = np.asarray(ids, dtype=np.int64)
     x = np.asarray(w["tok_emb"][ids], np.float32)
     if cfg.embed_scale != 1.0:
@@ -101,9 +103,11 @@ def _residual(cfg, w: dict, x, y, post: str, fp: Fp16Plan):
     return ops.add(x, y if fp.scale == 1.0 else ops.mul(y, float(fp.scale)))
 
 
-def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora, fp: Fp16Plan, acts=None):
+def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora, fp: Fp16Plan, acts=None,
+          regions: bool = False):
     p = f"layers.{layer}."
-    a = ops.causal_attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask, scale=cfg.query_scale)
+    attention = ops.region_attention if regions else ops.causal_attention
+    a = attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask, scale=cfg.query_scale)
     return _residual(cfg, w, x, _lin(g, a, w, "wo", layer, lora, acts=acts), p + "rms_att_post", fp)
 
 
@@ -124,7 +128,7 @@ PARTS = ("attn", "ffn", "qkv")
 
 
 def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16Plan | None = None,
-                part: str | None = None, activations=None) -> Graph:
+                part: str | None = None, activations=None, regions: bool = False) -> Graph:
     """Stage ``stage``'s graph; ``lora``: an :class:`orion.lora.AdapterSlots` giving the linears that get
     adapter inputs (``<weight>_lora_a`` / ``_lora_b``, see :func:`orion.lora.graph_linear`);
     ``fp16``: how the programs stay inside fp16 (residual scale, stable norms; default: plain).
@@ -135,20 +139,25 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
     output ``x_out``, or ``h`` after the final norm at the last stage) and "qkv" (layer ``stage``'s
     projections); None is the whole stage. ``activations``: W8A8 (experimental), an
     :class:`orion.quant.activations.ActivationScales`: each linear it names gets its input quantized to
-    int8 and dequantized (``quantize`` -> ``dequantize``) with the static scale."""
+    int8 and dequantized (``quantize`` -> ``dequantize``) with the static scale.
+
+    ``regions`` (batched decode, :mod:`orion.models.batch`): the caches hold one region of T positions per
+    query column (``k_cache [1, S * n_kv_heads, hd, T]``, ``v_cache [1, S * n_kv_heads, T, hd]``) and column i
+    attends only to region i (``ops.region_attention``)."""
     if part is not None and (part not in PARTS or (stage == 0 and part != "qkv") or
                              (stage == cfg.n_layers and part == "qkv")):
         raise ValueError(f"stage {stage} has no part {part!r} (parts: {PARTS})")
     whole, fp = part is None, fp16 or Fp16Plan()
     d, L, kv, hd = cfg.d_model, cfg.n_layers, cfg.kv_dim, cfg.head_dim
-    g = Graph(f"llama_s{stage}_S{S}_T{T}" + (f"_{part}" if part else ""))
+    g = Graph(f"llama_s{stage}_S{S}_T{T}" + ("_regions" if regions else "") + (f"_{part}" if part else ""))
     x = g.input("x", (1, d, 1, S))
     if stage > 0 and part in (None, "attn"):
         q = g.input("q_attn", (1, cfg.q_dim, 1, S))
-        kc = g.input("k_cache", (1, kv, 1, T))
-        vc = g.input("v_cache", (1, kv, 1, T))
+        rows = S * cfg.n_kv_heads
+        kc = g.input("k_cache", (1, rows, hd, T) if regions else (1, kv, 1, T))
+        vc = g.input("v_cache", (1, rows, T, hd) if regions else (1, kv, 1, T))
         mask = g.input("mask", (1, 1, S, T))
-        x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, fp, activations)
+        x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, fp, activations, regions)
         if part == "attn":
             g.output("x_mid", x)
             return g

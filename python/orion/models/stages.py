@@ -20,7 +20,9 @@ class Stage:
         plan = cp.io_plan
         self.inputs = {n: b for n, b in plan.inputs.items() if b.kind == "activation"}
         self.outputs = dict(plan.outputs)
-        self.views: dict[str, np.ndarray] = {}       # cache name -> writable [C, T] region of the surface
+        # cache name -> writable [C, T] region of the surface ([C, H, W] for the 4-D caches of batch
+        # programs, [1, 16 * kv_heads, R, head_dim])
+        self.views: dict[str, np.ndarray] = {}
         self.host: dict[str, np.ndarray] = {}        # fallback: cache passed with every call
         for name in ("k_cache", "v_cache"):
             b = self.inputs.get(name)
@@ -29,10 +31,10 @@ class Stage:
             ms, s = tuple(b.mil_shape), tuple(b.shape)
             if b.mil_dtype == "fp16" and len(ms) == 4 and ms[:3] == s[:3] and ms[3] >= s[3]:
                 self.prog.stage(b.mil_name, np.zeros(ms, np.float16))
-                view = self.prog.input_surface(b.mil_name).view("fp16", list(ms))
-                self.views[name] = view[0, :, 0, :s[3]]
+                view = self.prog.input_surface(b.mil_name).view("fp16", list(ms))[0, :, :, :s[3]]
+                self.views[name] = view[:, 0] if s[2] == 1 else view
             else:
-                self.host[name] = np.zeros((s[1], s[3]), np.float16)
+                self.host[name] = np.zeros((s[1], s[3]) if s[2] == 1 else s[1:], np.float16)
         self.cache = {**self.views, **self.host}
         self.in_views: dict[str, np.ndarray] = {}
         self.out_views: dict[str, tuple] = {}
@@ -96,7 +98,7 @@ class Stage:
             mil[b.mil_name] = b.to_surface(a)
         for n, a in self.host.items():
             b = self.inputs[n]
-            mil[b.mil_name] = b.to_surface(a[None, :, None, :])
+            mil[b.mil_name] = b.to_surface(a.reshape(b.shape))
         raw = self.prog.run(mil, live_columns=hint)
         out = {}
         for name, ob in self.outputs.items():
