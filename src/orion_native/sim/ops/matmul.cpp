@@ -88,10 +88,15 @@ RunFn matmul_lower(OpCtx& ctx) {
   ctx.unit = OpCtx::Unit::matmul;
   std::string name = ctx.st.out;
   // Dead-column skipping: a prefix of the rows (M) reads those rows of op(x) and all of y; of the
-  // columns (N), those columns of op(y) and all of x. The batch axes are refused (kept simple).
+  // columns (N), those columns of op(y) and all of x; of the outermost batch axis (batched decode's
+  // sequences), that prefix of each operand's batch axis there (all of an operand broadcast along it):
+  // the first batches in order, each the same GEMM. Inner batch axes are refused (kept simple).
   const int ro = (int)g.out.size(), rx = ctx.v("x").rank(), ry = ctx.v("y").rank();
   const int m_axis = g.drop_m ? -1 : ro - (g.drop_n ? 1 : 2), n_axis = g.drop_n ? -1 : ro - 1;
   const int xid = ctx.vid("x"), yid = ctx.vid("y");
+  const int nbatch = (int)g.batch.size();
+  const Shape xshape = ctx.v("x").shape, yshape = ctx.v("y").shape;
+  const int bx = g.drop_m ? 0 : rx - 2, by = g.drop_n ? 0 : ry - 2;  // each operand's batch axes
   ctx.column_rule = [=](int axis, int64_t len, std::vector<std::pair<int, Region>>* in, std::string* why) {
     if (axis == m_axis) {
       in->push_back({xid, Region::prefix(tx ? rx - 1 : rx - 2, len)});
@@ -101,17 +106,22 @@ RunFn matmul_lower(OpCtx& ctx) {
       in->push_back({yid, Region::prefix(ty ? ry - 2 : ry - 1, len)});
       return true;
     }
-    *why = "matmul '" + name + "': no column rule for its batch axis " + std::to_string(axis);
+    if (axis == 0 && nbatch > 0) {
+      if (bx == nbatch && xshape[0] > 1) in->push_back({xid, Region::prefix(0, len)});
+      if (by == nbatch && yshape[0] > 1) in->push_back({yid, Region::prefix(0, len)});
+      return true;
+    }
+    *why = "matmul '" + name + "': no column rule for its inner batch axis " + std::to_string(axis);
     return false;
   };
-  // rows x cols of each batch's [M, N] result (row stride N)
-  auto run = [=](const RunArgs& a, int64_t rows, int64_t cols) {
+  // rows x cols of each of the first `batches` [M, N] results (row stride N)
+  auto run = [=](const RunArgs& a, int64_t rows, int64_t cols, int64_t batches) {
     const f16* x = a.at<f16>(ix);
     const f16* y = a.at<f16>(iy);
     f16* out = a.o<f16>();
-    std::vector<const f16*> A(nb), B(nb);
-    std::vector<f16*> C(nb);
-    for (int64_t b = 0; b < nb; ++b) {
+    std::vector<const f16*> A(batches), B(batches);
+    std::vector<f16*> C(batches);
+    for (int64_t b = 0; b < batches; ++b) {
       A[b] = x + g.x_off[b];
       B[b] = y + g.y_off[b];
       C[b] = out + b * mn;
@@ -119,21 +129,25 @@ RunFn matmul_lower(OpCtx& ctx) {
     kernels::GemmShape gs = g.gs;
     gs.M = rows;
     gs.N = cols;
-    kernels::gemm_f16(gs, nb, A.data(), B.data(), C.data());
+    kernels::gemm_f16(gs, batches, A.data(), B.data(), C.data());
     int64_t n = 0;
     if (cols == g.N) {
-      for (int64_t b = 0; b < nb; ++b) n += saturate_matmul(C[b], (size_t)(rows * g.N));
+      for (int64_t b = 0; b < batches; ++b) n += saturate_matmul(C[b], (size_t)(rows * g.N));
     } else {
-      for (int64_t b = 0; b < nb; ++b)
+      for (int64_t b = 0; b < batches; ++b)
         for (int64_t i = 0; i < rows; ++i) n += saturate_matmul(C[b] + i * g.N, (size_t)cols);
     }
     if (n && a.warn)
       a.warn->warn("C36", "matmul '" + name + "': outputs with |y| >= 32752 saturated to +-inf (" + std::to_string(n) + " elements)");
   };
   ctx.run_prefix = [=](const RunArgs& a, int axis, int64_t len) {
-    run(a, axis == m_axis ? len : g.M, axis == n_axis ? len : g.N);
+    if (axis == 0 && nbatch > 0) {  // batches are in row-major order of the batch axes
+      run(a, g.M, g.N, len * (nb / g.batch[0]));
+      return;
+    }
+    run(a, axis == m_axis ? len : g.M, axis == n_axis ? len : g.N, nb);
   };
-  return [=](const RunArgs& a) { run(a, g.M, g.N); };
+  return [=](const RunArgs& a) { run(a, g.M, g.N, nb); };
 }
 
 }  // namespace orion::sim::ops
