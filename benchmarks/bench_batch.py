@@ -6,7 +6,7 @@ batched outputs must equal the single-stream ones token for token. Reported: dec
 (generated tokens / decode seconds; one stream: its decode steps only) and end-to-end tok/s (prefills
 included). Compile time is excluded everywhere.
 
-    PYTHONPATH=python:BUILD python benchmarks/bench_batch.py [--prompts 16] [--prompt 64] [--tokens 32]
+    PYTHONPATH=python:BUILD python benchmarks/bench_batch.py [--prompts 16] [--prompt 64] [--tokens 32] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -24,23 +24,31 @@ from orion.bench.random_gpt2 import add_model_args, describe, machine_line, quie
 from orion.models.batch import BatchStats  # noqa: E402
 
 
-def measure(m, prompts, tokens, batch) -> dict:
+def measure(m, prompts, tokens, batch, rounds: int = 1) -> dict:
     """Decode-phase and end-to-end tok/s of the prompts generated one at a time, then with ``generate_batch``
-    (``batch`` per eval), compiles excluded (benchmarks/bench_llamacpp.py reuses this)."""
+    (``batch`` per eval), compiles excluded (benchmarks/bench_llamacpp.py reuses this). ``rounds`` > 1
+    alternates the two sides that many times (a change in the machine's load then hits both) and reports
+    the medians; ``ratio``: the median of the per-round batched / single decode ratios."""
     m.generate(prompts[0], max_tokens=2)                                  # compiles the single-stream sets
     m.generate_batch(prompts[:1], max_tokens=tokens, max_batch=batch)     # and the batch set
-    t = time.perf_counter()
-    alone = [m.generate(p, max_tokens=tokens) for p in prompts]
-    single_s = time.perf_counter() - t - sum(g.compile_seconds for g in alone)
-    single_dec = sum(g.decode_seconds for g in alone)
-    st = BatchStats()
-    gens = m.generate_batch(prompts, max_tokens=tokens, max_batch=batch, stats=st)
-    n_tok = sum(len(g.tokens) for g in gens)
-    steps = sum(g.decode_steps for g in alone)
-    batch_dec = st.seconds - sum(g.prefill_seconds for g in gens)
-    return dict(single_decode_tok_s=steps / single_dec, single_e2e_tok_s=n_tok / single_s,
-                batch_decode_tok_s=steps / batch_dec, batch_e2e_tok_s=n_tok / st.seconds, stats=st,
-                identical=all(a.tokens == b.tokens for a, b in zip(alone, gens)))
+    runs = []
+    for _ in range(max(1, int(rounds))):
+        t = time.perf_counter()
+        alone = [m.generate(p, max_tokens=tokens) for p in prompts]
+        single_s = time.perf_counter() - t - sum(g.compile_seconds for g in alone)
+        single_dec = sum(g.decode_seconds for g in alone)
+        st = BatchStats()
+        gens = m.generate_batch(prompts, max_tokens=tokens, max_batch=batch, stats=st)
+        n_tok = sum(len(g.tokens) for g in gens)
+        steps = sum(g.decode_steps for g in alone)
+        batch_dec = st.seconds - sum(g.prefill_seconds for g in gens)
+        runs.append(dict(single_decode_tok_s=steps / single_dec, single_e2e_tok_s=n_tok / single_s,
+                         batch_decode_tok_s=steps / batch_dec, batch_e2e_tok_s=n_tok / st.seconds, stats=st,
+                         identical=all(a.tokens == b.tokens for a, b in zip(alone, gens))))
+    out = {k: float(np.median([r[k] for r in runs])) for k in runs[0] if k.endswith("tok_s")}
+    out.update(stats=runs[-1]["stats"], identical=all(r["identical"] for r in runs), rounds=runs,
+               ratio=float(np.median([r["batch_decode_tok_s"] / r["single_decode_tok_s"] for r in runs])))
+    return out
 
 
 def main(argv=None) -> int:
@@ -49,6 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--prompt", type=int, default=64, help="prompt tokens")
     ap.add_argument("--tokens", type=int, default=32, help="generated tokens per prompt")
+    ap.add_argument("--rounds", type=int, default=1, help="alternate the two sides this many times (medians)")
     add_model_args(ap)
     args = ap.parse_args(argv)
     quiet_unbudgeted()
@@ -57,14 +66,18 @@ def main(argv=None) -> int:
     prompts = [[int(t) for t in rng.integers(0, m.config.vocab_size, args.prompt)] for _ in range(args.prompts)]
     print(f"{describe(m)}; {args.prompts} prompts of {args.prompt} tokens, {args.tokens} generated each, greedy; "
           f"{machine_line()}")
-    r = measure(m, prompts, args.tokens, args.batch)
+    r = measure(m, prompts, args.tokens, args.batch, args.rounds)
     same, st = r["identical"], r["stats"]
     rows = [("one stream at a time", r["single_decode_tok_s"], r["single_e2e_tok_s"]),
             (f"generate_batch, {args.batch} per eval", r["batch_decode_tok_s"], r["batch_e2e_tok_s"])]
     print(f"\n{'':40s} {'decode tok/s':>13s} {'end-to-end tok/s':>17s}")
     for name, dec, e2e in rows:
         print(f"{name:40s} {dec:13.1f} {e2e:17.1f}")
-    print(f"\nbatched / single: decode {rows[1][1] / rows[0][1]:.2f}x, end-to-end {rows[1][2] / rows[0][2]:.2f}x; "
+    if args.rounds > 1:
+        per = ", ".join(f"{x['batch_decode_tok_s'] / x['single_decode_tok_s']:.2f}x" for x in r["rounds"])
+        print(f"per round, batched / single decode: {per} (median {r['ratio']:.2f}x)")
+    print(f"\nbatched / single (medians): decode {rows[1][1] / rows[0][1]:.2f}x, "
+          f"end-to-end {rows[1][2] / rows[0][2]:.2f}x; "
           f"{st.decode_evals} batched evals ({np.mean(st.columns_used):.1f} sequences each); outputs identical: {same}")
     return 0 if same else 1
 
