@@ -83,7 +83,7 @@ def prompt_lookup_on_repetitive_text(args) -> bool:
     prompt = passage * args.copies
     print(f"\n1. {describe(m)}; prompt {len(prompt)} tokens ({args.copies} x a {args.passage}-token passage), "
           f"{args.tokens} generated, greedy, median of {args.repeats} rounds\n")
-    res = run_methods(m, [prompt], {"plain greedy": {}, "prompt lookup (<= 15 drafts/eval)":
+    res = run_methods(m, [prompt], {"plain greedy": {}, "prompt lookup (4-15 drafts/eval)":
                                     {"speculative": "prompt-lookup"}}, args.tokens, args.repeats)
     print_table(res, "plain greedy")
     same = same_tokens(res, "plain greedy")

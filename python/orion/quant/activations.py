@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError, ModelFormatError
+from ..fileio import write_bytes_atomic
 from .common import covering_scale
 
 __all__ = ["ACTIVATION_DTYPES", "METHODS", "SCALES_FILE", "ActivationScales", "calibrate", "fake_quant",
@@ -126,11 +127,7 @@ class ActivationScales:
     def save(self, model_path) -> str:
         """Writes the scales for the model at ``model_path`` (see :func:`scales_path`); returns the file."""
         path = scales_path(model_path)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_json(), f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
+        write_bytes_atomic(path, (json.dumps(self.to_json(), indent=1) + "\n").encode("utf-8"))
         return path
 
     @classmethod
