@@ -53,6 +53,30 @@ def test_greedy_with_a_draft_equals_plain_greedy(gpt2_pair):
     assert 0.2 * drafted < accepted < drafted         # rejections and rollbacks of both caches happened
 
 
+def test_two_threads_with_target_and_draft_swapped_both_finish(gpt2_pair):
+    # each generation owns both models; locks taken in one global order, so swapped roles cannot deadlock
+    import threading
+    m, d = gpt2_pair
+    p = _prompts(m.config.vocab_size)[1]
+    want = {0: m.generate(p, max_tokens=12).tokens, 1: d.generate(p, max_tokens=12).tokens}
+    got, errors = {}, []
+
+    def run(i, target, draft):
+        try:
+            for _ in range(5):
+                got[i] = target.generate(p, max_tokens=12, speculative=draft, draft_k=4).tokens
+        except BaseException as e:         # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(0, m, d), daemon=True), threading.Thread(target=run, args=(1, d, m), daemon=True)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in ts), "speculation with swapped roles deadlocked"
+    assert not errors and got == want
+
+
 def test_a_draft_of_another_family_and_size():
     """Only the vocabulary is shared: a 1-layer GPT-2 drafts for a 2-layer Llama."""
     cfg = tiny_llama()

@@ -225,7 +225,10 @@ def generate_speculative(model, ids: list[int], params: SamplingParams, draft=No
         if len(ids) >= draft.config.n_ctx:
             raise InputError(f"the prompt has {len(ids)} tokens but the draft model {draft.name!r} has a context "
                              f"of {draft.config.n_ctx}: use a shorter prompt or a draft with a longer context")
-        with model.exclusive(), draft.exclusive():
+        # both locks in one global order: two threads speculating with the roles swapped cannot each hold
+        # one model and wait for the other
+        first, second = sorted((model, draft), key=id)
+        with first.exclusive(), second.exclusive():
             return _speculate(model, ids, params, _ModelDrafter(draft, draft_k))
     with model.exclusive():
         return _speculate(model, ids, params, _LookupDrafter(max_ngram))
