@@ -70,18 +70,19 @@ def test_context_limit_and_budget_equal_plain():
 
 
 def test_lookup_draft_length_adapts_to_acceptance():
-    # drafts within the eval's flat-cost width (LOOKUP_START) until they prove themselves: doubling while
-    # every one is kept, back to the start at a rejection; never past 15 (one decode eval)
+    # LOOKUP_START drafts first, doubling while every one is kept (never past 15: one decode eval), halving
+    # at a rejection (never below 1)
     from orion.models.speculative import LOOKUP_START, MAX_DRAFT, _LookupDrafter
     d = _LookupDrafter()
     history = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] * 2 + [1, 2]
     sizes = []
-    for kept in (True, True, True, False, True):
+    for kept in (True, True, True, False, False, False, False, False):
         draft, q = d.propose(history, MAX_DRAFT, None, None, None)
         assert q is None
         sizes.append(len(draft))
         d.keep(len(history), len(draft), len(draft) if kept else 0)
-    assert sizes == [LOOKUP_START, 2 * LOOKUP_START, MAX_DRAFT, MAX_DRAFT, LOOKUP_START]
+    assert LOOKUP_START == 4 and MAX_DRAFT == 15
+    assert sizes == [4, 8, 15, 15, 7, 3, 1, 1]
 
 
 def test_lookup_draft_and_refusals():

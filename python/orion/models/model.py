@@ -181,7 +181,7 @@ class Model:
         """Same options as :meth:`stream`; returns the finished :class:`Generation`.
 
         ``speculative``: ``"prompt-lookup"`` (drafts from n-grams of the prompt and the generated text, 4
-        per eval, doubling up to 15 while all are accepted) or a draft :class:`Model` of the same tokenizer (``draft_k`` tokens proposed per
+        in the first eval, doubling up to 15 while all are accepted, halving at a rejection) or a draft :class:`Model` of the same tokenizer (``draft_k`` tokens proposed per
         round, 1..15, default 4); the target verifies each round's drafts in one decode eval. Greedy: the
         same tokens as without; sampling: the same distribution (speculative sampling's acceptance rule).
         Returns a :class:`~orion.models.speculative.SpeculativeGeneration` (acceptance rate, tokens per

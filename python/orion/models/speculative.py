@@ -14,8 +14,8 @@ target's own sample given the tokens before it.
 Drafts:
 
 - prompt lookup (:func:`lookup_draft`): the tokens that followed an earlier occurrence of the longest
-  recent n-gram; deterministic, so its distribution is a point mass on the proposal. Up to
-  :data:`LOOKUP_START` drafts per eval, doubling to 15 while all are accepted.
+  recent n-gram; deterministic, so its distribution is a point mass on the proposal. The first eval
+  takes :data:`LOOKUP_START` drafts; the length doubles (to 15) while all are kept, halves at a rejection.
 - a draft :class:`~orion.models.Model` of the same vocabulary (:func:`check_draft_compatible`):
   proposes ``k`` tokens one decode step at a time, sampled from its own sampling distribution under
   the same parameters (greedy: its argmax).
@@ -149,15 +149,15 @@ def check_draft_compatible(target, draft) -> None:
                          f"{fix}")
 
 
-#: prompt-lookup drafts per eval after a rejection: the eval's cost is flat up to ~5 live columns (it
-#: streams the weights once either way) and rises beyond, so unproven drafts stay within that width
+#: prompt-lookup drafts in the first eval: where a step streams the weights (a model of real size), up to
+#: ~5 live columns cost what one does; a small model that fits in cache pays per column
 LOOKUP_START = 4
 
 
 class _LookupDrafter:
     """Prompt-lookup drafts: deterministic (point masses), nothing to keep in step. The draft length
-    adapts: it doubles (up to 15) while every draft is accepted and falls back to LOOKUP_START at a
-    rejection, so text that does not repeat costs no more than plain decoding."""
+    adapts: it doubles (up to 15) while every draft is accepted and halves (down to 1) at a rejection,
+    so text that does not repeat costs little more than plain decoding."""
 
     def __init__(self, max_ngram: int = 3):
         self.max_ngram = max_ngram
@@ -173,7 +173,7 @@ class _LookupDrafter:
         if drafted and accepted == drafted:
             self.k = min(MAX_DRAFT, 2 * self.k)
         elif accepted < drafted:
-            self.k = LOOKUP_START
+            self.k = max(1, self.k // 2)
 
 
 class _ModelDrafter:
