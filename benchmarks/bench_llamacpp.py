@@ -4,7 +4,7 @@ to llama.cpp's batched figure and transformers bf16 with the same batch).
 
 One random checkpoint (transformers ``GPT2LMHeadModel`` from its default config, seed 0, saved as fp16
 safetensors with the GPT-2 tokenizer from /work/shared/data) is read by all three: orion loads the folder,
-llama.cpp gets it through its own ``convert_hf_to_gguf.py`` (f16 and q8_0), transformers loads it in bf16.
+llama.cpp gets it through its own ``convert_hf_to_gguf.py`` (f16 and q8_0), transformers loads it in bf16 and in fp32.
 Prompt 64 tokens, 32 generated, greedy, 2 threads everywhere. The machine is shared, so every measurement
 runs once per round, the rounds interleave all sides (``--rounds``), and each figure and ratio is the
 median over rounds.
@@ -16,7 +16,7 @@ median over rounds.
 - ``--family llama``: a random Llama of the same width and depth (Llama-2 tokenizer.model, 32,000 tokens),
   which orion also runs with int8 weights (``quantize="int8"``), next to llama.cpp q8_0 (issue 15's int8
   target: >= 1.0x q8_0).
-- transformers bf16: ``model.generate`` on the 16 prompts as one batch (and on one prompt), decode tok/s
+- transformers bf16 and fp32: ``model.generate`` on the 16 prompts as one batch (and on one prompt), decode tok/s
   = new tokens after the first / (time of 32 new tokens - time of 1 new token).
 
     scripts/build_llamacpp.sh /tmp/llamacpp
@@ -144,13 +144,14 @@ def llama_batched(binary: str, gguf: str, threads: int, prompt: int, tokens: int
                      decode_samples=[s[1] for s in v]) for pl, v in samples.items()}
 
 
-def hf_generate(ckpt: str, prompts: list[list[int]], tokens: int, repeats: int, threads: int) -> dict:
+def hf_generate(ckpt: str, prompts: list[list[int]], tokens: int, repeats: int, threads: int,
+                dtype: str = "bf16") -> dict:
     """transformers bf16 ``model.generate`` (greedy, KV cache) on the prompts as one batch: prefill tok/s
     from a 1-token generate, decode tok/s from the extra time of ``tokens`` new tokens; medians."""
     import torch
     from transformers import AutoModelForCausalLM
     torch.set_num_threads(threads)
-    model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.bfloat16).eval()
+    model = AutoModelForCausalLM.from_pretrained(ckpt, dtype={"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]).eval()
     ids = torch.tensor(prompts)
     mask = torch.ones_like(ids)
 
@@ -170,7 +171,7 @@ def hf_generate(ckpt: str, prompts: list[list[int]], tokens: int, repeats: int, 
     b = len(prompts)
     return dict(prefill=b * ids.shape[1] / float(np.median(first)),
                 decode=b * (tokens - 1) / (float(np.median(full)) - float(np.median(first))),
-                version=__import__("transformers").__version__, dtype="bf16")
+                version=__import__("transformers").__version__, dtype=dtype)
 
 
 def main(argv=None) -> int:
@@ -239,6 +240,9 @@ def main(argv=None) -> int:
         hf1 = hf_generate(ckpt, prompts[:1], args.tokens, args.repeats, args.threads)
         hfb = hf_generate(ckpt, prompts, args.tokens, args.repeats, args.threads)
         r["hf_pf"], r["hf_dc"], r["hf_b"], r["hf_b1"] = hf1["prefill"], hf1["decode"], hfb["decode"], hf1["decode"]
+        h32 = hf_generate(ckpt, prompts[:1], args.tokens, args.repeats, args.threads, "fp32")
+        h32b = hf_generate(ckpt, prompts, args.tokens, args.repeats, args.threads, "fp32")
+        r["hf32_pf"], r["hf32_dc"], r["hf32_b"], r["hf32_b1"] = h32["prefill"], h32["decode"], h32b["decode"], h32["decode"]
         rounds.append(r)
         print(f"round {i + 1}: " + ", ".join(f"{k} {v:.1f}" for k, v in r.items()), flush=True)
     med = {k: float(np.median([r[k] for r in rounds])) for k in rounds[0]}
@@ -247,7 +251,8 @@ def main(argv=None) -> int:
     rows = [(f"orion fp16 ({dev}, live columns)", "orion")]
     rows += [(f"orion int8 weights ({dev}, live columns)", "orion8")] if int8 else []
     rows += [("llama.cpp f16", "f16"), ("llama.cpp q8_0", "q8_0"),
-            (f"transformers {hf1['version']} bf16 (generate)", "hf")]
+            (f"transformers {hf1['version']} bf16 (generate)", "hf"),
+            (f"transformers {hf1['version']} fp32 (generate)", "hf32")]
     print(f"\n| | prefill tok/s | decode tok/s | batch {args.batch}: aggregate decode tok/s | batch / one stream |")
     print("|---|---|---|---|---|")
     for name, k in rows:              # orion's decode: median per-step time; the others: tok/s of whole runs
@@ -270,7 +275,8 @@ def main(argv=None) -> int:
     print(f"orion batch {args.batch} / one stream: {ratio('orion_b', 'orion_b1'):.2f}x (target >= 8); identical "
           f"outputs: {identical}")
     print(f"orion batch {args.batch} / llama-batched-bench: {ratio('orion_b', 'f16_b'):.2f}x; / transformers bf16 "
-          f"batch: {ratio('orion_b', 'hf_b'):.2f}x")
+          f"batch: {ratio('orion_b', 'hf_b'):.2f}x; / transformers fp32 batch: {ratio('orion_b', 'hf32_b'):.2f}x")
+    print(f"orion / transformers: decode {ratio('orion_dc', 'hf_dc'):.2f}x bf16, {ratio('orion_dc', 'hf32_dc'):.2f}x fp32")
     print("(ratios: median over rounds of the same round's ratio)")
     loads = ", ".join(f"{r['load']:.2f}" for r in rounds)
     print(f"orion: {ours['compiles']} programs compiled in {ours['compile_s']:.1f} s per round (not timed); "
