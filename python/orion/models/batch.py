@@ -36,7 +36,7 @@ from ..errors import InputError
 from ..ir.composites import MASK_VALUE
 from .engine import DECODE_S
 from .sampling import SamplingParams, sample_next
-from .stream import Generation, _Detok
+from .stream import Generation, _Detok, _prefill
 
 __all__ = ["generate_batch", "BatchStats", "MAX_BATCH"]
 
@@ -195,18 +195,12 @@ def _step(eng, stages, regions, feeds: _Feeds, cols: list[int], toks: list[int],
     return out["h"]
 
 
-def _admit(eng, regions, col: int, seq: _Seq, n_ctx: int) -> bool:
-    """Prefills ``seq`` alone (the engine's own path) and copies its K/V into region ``col``."""
-    ids, p = seq.gen.prompt_tokens, seq.params
-    total = min(n_ctx, len(ids) + max(p.max_tokens, 1))
-    c0 = eng.compile_seconds
-    eng.prepare(len(ids), total)
-    eng.reset(total)
-    t0 = time.perf_counter()
-    logits = eng.prefill(ids)
-    seq.gen.prefill_seconds = time.perf_counter() - t0
-    seq.gen.compile_seconds = eng.compile_seconds - c0
-    n = len(ids)
+def _admit(model, regions, col: int, seq: _Seq, n_ctx: int) -> bool:
+    """Prefills ``seq`` alone (a single generation's own start, :func:`~.stream._prefill`) and copies its
+    K/V into region ``col``."""
+    eng = model.engine
+    logits = _prefill(model, seq.gen, seq.params)
+    n = len(seq.gen.prompt_tokens)
     for l in range(1, len(regions)):
         kr, vr = regions[l]
         h, hd = kr.shape[1], kr.shape[2]
@@ -245,7 +239,7 @@ def generate_batch(model, prompts, params: list[SamplingParams], *, max_batch: i
     t_start = time.perf_counter()
     st.compile_seconds = 0.0
     for members in groups.values():
-        _run(eng, seqs, members, max(buckets[i] for i in members), int(max_batch), n_ctx, st)
+        _run(model, seqs, members, max(buckets[i] for i in members), int(max_batch), n_ctx, st)
     st.seconds = time.perf_counter() - t_start - st.compile_seconds
     st.generated = sum(len(s.gen.tokens) for s in seqs)
     for s in seqs:
@@ -253,8 +247,9 @@ def generate_batch(model, prompts, params: list[SamplingParams], *, max_batch: i
     return [s.gen for s in seqs]
 
 
-def _run(eng, seqs: list[_Seq], members: list[int], R: int, max_batch: int, n_ctx: int, st: BatchStats) -> None:
+def _run(model, seqs: list[_Seq], members: list[int], R: int, max_batch: int, n_ctx: int, st: BatchStats) -> None:
     """Generates ``seqs[members]`` through the region set of length ``R``, continuous batching."""
+    eng = model.engine
     c0 = eng.compile_seconds
     stages = _batch_stages(eng, R)
     st.compile_seconds += eng.compile_seconds - c0
@@ -268,7 +263,7 @@ def _run(eng, seqs: list[_Seq], members: list[int], R: int, max_batch: int, n_ct
         while waiting:
             s = seqs[waiting.popleft()]
             c1 = eng.compile_seconds
-            busy = _admit(eng, regions, c, s, n_ctx)
+            busy = _admit(model, regions, c, s, n_ctx)
             st.compile_seconds += eng.compile_seconds - c1
             if busy:
                 cols[c] = s
