@@ -181,11 +181,11 @@ class Model:
         """Same options as :meth:`stream`; returns the finished :class:`Generation`.
 
         ``speculative``: ``"prompt-lookup"`` (drafts from n-grams of the prompt and the generated text, 4
-        in the first eval, doubling up to 15 while all are accepted, halving at a rejection) or a draft :class:`Model` of the same tokenizer (``draft_k`` tokens proposed per
-        round, 1..15, default 4); the target verifies each round's drafts in one decode eval. Greedy: the
-        same tokens as without; sampling: the same distribution (speculative sampling's acceptance rule).
-        Returns a :class:`~orion.models.speculative.SpeculativeGeneration` (acceptance rate, tokens per
-        eval)."""
+        in the first eval, doubling up to 15 while all are accepted, halving at a rejection) or a draft
+        :class:`Model` of the same tokenizer (``draft_k`` tokens proposed per round, 1..15, default 4);
+        the target verifies each round's drafts in one decode eval. Greedy: the same tokens as without;
+        sampling: the same distribution (speculative sampling's acceptance rule). Returns a
+        :class:`~orion.models.speculative.SpeculativeGeneration` (acceptance rate, tokens per eval)."""
         if speculative is not None:
             if not (speculative == "prompt-lookup" or isinstance(speculative, Model)):
                 raise InputError(f"speculative must be None, 'prompt-lookup' or a draft Model, got {speculative!r}")

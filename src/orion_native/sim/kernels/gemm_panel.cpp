@@ -124,13 +124,12 @@ void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* 
       const bool fused = q8 && np == group;
       if (fused) {
         for (int64_t r = 0; r < kR * np; ++r) {
-          const int64_t b = std::min(i0 + r, g.M - 1) / q8->rows_per_block;
-          sc[r] = q8->scale[b];
-          of[r] = q8->offset.empty() ? 0.0f : q8->offset[b];
+          const int64_t blk = std::min(i0 + r, g.M - 1) / q8->rows_per_block;  // its parameter block
+          sc[r] = q8->scale[blk];
+          of[r] = q8->offset.empty() ? 0.0f : q8->offset[blk];
         }
-        t.q8 = q8->codes.data() + p * g.K * kR;
+        t.q8 = q8->codes.data() + p * g.K * kR;  // pstride as set: K x 16 one-byte codes per panel
         t.q8_signed = q8->is_signed;
-        t.pstride = g.K * kR;  // bytes: 16 one-byte codes per k
         t.sc = sc;
         t.of = of;
       } else if (pa && !pa->source) {
