@@ -284,6 +284,28 @@ def test_gemm_few_rows_route_equals_blocked_route(ta, tb, m, n, k):
     check_gemm(c[:, :n], a, b, ta, tb)
 
 
+# Tiny products (M * N * K <= 64: RoPE's 2x2 pair swap over [2, S], hundreds per op) are computed element by
+# element: the same fma chain from +0 and one rounding as the blocked route, which a wider product takes.
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("batch,m,n,k", [(384, 2, 16, 2), (384, 2, 1, 2), (0, 1, 1, 1), (3, 4, 4, 4), (0, 8, 8, 1),
+                                         (5, 1, 64, 1), (2, 3, 7, 3), (0, 2, 2, 16)])
+def test_gemm_tiny_route_equals_blocked_route(ta, tb, batch, m, n, k):
+    rng = np.random.default_rng(batch + m * 7 + n * 3 + k)
+    a, b = make_operands(rng, batch, m, n, k, ta, tb)
+    sa, sb = a.copy(), b.copy()   # and with zeros of both signs, infinities, NaN, subnormals, fp16's extremes
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 6e-8, -6e-8, 65504, -65504, 1e-5], F16)
+    sa.reshape(-1)[::7][:len(specials)] = specials[:len(sa.reshape(-1)[::7])]
+    sb.reshape(-1)[3::5][:len(specials)] = specials[::-1][:len(sb.reshape(-1)[3::5])]
+    for x, y in ((a, b), (sa, sb)):
+        c = assert_same_everywhere(lambda: native.gemm_f16(x, y, ta, tb))
+        wy = np.stack([widened(t, tb, extra=64) for t in y]) if batch else widened(y, tb, extra=64)
+        np.testing.assert_array_equal(bits(c), bits(native.gemm_f16(x, wy, ta, tb)[..., :n]))
+        c32 = assert_same_everywhere(lambda: native.gemm_f16(x, y, ta, tb, f32_out=True))
+        np.testing.assert_array_equal(bits(c32), bits(native.gemm_f16(x, wy, ta, tb, f32_out=True)[..., :n]))
+    check_gemm(native.gemm_f16(a, b, ta, tb), a, b, ta, tb)
+
+
 def test_gemm_panel_batches_shared_operand_and_specials():
     rng = np.random.default_rng(11)
     # the CPU classifier's layout: 16-row panels stored k-major, one hidden-state matrix for all batches

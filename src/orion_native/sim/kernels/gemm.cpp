@@ -7,6 +7,7 @@
 // straight from the registers. Every C element is the same in-order fma chain over k whatever the
 // blocking, thread count or ISA, so results are reproducible.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -186,6 +187,35 @@ void gemm_run(const GemmShape& g, int64_t batch, const f16* const* A, const f16*
   }
 }
 
+// Tiny products (RoPE's pair swap: a 2x2 matrix times [2, S] for every head and pair, hundreds per
+// op): packing and tiling cost far more than the arithmetic, so each element is computed directly -
+// the same in-order fma chain over k from +0 and one rounding as every other route.
+constexpr int64_t kTinyMacs = 64;  // M * N * K of one product
+
+template <typename T>
+void gemm_tiny(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
+  auto a_at = [&](const f16* a, int64_t i, int64_t k) { return orion::f16_to_f32(g.trans_a ? a[k * g.lda + i] : a[i * g.lda + k]); };
+  auto b_at = [&](const f16* b, int64_t k, int64_t j) { return orion::f16_to_f32(g.trans_b ? b[j * g.ldb + k] : b[k * g.ldb + j]); };
+  int64_t grain = std::max<int64_t>(1, (int64_t)(kSerialFlops / (2.0 * (double)(g.M * g.N * g.K))));
+  parallel_for(batch, grain, [&](int64_t b0, int64_t b1) {
+    float bt[kTinyMacs];  // op(B) widened, k-major
+    for (int64_t b = b0; b < b1; ++b) {
+      for (int64_t k = 0; k < g.K; ++k)
+        for (int64_t j = 0; j < g.N; ++j) bt[k * g.N + j] = b_at(B[b], k, j);
+      for (int64_t i = 0; i < g.M; ++i) {
+        float ai[kTinyMacs];
+        for (int64_t k = 0; k < g.K; ++k) ai[k] = a_at(A[b], i, k);
+        for (int64_t j = 0; j < g.N; ++j) {
+          float acc = 0.0f;
+          for (int64_t k = 0; k < g.K; ++k) acc = std::fma(ai[k], bt[k * g.N + j], acc);
+          if constexpr (sizeof(T) == 2) C[b][i * g.ldc + j] = orion::f32_to_f16(acc);
+          else C[b][i * g.ldc + j] = acc;
+        }
+      }
+    }
+  });
+}
+
 template <typename T>
 void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
   if (g0.M < 0 || g0.N < 0 || g0.K < 0 || batch < 0) throw std::invalid_argument("gemm: negative size");
@@ -196,6 +226,10 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
   if (g.ldc <= 0) g.ldc = g.N;
   if (g.lda < (g.trans_a ? g.M : g.K) || g.ldb < (g.trans_b ? g.K : g.N) || g.ldc < g.N)
     throw std::invalid_argument("gemm: leading dimension smaller than the row length");
+  if (g.M * g.N * g.K <= kTinyMacs) {
+    gemm_tiny(g, batch, A, B, C);
+    return;
+  }
   // Few columns and enough rows (a conv1x1 on the decode columns, attention's P.V): the panel kernel,
   // vectorised over rows, pads nothing and streams A once.
   if (g.N <= kPanelMaxCols && g.M >= simd::kPanelRows && g.K > 0) {
