@@ -234,6 +234,22 @@ def test_adversarial_programs_live_columns_exact(case):
             assert whole > 0 and any(whole_note in m for m in notes), notes
 
 
+def test_prefix_boxes_exact():
+    """Element-wise ops compute just the live box where that pays (blocks of >= 32 entries, or any block
+    under a transcendental function: gathered, computed, scattered) and the whole tensor otherwise; every
+    choice gives the full evaluation's live columns bit for bit."""
+    shape = [1, 4, 1, 256]
+    body = [stmt("e", "fp16", shape, "exp", x="x"), stmt("s", "fp16", shape, "sigmoid", x="x"),
+            stmt("m", "fp16", shape, "mul", x="e", y="s"), const("b", np.arange(4).reshape(1, 4, 1, 1) - 1.5, "fp16"),
+            stmt("a", "fp16", shape, "add", x="m", y="b"), stmt("y", "fp16", shape, "relu", x="a")]
+    prog = _compile(body, ["y"], {"x": ("fp16", shape)})
+    inputs = {"x": np.random.default_rng(3).standard_normal(shape).astype(np.float16)}
+    for n in (1, 7, 40, 64, 255):   # 1, 7: boxes for exp / sigmoid only; 40, 64: every op; 255: none
+        want, got, notes = _live_vs_full(prog, inputs, n)
+        assert np.array_equal(_bits(got["y"][..., :n]), _bits(want["y"][..., :n])), n
+        assert _summary(notes)[1:] == (0, 0), notes
+
+
 def test_hint_per_output_and_validation():
     """``{name: n}`` restricts only the named outputs; a bad hint is an InputError naming it."""
     body = ELEMENTWISE + [stmt("z", "fp16", [1, C, 1, W], "exp", x="y")]

@@ -5,7 +5,8 @@
 
 namespace orion::sim::kernels {
 
-enum class ScratchSlot { gemm_a, gemm_b, gemm_c, tmp, tmp2, count };
+// prefix: an op's dense copy of the part of its output that dead-column skipping computes (ops/prefix.h).
+enum class ScratchSlot { gemm_a, gemm_b, gemm_c, tmp, tmp2, prefix, count };
 
 // Returns a buffer of at least `bytes` bytes; contents are unspecified.
 void* scratch(ScratchSlot slot, size_t bytes);

@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "sim/kernels/kernels.h"
+#include "sim/kernels/scratch.h"
 #include "sim/ops/op.h"
+#include "sim/ops/prefix.h"
 #include "sim/threadpool.h"
 
 namespace orion::sim::ops {
@@ -55,8 +57,31 @@ RunFn binary_lower(OpCtx& ctx) {
   k::Binary op = binary_kind(ctx.st.op);
   ctx.flops = (double)shape_numel(out);
   Expanded ex = expand_const(ctx.v("x"), out, &as), ey = expand_const(ctx.v("y"), out, &bs);
+  // A prefix box starts at index 0 of every axis: the operands' strides address it as they are.
+  ctx.run_prefix = [=](const RunArgs& a, int axis, int64_t len) {
+    PrefixBox bx = prefix_box(out, axis, len);
+    if (!worth_a_box(bx, 32)) bx = prefix_box(out, 0, out[0]);  // the whole tensor, in place
+    f16* dst = bx.outer == 1 ? a.o<f16>() : k::scratch_as<f16>(k::ScratchSlot::prefix, (size_t)(bx.outer * bx.chunk));
+    k::binary(op, ex ? ex->data() : a.at<f16>(ix), as, ey ? ey->data() : a.at<f16>(iy), bs, dst, bx.sub);
+    if (bx.outer > 1) scatter_prefix(bx, dst, a.o<f16>());
+  };
   return [=](const RunArgs& a) {
     k::binary(op, ex ? ex->data() : a.at<f16>(ix), as, ey ? ey->data() : a.at<f16>(iy), bs, a.o<f16>(), out);
+  };
+}
+
+// An element-wise map's prefix box: gathered, mapped in place, scattered back.
+static PrefixRunFn map_prefix(const Shape& shape, std::function<void(const f16*, f16*, size_t)> map, int ix,
+                              int64_t min_chunk) {
+  return [=](const RunArgs& a, int axis, int64_t len) {
+    PrefixBox bx = prefix_box(shape, axis, len);
+    if (!worth_a_box(bx, min_chunk)) bx = prefix_box(shape, 0, shape[0]);
+    size_t n = (size_t)(bx.outer * bx.chunk);
+    if (bx.outer == 1) return map(a.at<f16>(ix), a.o<f16>(), n);
+    f16* box = k::scratch_as<f16>(k::ScratchSlot::prefix, n);
+    gather_prefix(bx, a.at<f16>(ix), box);
+    map(box, box, n);
+    scatter_prefix(bx, box, a.o<f16>());
   };
 }
 
@@ -89,6 +114,9 @@ RunFn unary_lower(OpCtx& ctx) {
   size_t n = (size_t)shape_numel(ctx.out_shape);
   int ix = ctx.input("x");
   ctx.flops = (double)n;
+  bool cheap = op == k::Unary::relu || op == k::Unary::identity;
+  ctx.run_prefix = map_prefix(at_least_1d(ctx.out_shape), [=](const f16* x, f16* y, size_t m) { k::unary(op, x, y, m, eps); },
+                              ix, cheap ? 32 : 1);
   return [=](const RunArgs& a) { k::unary(op, a.at<f16>(ix), a.o<f16>(), n, eps); };
 }
 

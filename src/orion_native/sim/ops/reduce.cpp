@@ -112,6 +112,15 @@ RunFn softmax_lower(OpCtx& ctx) {
   int64_t outer = prod(x.shape, 0, ax), len = x.shape[ax], inner = prod(x.shape, ax + 1, x.rank());
   int ix = ctx.input("x");
   ctx.flops = 5.0 * x.numel();
+  // A prefix along an axis before the softmax axis is a run of whole rows in each block of the axes
+  // before it; after it (strided rows), the whole tensor is computed.
+  const Shape xs = x.shape;
+  ctx.run_prefix = [=](const RunArgs& a, int p, int64_t n) {
+    if (p > ax) return kernels::softmax(a.at<f16>(ix), a.o<f16>(), outer, len, inner);
+    int64_t blocks = prod(xs, 0, p), rows = n * prod(xs, p + 1, ax), step = prod(xs, p, ax) * len * inner;
+    for (int64_t b = 0; b < blocks; ++b)
+      kernels::softmax(a.at<f16>(ix) + b * step, a.o<f16>() + b * step, rows, len, inner);
+  };
   return [=](const RunArgs& a) { kernels::softmax(a.at<f16>(ix), a.o<f16>(), outer, len, inner); };
 }
 

@@ -1,0 +1,53 @@
+// The first `len` entries along one axis of a dense tensor (dead-column skipping's regions, op.h):
+// `outer` blocks of `chunk` contiguous elements, `stride` apart. Element-wise ops and softmax compute
+// such a box into a dense buffer and scatter it into place; a box with one block is computed in place.
+// Worth it only for long blocks: 16 decode columns of fp16 are one half cache line per channel, so
+// gathering one strided column costs as much as computing all 16 contiguously.
+#pragma once
+#include <algorithm>
+#include <cstring>
+
+#include "sim/ops/op.h"
+
+namespace orion::sim::ops {
+
+struct PrefixBox {
+  Shape sub;  // the box's own shape (the tensor's, with `len` along the axis)
+  int64_t outer = 1, chunk = 0, stride = 0;
+};
+
+// Computing the box beats computing the whole tensor: one block, or at most a quarter of the tensor in
+// blocks of at least `min_chunk` elements (32 for an add or a copy; 1 where each element costs a
+// transcendental function, which dwarfs the strided copies).
+inline bool worth_a_box(const PrefixBox& b, int64_t min_chunk) {
+  return b.outer == 1 || (b.chunk >= min_chunk && 4 * b.chunk <= b.stride);
+}
+
+inline PrefixBox prefix_box(const Shape& s, int axis, int64_t len) {
+  PrefixBox b;
+  b.sub = s;
+  b.sub[(size_t)axis] = len;
+  int64_t inner = prod(s, axis + 1, (int)s.size());
+  b.outer = prod(s, 0, axis);
+  b.chunk = len * inner;
+  b.stride = s[(size_t)axis] * inner;
+  return b;
+}
+
+// dense [outer][chunk] <-> its place in the full tensor. Short chunks (a column per channel) copy by
+// element: a library call per element would cost more than the copy.
+inline void scatter_prefix(const PrefixBox& b, const f16* box, f16* full) {
+  for (int64_t o = 0; o < b.outer; ++o, box += b.chunk, full += b.stride) {
+    if (b.chunk <= 8) for (int64_t i = 0; i < b.chunk; ++i) full[i] = box[i];
+    else std::memcpy(full, box, (size_t)b.chunk * sizeof(f16));
+  }
+}
+
+inline void gather_prefix(const PrefixBox& b, const f16* full, f16* box) {
+  for (int64_t o = 0; o < b.outer; ++o, box += b.chunk, full += b.stride) {
+    if (b.chunk <= 8) for (int64_t i = 0; i < b.chunk; ++i) box[i] = full[i];
+    else std::memcpy(box, full, (size_t)b.chunk * sizeof(f16));
+  }
+}
+
+}  // namespace orion::sim::ops
