@@ -197,8 +197,31 @@ void gemm_tiny(const GemmShape& g, int64_t batch, const f16* const* A, const f16
   auto a_at = [&](const f16* a, int64_t i, int64_t k) { return orion::f16_to_f32(g.trans_a ? a[k * g.lda + i] : a[i * g.lda + k]); };
   auto b_at = [&](const f16* b, int64_t k, int64_t j) { return orion::f16_to_f32(g.trans_b ? b[j * g.ldb + k] : b[k * g.ldb + j]); };
   int64_t grain = std::max<int64_t>(1, (int64_t)(kSerialFlops / (2.0 * (double)(g.M * g.N * g.K))));
+  // B as stored and few rows of A: one microkernel call per product, B read in place (its fp16 rows).
+  const simd::IsaOps& o = simd::ops();
+  const bool micro = !g.trans_b && g.M <= simd::kDirectBRows && g.N <= o.gemm_nr;
   parallel_for(batch, grain, [&](int64_t b0, int64_t b1) {
     float bt[kTinyMacs];  // op(B) widened, k-major
+    if (micro) {
+      simd::GemmTile t{};
+      t.kc = g.K;
+      t.lda = g.K;
+      t.ap = bt;  // here: op(A) widened, [M][K]
+      t.ldbh = g.ldb;
+      t.bcols = (int)g.N;
+      t.rows = (int)g.M;
+      t.cols = (int)g.N;
+      t.ldo = g.ldc;
+      for (int64_t b = b0; b < b1; ++b) {
+        for (int64_t i = 0; i < g.M; ++i)
+          for (int64_t k = 0; k < g.K; ++k) bt[i * g.K + k] = a_at(A[b], i, k);
+        t.bh = B[b];
+        if constexpr (sizeof(T) == 2) t.o16 = C[b];
+        else t.o32 = C[b];
+        o.gemm_micro(t);
+      }
+      return;
+    }
     for (int64_t b = b0; b < b1; ++b) {
       for (int64_t k = 0; k < g.K; ++k)
         for (int64_t j = 0; j < g.N; ++j) bt[k * g.N + j] = b_at(B[b], k, j);
