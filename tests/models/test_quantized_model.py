@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from orion.errors import InputError
+from orion.errors import CompileError, InputError
 from orion.models import Model, reference
 from orion.quant import QuantizedArray, quality_report
 
@@ -85,3 +85,38 @@ def test_lora_adapter_on_a_quantized_base(tiny):
     base = reference.forward(cfg, m.weights, ids[:24])
     assert np.abs(base - ref).max() > 20 * err                  # the adapter is visible in the outputs
     assert any("constexpr_lut_to_dense" in cp.mil for st in next(iter(m.engine.sets.values())) for cp in st.programs)
+
+
+def test_stage_split_coarsest_that_fits(tiny, monkeypatch):
+    """A stage over the weight budget (C18: int8 linears carry three weight tensors each) runs as the
+    coarsest split whose parts all compile - attention and MLP in one program, the next layer's q/k/v in
+    another - and a split that still overflows falls back to the next; logits are the same bits either way."""
+    from orion.models import llama
+    from orion.models.stages import SplitStage
+
+    cfg, w, ids, _, _ = tiny
+    m = Model(cfg, w, device="sim", quantize="int8")
+    got = m.logits(ids)
+    stages = next(iter(m.engine.sets.values()))
+    assert [len(s.parts) if isinstance(s, SplitStage) else 1 for s in stages] == [1] + [2] * (cfg.n_layers - 1) + [1]
+    assert len(stages[1].parts[0].inputs) > len(stages[1].parts[1].inputs)   # body (caches, mask) + qkv
+    monkeypatch.setattr(llama, "SPLITS", (("attn", "ffn", "qkv"),))
+    finer = Model(cfg, w, device="sim", quantize="int8")
+    assert np.array_equal(finer.logits(ids), got)
+    assert len(next(iter(finer.engine.sets.values()))[1].parts) == 3
+    # body + qkv refused for a stage (as a bigger body would be): the 3-part split takes over
+    real = llama.stage_graph
+
+    def budget(cfg_, w_, stage, S, T, part=None, **kw):
+        g = real(cfg_, w_, stage, S, T, part=part, **kw)
+        if part == "body" and stage == 1:
+            e = CompileError("too many weight tensors (test)")
+            e.constraint = "C18"
+            raise e
+        return g
+
+    monkeypatch.setattr(llama, "SPLITS", (("body", "qkv"), ("attn", "ffn", "qkv")))
+    monkeypatch.setattr(llama, "stage_graph", budget)
+    mixed = Model(cfg, w, device="sim", quantize="int8")
+    assert np.array_equal(mixed.logits(ids), got)
+    assert len(next(iter(mixed.engine.sets.values()))[1].parts) == 3

@@ -146,26 +146,32 @@ class Engine:
 
     def _stage(self, i: int, S: int, T: int, **extra):
         """Stage ``i`` as one program or, when its weights exceed one program's budget (C18/C19) and the
-        family can cut it, as one program per part; ``extra``: more ``stage_graph`` arguments (batched
-        decode: ``regions=True``)."""
+        family can cut it, as the coarsest of the family's ``SPLITS`` whose parts all compile; ``extra``:
+        more ``stage_graph`` arguments (batched decode: ``regions=True``)."""
         build, n = self.fam.stage_graph, self.fam.n_stages(self.cfg)
         opts = {**self.graph_options, **extra}
+        splits = getattr(self.fam, "SPLITS", ())
         try:
             return Stage(self._compile(build(self.cfg, self.w, i, S, T, **opts)))
         except CompileError as e:
-            if e.constraint not in ("C18", "C19") or not getattr(self.fam, "PARTS", None):
+            if e.constraint not in ("C18", "C19") or not splits:
                 raise
             log.info("orion: stage %d exceeds the weight budget (%s): one program per part", i, e.constraint)
-        parts = [p for p in self.fam.PARTS if not (i == 0 and p != "qkv") and not (i == n - 1 and p == "qkv")]
-        done: list[Stage] = []
-        try:
-            for p in parts:
-                done.append(Stage(self._compile(build(self.cfg, self.w, i, S, T, part=p, **opts))))
-        except BaseException:
-            for st in done:
-                st.release()
-            raise
-        return SplitStage(done)
+        for k, split in enumerate(splits):
+            # stage 0 holds only layer 0's projections, the last stage no projections
+            parts = [p for p in split if not (i == 0 and p != "qkv") and not (i == n - 1 and p == "qkv")]
+            done: list[Stage] = []
+            try:
+                for p in parts:
+                    done.append(Stage(self._compile(build(self.cfg, self.w, i, S, T, part=p, **opts))))
+                return SplitStage(done)
+            except BaseException as e:
+                for st in done:
+                    st.release()
+                if not (isinstance(e, CompileError) and e.constraint in ("C18", "C19") and k + 1 < len(splits)):
+                    raise
+                log.info("orion: stage %d split %s exceeds the weight budget (%s): a finer split", i, split,
+                         e.constraint)
 
     def _classifier_set(self, S: int):
         if S not in self.cls_sets:

@@ -124,7 +124,11 @@ def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora, fp: Fp16Plan, acts=None):
     return _residual(cfg, w, x, f, p + "rms_ffn_post", fp)
 
 
-PARTS = ("attn", "ffn", "qkv")
+PARTS = ("attn", "ffn", "qkv", "body")
+# How the engine cuts a stage too big for one program (C18), coarsest first: the first split whose
+# every part compiles. Fewer programs per stage, fewer evals per token (int8 linears carry three weight
+# tensors each: a stage's 21 fit as body + qkv, 12 and 9).
+SPLITS = (("body", "qkv"), ("attn", "ffn", "qkv"))
 
 
 def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16Plan | None = None,
@@ -134,10 +138,10 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
     ``fp16``: how the programs stay inside fp16 (residual scale, stable norms; default: plain).
 
     ``part`` cuts a stage that holds too many weights for one program (C18: Gemma's norms, Qwen's biases)
-    into the programs of :data:`PARTS` run in turn, each taking the previous one's residual as ``x``:
-    "attn" (attention of layer ``stage - 1`` up to its residual add, output ``x_mid``), "ffn" (its MLP,
-    output ``x_out``, or ``h`` after the final norm at the last stage) and "qkv" (layer ``stage``'s
-    projections); None is the whole stage. ``activations``: W8A8 (experimental), an
+    into the programs of one of :data:`SPLITS` run in turn, each taking the previous one's residual as
+    ``x``: "attn" (attention of layer ``stage - 1`` up to its residual add, output ``x_mid``), "ffn" (its
+    MLP, output ``x_out``, or ``h`` after the final norm at the last stage), "body" (both in one program)
+    and "qkv" (layer ``stage``'s projections); None is the whole stage. ``activations``: W8A8 (experimental), an
     :class:`orion.quant.activations.ActivationScales`: each linear it names gets its input quantized to
     int8 and dequantized (``quantize`` -> ``dequantize``) with the static scale.
 
@@ -151,7 +155,7 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
     d, L, kv, hd = cfg.d_model, cfg.n_layers, cfg.kv_dim, cfg.head_dim
     g = Graph(f"llama_s{stage}_S{S}_T{T}" + ("_regions" if regions else "") + (f"_{part}" if part else ""))
     x = g.input("x", (1, d, 1, S))
-    if stage > 0 and part in (None, "attn"):
+    if stage > 0 and part in (None, "attn", "body"):
         q = g.input("q_attn", (1, cfg.q_dim, 1, S))
         rows = S * cfg.n_kv_heads
         kc = g.input("k_cache", (1, rows, hd, T) if regions else (1, kv, 1, T))
@@ -161,7 +165,7 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
         if part == "attn":
             g.output("x_mid", x)
             return g
-    if stage > 0 and part in (None, "ffn"):
+    if stage > 0 and part in (None, "ffn", "body"):
         x = _ffn(g, cfg, w, stage - 1, x, lora, fp, activations)
         if stage == L:
             g.output("h", _norm(cfg, x, w["rms_final"], fp))
