@@ -122,19 +122,26 @@ def test_blockwise_scale_must_divide_the_data():
 
 @pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512", "neon"])
 @pytest.mark.parametrize("scheme", ["int8", "uint8", "int8_block", "lut4"])
-def test_decode_width_constexpr_conv_is_bit_equal_on_every_isa(isa, scheme):
-    # the decode shape: one live column, rows spanning several multi-panel tiles and a short last group, so
-    # the 8-bit fused decoder (decode_ss8) and the multi-panel GEMV run in every kernel table
+@pytest.mark.parametrize("shape", [(208, 80), (208, 77)])
+def test_decode_width_constexpr_conv_is_bit_equal_on_every_isa(isa, scheme, shape):
+    # the decode shape: 1-4 live columns, rows spanning several multi-panel tiles and a short last group, an
+    # odd K (the AVX512-FP16 decoder takes two k at a time), rows whose values decode to fp16 subnormals and
+    # large ones, so the 8-bit fused decoders (decode_ss8, in fp32 or in fp16 arithmetic) and the
+    # multi-panel GEMV run in every kernel table
     from orion import _native
     if not _native.testing.force_isa(isa):
         pytest.skip(f"{isa} not available on this CPU")
     try:
-        q = SCHEMES[scheme](_weight(208, 80, seed=3)).expand_rank(4)
-        x = (np.random.default_rng(2).standard_normal((1, 80, 1, 16))).astype(np.float16)
+        w = _weight(*shape, seed=3)
+        w[:16] *= np.float16(1e-4)
+        w[16:32] *= np.float16(2000)
+        q = (quantize_blockwise(w, 8, block_size=shape[1]) if scheme == "int8_block" and shape[1] % 40 else
+             SCHEMES[scheme](w)).expand_rank(4)
+        x = (np.random.default_rng(2).standard_normal((1, shape[1], 1, 16))).astype(np.float16)
         got = orion.compile_mil(*quantized_program(q), device="sim")
         want = orion.compile_mil(*dense_program(q.dequantize()), device="sim")
         full = want(x=x)["y"]
-        for live in (1, 3, 16):
+        for live in (1, 2, 3, 4, 16):
             y = got.run({"x": x}, live_columns=live)["y"][..., :live]
             np.testing.assert_array_equal(y.view(np.uint16), full[..., :live].view(np.uint16))
     finally:

@@ -6,6 +6,7 @@
 #include "sim/kernels/gemm_panel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -123,10 +124,13 @@ void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* 
       float sc[kR * kMaxGroup], of[kR * kMaxGroup];  // gemm_panel_q8: per row of the group
       const bool fused = q8 && np == group;
       if (fused) {
+        t.q8_fp16 = true;
         for (int64_t r = 0; r < kR * np; ++r) {
           const int64_t blk = std::min(i0 + r, g.M - 1) / q8->rows_per_block;  // its parameter block
           sc[r] = q8->scale[blk];
           of[r] = q8->offset.empty() ? 0.0f : q8->offset[blk];
+          t.q8_fp16 &= orion::f16_to_f32(orion::f32_to_f16(sc[r])) == sc[r] && std::abs(of[r]) <= 1024.0f &&
+                       std::nearbyint(of[r]) == of[r];
         }
         t.q8 = q8->codes.data() + p * g.K * kR;  // pstride as set: K x 16 one-byte codes per panel
         t.q8_signed = q8->is_signed;

@@ -76,6 +76,9 @@ struct PanelTile {
   bool q8_signed = false;
   const float* sc = nullptr;
   const float* of = nullptr;
+  // Every sc is an fp16 value and every of an integer of at most 1024 in magnitude: the decode may run in
+  // fp16 arithmetic, exactly (AVX512-FP16, where the CPU has it).
+  bool q8_fp16 = false;
 };
 
 // decode_ss8 in plain C++ (the scalar table, and NEON's, where the compiler vectorises it).
