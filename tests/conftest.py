@@ -1,4 +1,4 @@
-"""Shared test helpers: tolerances, blob files, tiny MIL programs."""
+"""Shared test helpers: tolerances, blob files, tiny MIL programs, a small trained base run."""
 
 from __future__ import annotations
 
@@ -43,3 +43,18 @@ def _unlimited_sim_budget():
 
     orion.sim.set_compile_budget(10**9)
     yield
+
+
+# `orion train` flags of the tests' quick runs: the micro preset, short sequences, no progress bar.
+TRAIN_FAST = ["--model", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--warmup", "2"]
+
+
+@pytest.fixture(scope="session")
+def micro_base_run(tmp_path_factory) -> str:
+    """The checkpoint folder of a 2-step ``orion train --model micro`` run: the base the LoRA and QLoRA CLI
+    tests train adapters on (``--init``), made once per session. Tests must not write into it."""
+    from orion.cli.train import main
+
+    base = str(tmp_path_factory.mktemp("micro-base") / "base")
+    assert main(TRAIN_FAST + ["--steps", "2", "--ckpt-dir", base, "--sample-tokens", "0"]) == 0
+    return base

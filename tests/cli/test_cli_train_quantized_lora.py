@@ -8,15 +8,12 @@ import numpy as np
 
 from orion.cli.train import main
 
-FAST = ["--model", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--warmup", "2"]
+from conftest import TRAIN_FAST as FAST
 
 
-def test_lora_on_a_lut4_base(tmp_path, capsys):
-    base = str(tmp_path / "base")
-    assert main(FAST + ["--steps", "2", "--ckpt-dir", base, "--sample-tokens", "0"]) == 0
-    capsys.readouterr()
+def test_lora_on_a_lut4_base(tmp_path, capsys, micro_base_run):
     run = str(tmp_path / "qlora")
-    assert main(FAST[2:] + ["--init", base, "--lora", "r=4,alpha=8,targets=q,v,w2", "--quantize", "lut4", "--steps",
+    assert main(FAST[2:] + ["--init", micro_base_run, "--lora", "r=4,alpha=8,targets=q,v,w2", "--quantize", "lut4", "--steps",
                             "3", "--ckpt-dir", run, "--sample-tokens", "0"]) == 0
     out = capsys.readouterr().out
     assert "LoRA r=4 alpha=8" in out and "compiles 0 loads 0 during training" in out

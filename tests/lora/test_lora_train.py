@@ -18,6 +18,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
 
 import np_reference as R  # noqa: E402
+from conftest import TRAIN_FAST as FAST  # noqa: E402
 from train_helpers import lively_params, micro_config, token_stream  # noqa: E402
 
 import orion  # noqa: E402
@@ -197,14 +198,9 @@ def test_lora_resume_gives_the_same_losses_and_checks_the_config(tmp_path):
         Trainer(cfg, tc, lively_params(cfg), data, resume=state)     # a full-training run cannot resume it
 
 
-FAST = ["--model", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--warmup", "2"]
-
-
-def test_orion_train_lora_cli(tmp_path, capsys):
+def test_orion_train_lora_cli(tmp_path, capsys, micro_base_run):
     from orion.cli.train import main
-    base = str(tmp_path / "base")
-    assert main(FAST + ["--steps", "2", "--ckpt-dir", base, "--sample-tokens", "0"]) == 0
-    capsys.readouterr()
+    base = micro_base_run
     run = str(tmp_path / "lora")
     assert main(FAST[2:] + ["--init", base, "--lora", "r=4,alpha=8,targets=q,v", "--steps", "4", "--ckpt-dir", run,
                             "--sample-tokens", "8", "--eval-interval", "2"]) == 0
