@@ -188,8 +188,10 @@ void gemm_run(const GemmShape& g, int64_t batch, const f16* const* A, const f16*
 }
 
 // Tiny products (RoPE's pair swap: a 2x2 matrix times [2, S] for every head and pair, hundreds per
-// op): packing and tiling cost far more than the arithmetic, so each element is computed directly -
-// the same in-order fma chain over k from +0 and one rounding as every other route.
+// op): packing and tiling cost far more than the arithmetic, so each product goes straight to the
+// microkernel (B as stored, few rows) or is computed element by element (libm's fma: this file is
+// built for the baseline ISA) - the same in-order fma chain over k from +0 and one rounding as every
+// other route.
 constexpr int64_t kTinyMacs = 64;  // M * N * K of one product
 
 template <typename T>
@@ -201,12 +203,12 @@ void gemm_tiny(const GemmShape& g, int64_t batch, const f16* const* A, const f16
   const simd::IsaOps& o = simd::ops();
   const bool micro = !g.trans_b && g.M <= simd::kDirectBRows && g.N <= o.gemm_nr;
   parallel_for(batch, grain, [&](int64_t b0, int64_t b1) {
-    float bt[kTinyMacs];  // op(B) widened, k-major
     if (micro) {
+      float at[kTinyMacs];  // op(A) widened, [M][K]
       simd::GemmTile t{};
       t.kc = g.K;
       t.lda = g.K;
-      t.ap = bt;  // here: op(A) widened, [M][K]
+      t.ap = at;
       t.ldbh = g.ldb;
       t.bcols = (int)g.N;
       t.rows = (int)g.M;
@@ -214,7 +216,7 @@ void gemm_tiny(const GemmShape& g, int64_t batch, const f16* const* A, const f16
       t.ldo = g.ldc;
       for (int64_t b = b0; b < b1; ++b) {
         for (int64_t i = 0; i < g.M; ++i)
-          for (int64_t k = 0; k < g.K; ++k) bt[i * g.K + k] = a_at(A[b], i, k);
+          for (int64_t k = 0; k < g.K; ++k) at[i * g.K + k] = a_at(A[b], i, k);
         t.bh = B[b];
         if constexpr (sizeof(T) == 2) t.o16 = C[b];
         else t.o32 = C[b];
@@ -222,6 +224,7 @@ void gemm_tiny(const GemmShape& g, int64_t batch, const f16* const* A, const f16
       }
       return;
     }
+    float bt[kTinyMacs];  // op(B) widened, k-major
     for (int64_t b = b0; b < b1; ++b) {
       for (int64_t k = 0; k < g.K; ++k)
         for (int64_t j = 0; j < g.N; ++j) bt[k * g.N + j] = b_at(B[b], k, j);

@@ -6,8 +6,8 @@
 #include "sim/kernels/gemm_panel.h"
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
