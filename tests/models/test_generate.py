@@ -133,6 +133,38 @@ def test_cli_generate_ids_for_models_without_tokenizer(tmp_path):
         cmd_generate(args, out=io.StringIO(), err=io.StringIO())
 
 
+def test_host_cache_mirror_catches_up_from_the_set_that_wrote():
+    """Decode steps write only the running program set's caches; the host mirror (k_host / v_host) takes
+    the positions from that set when read, when another set takes over (prefill -> decode -> a larger
+    context bucket mid-generation), after a rollback, and before the sets are dropped (a new LoRA rank)."""
+    cfg = tiny_llama()
+    w = weights16(cfg)
+    ids = [int(t) for t in np.random.default_rng(4).integers(1, cfg.vocab_size, 40)]
+    m = Model(cfg, w, device="sim", ctx_buckets=[32, 64], prefill_buckets=[32])
+    fresh = Model(cfg, w, device="sim", ctx_buckets=[64])
+    try:
+        eng, ref = m.engine, fresh.engine
+        eng.reset(30)
+        eng.prefill(ids[:20])                    # the S=32, T=32 set
+        for t in ids[20:28]:
+            eng.step(t)                          # the decode set writes positions 20..27
+        eng.rollback(26)
+        for t in ids[26:34]:
+            eng.step(t)                          # position 32 leaves the T=32 bucket: a new set takes over
+        assert eng.T == 64 and eng.pos == 34
+        ref.reset(34)
+        ref.prefill(ids[:34])
+        eng.step(ids[34])
+        ref.step(ids[34])
+        eng.drop_program_sets()                  # what a LoRA rank change does: the text survives
+        k, v = eng.k_host[:, :, :35], eng.v_host[:, :, :35]
+        assert np.array_equal(k, ref.k_host[:, :, :35]) and np.array_equal(v, ref.v_host[:, :, :35])
+        assert np.array_equal(eng.step(ids[35]), ref.step(ids[35]))
+    finally:
+        m.release()
+        fresh.release()
+
+
 def test_kv_cache_is_sized_for_the_call_not_for_n_ctx():
     """A config's n_ctx (128k for Llama 3.2) must not allocate a KV cache for 128k positions: the host
     mirror grows with the context bucket the generation needs."""

@@ -147,10 +147,7 @@ def set_adapter(model, adapter, *, rank: int | None = None, targets=None, check_
             if eng.sets:
                 log.info("orion: the adapter needs new program inputs (rank %d on %d linears): the stage programs "
                          "are compiled again at their next use", slots.rank, len(slots.names))
-                for stages in eng.sets.values():
-                    for st in stages:
-                        st.release()
-                eng.sets.clear()
+                eng.drop_program_sets()
             eng.graph_options["lora"] = slots
     slots.assign(adapter)
     model._lora_adapter = adapter

@@ -102,9 +102,12 @@ class Engine:
         self.ctx_buckets = sorted({max(DECODE_S, min(int(t), n_ctx)) for t in ctx_buckets} | {max(DECODE_S, n_ctx)})
         self.prefill_buckets = sorted({max(DECODE_S, int(s)) for s in prefill_buckets})
         # host mirror of the KV cache, sized for the current context bucket (grown on demand: a model's
-        # n_ctx may be 128k positions that no call uses)
-        self.k_host = np.zeros((cfg.n_layers, cfg.kv_dim, 0), np.float16)
-        self.v_host = np.zeros((cfg.n_layers, cfg.kv_dim, 0), np.float16)
+        # n_ctx may be 128k positions that no call uses). Steps write only the running set's caches; the
+        # mirror catches up from that set when read (k_host / v_host): a column write per layer each fewer.
+        self._k_host = np.zeros((cfg.n_layers, cfg.kv_dim, 0), np.float16)
+        self._v_host = np.zeros((cfg.n_layers, cfg.kv_dim, 0), np.float16)
+        self._host_pos = 0                               # the mirror holds positions [0, _host_pos)
+        self._writer: tuple[int, int] | None = None      # the set whose caches hold [_host_pos, pos)
         self.sets: dict[tuple[int, int], list[Stage]] = {}
         self.batch_sets: dict[int, tuple] = {}           # region length -> (LoRA slots, stages): models/batch.py
         self.cls_sets: dict[int, list[tuple[int, int, Stage]]] = {}
@@ -229,10 +232,18 @@ class Engine:
         i = bisect.bisect_left(ok, n)
         return ok[min(i, len(ok) - 1)]
 
-    def release(self) -> None:
+    def drop_program_sets(self) -> None:
+        """Releases the stage program sets (compiled again at their next use, e.g. with new LoRA inputs);
+        the cached text stays in the host mirror."""
+        self._catch_up_host()
+        self._writer = None
         for stages in self.sets.values():
             for s in stages:
                 s.release()
+        self.sets.clear()
+
+    def release(self) -> None:
+        self.drop_program_sets()
         for progs in self.cls_sets.values():
             for _, _, s in progs:
                 s.release()
@@ -240,23 +251,45 @@ class Engine:
             for s in stages:
                 s.release()
         self.batch_sets.clear()
-        self.sets.clear()
         self.cls_sets.clear()
 
     # -- state -----------------------------------------------------------------------------------
     def reset(self, n_total: int | None = None) -> None:
         """Empties the cache; ``n_total`` (prompt + new tokens) picks the context bucket."""
         self.pos = 0
+        self._host_pos, self._writer = 0, None
         for k in self._synced:
             self._synced[k] = 0
         self.T = self.ctx_bucket(n_total or 1)
         self._host_capacity(self.T)
 
+    @property
+    def k_host(self) -> np.ndarray:
+        """The cached keys of every layer ``[n_layers, kv_dim, T]`` (positions below ``pos`` hold the text)."""
+        self._catch_up_host()
+        return self._k_host
+
+    @property
+    def v_host(self) -> np.ndarray:
+        self._catch_up_host()
+        return self._v_host
+
+    def _catch_up_host(self) -> None:
+        """Copies the positions the mirror lacks from the caches of the set that wrote them."""
+        have, key = self._host_pos, self._writer
+        if key is not None and have < self.pos:
+            stages = self.sets[key]
+            for l in range(1, len(stages)):
+                c = stages[l].cache
+                self._k_host[l - 1, :, have:self.pos] = c["k_cache"][:, have:self.pos]
+                self._v_host[l - 1, :, have:self.pos] = c["v_cache"][:, have:self.pos]
+        self._host_pos = self.pos
+
     def _host_capacity(self, T: int) -> None:
-        have = self.k_host.shape[2]
+        have = self._k_host.shape[2]
         if have >= T:
             return
-        for name in ("k_host", "v_host"):
+        for name in ("_k_host", "_v_host"):
             old = getattr(self, name)
             new = np.zeros(old.shape[:2] + (T,), np.float16)
             new[:, :, :have] = old
@@ -324,6 +357,9 @@ class Engine:
         key = (S, T)
         stages = self.program_set(S, T)
         self._sync(key, stages)
+        if self._writer != key:                          # the mirror takes over the other set's positions
+            self._catch_up_host()
+            self._writer = key
         x = np.zeros((1, cfg.d_model, 1, S), np.float16)
         e = self.fam.embed(cfg, self.w, ids, p0)
         x[0, :, 0, :n] = e * np.float32(self.residual_scale) if self.residual_scale != 1.0 else e
@@ -334,8 +370,6 @@ class Engine:
         L = len(stages) - 1
         for l in range(1, L + 1):
             q, k, v = self._split(out)
-            self.k_host[l - 1, :, p0:p0 + n] = k[:, :n]
-            self.v_host[l - 1, :, p0:p0 + n] = v[:, :n]
             c = stages[l].cache
             c["k_cache"][:, p0:p0 + n] = k[:, :n]
             c["v_cache"][:, p0:p0 + n] = v[:, :n]
@@ -415,6 +449,7 @@ class Engine:
         if not 0 <= pos <= self.pos:
             raise InputError(f"rollback to {pos} outside the cached positions [0, {self.pos}]")
         self.pos = pos
+        self._host_pos = min(self._host_pos, pos)
         for k in self._synced:
             self._synced[k] = min(self._synced[k], pos)
 
