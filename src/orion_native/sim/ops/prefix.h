@@ -34,20 +34,22 @@ inline PrefixBox prefix_box(const Shape& s, int axis, int64_t len) {
   return b;
 }
 
-// dense [outer][chunk] <-> its place in the full tensor. Short chunks (a column per channel) copy by
-// element: a library call per element would cost more than the copy.
-inline void scatter_prefix(const PrefixBox& b, const f16* box, f16* full) {
-  for (int64_t o = 0; o < b.outer; ++o, box += b.chunk, full += b.stride) {
-    if (b.chunk <= 8) for (int64_t i = 0; i < b.chunk; ++i) full[i] = box[i];
-    else std::memcpy(full, box, (size_t)b.chunk * sizeof(f16));
+// `n` blocks of `chunk` elements from src to dst, each side's blocks `*_step` apart. Short chunks (a
+// column per channel) copy by element: a library call per element would cost more than the copy.
+inline void copy_blocks(int64_t n, int64_t chunk, const f16* src, int64_t src_step, f16* dst, int64_t dst_step) {
+  for (int64_t o = 0; o < n; ++o, src += src_step, dst += dst_step) {
+    if (chunk <= 8) for (int64_t i = 0; i < chunk; ++i) dst[i] = src[i];
+    else std::memcpy(dst, src, (size_t)chunk * sizeof(f16));
   }
 }
 
+// dense [outer][chunk] <-> its place in the full tensor.
+inline void scatter_prefix(const PrefixBox& b, const f16* box, f16* full) {
+  copy_blocks(b.outer, b.chunk, box, b.chunk, full, b.stride);
+}
+
 inline void gather_prefix(const PrefixBox& b, const f16* full, f16* box) {
-  for (int64_t o = 0; o < b.outer; ++o, box += b.chunk, full += b.stride) {
-    if (b.chunk <= 8) for (int64_t i = 0; i < b.chunk; ++i) box[i] = full[i];
-    else std::memcpy(box, full, (size_t)b.chunk * sizeof(f16));
-  }
+  copy_blocks(b.outer, b.chunk, full, b.stride, box, b.chunk);
 }
 
 }  // namespace orion::sim::ops
