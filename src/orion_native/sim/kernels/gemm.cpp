@@ -242,6 +242,45 @@ void gemm_tiny(const GemmShape& g, int64_t batch, const f16* const* A, const f16
   });
 }
 
+// Few rows of op(A) and B as stored (attention's query rows of each sequence over its own cache: hundreds of
+// 1 x K by K x T products per op) where the ISA has gemm_rows: items are (product, column chunk); each
+// widens its rows of op(A) and the kernel reads B in place. Same fma chain per element as every route.
+constexpr int64_t kRowsChunk = 256;  // columns per item: parallelism for one wide product
+
+template <typename T>
+void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
+  const simd::IsaOps& o = simd::ops();
+  const int64_t chunks = (g.N + kRowsChunk - 1) / kRowsChunk, items = batch * chunks;
+  const double item_flops = 2.0 * (double)(g.M * g.K) * (double)std::min(g.N, kRowsChunk);
+  parallel_for(items, std::max<int64_t>(1, (int64_t)(kSerialFlops / item_flops)), [&](int64_t lo, int64_t hi) {
+    float* at = scratch_as<float>(ScratchSlot::gemm_a, (size_t)(g.M * g.K));
+    int64_t widened = -1;
+    simd::GemmTile t{};
+    t.kc = g.K;
+    t.lda = g.K;
+    t.ap = at;
+    t.ldbh = g.ldb;
+    t.rows = (int)g.M;
+    t.ldo = g.ldc;
+    for (int64_t it = lo; it < hi; ++it) {
+      const int64_t b = it / chunks, j0 = (it % chunks) * kRowsChunk;
+      if (b != widened) {
+        if (!g.trans_a) {
+          for (int64_t i = 0; i < g.M; ++i) o.f16_to_f32(A[b] + i * g.lda, at + i * g.K, (size_t)g.K);
+        } else {  // A stored [K][lda]: a widening transpose of its first M columns
+          o.cvt_transpose(A[b], g.lda, g.K, g.K, g.M, at, g.K);
+        }
+        widened = b;
+      }
+      t.bh = B[b] + j0;
+      t.cols = t.bcols = (int)std::min(kRowsChunk, g.N - j0);
+      if constexpr (sizeof(T) == 2) t.o16 = C[b] + j0;
+      else t.o32 = C[b] + j0;
+      o.gemm_rows(t);
+    }
+  });
+}
+
 template <typename T>
 void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
   if (g0.M < 0 || g0.N < 0 || g0.K < 0 || batch < 0) throw std::invalid_argument("gemm: negative size");
@@ -254,6 +293,10 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
     throw std::invalid_argument("gemm: leading dimension smaller than the row length");
   if (g.M * g.N * g.K <= kTinyMacs) {
     gemm_tiny(g, batch, A, B, C);
+    return;
+  }
+  if (!g.trans_b && g.M <= simd::kDirectBRows && simd::ops().gemm_rows) {
+    gemm_rows(g, batch, A, B, C);
     return;
   }
   // Few columns and enough rows (a conv1x1 on the decode columns, attention's P.V): the panel kernel,

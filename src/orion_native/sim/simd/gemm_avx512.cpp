@@ -11,6 +11,8 @@
 #endif
 
 #include <algorithm>
+#include <array>
+#include <utility>
 
 #include "sim/simd/isa_decls.h"
 
@@ -79,7 +81,67 @@ void micro(const GemmTile& t) {
     put_row(c0[r], c1[r], t.o32 ? t.o32 + r * t.ldo : nullptr, t.o16 ? t.o16 + r * t.ldo : nullptr, t.cols);
 }
 
+// Few rows (1..kDirectBRows) of op(A) times B read as stored, NV x 16 columns [j0, j0 + cols) per pass:
+// R x NV independent chains per k. micro<R, true> keeps 2 R, which for one row - attention's query of one
+// sequence over its cache, hundreds of such products per op - left every k waiting on the fma latency.
+template <int R, int NV>
+void rows_pass(const GemmTile& t, int64_t j0, int cols) {
+  __m512 acc[R][NV];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  const __mmask16 ml = first(cols - 16 * (NV - 1));
+  const f16* bh = t.bh + j0;
+  for (int64_t k = 0; k < t.kc; ++k, bh += t.ldbh) {
+    __m512 b[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      b[v] = _mm512_cvtph_ps(v + 1 < NV ? _mm256_loadu_si256((const __m256i*)(bh + 16 * v))
+                                        : _mm256_maskz_loadu_epi16(ml, bh + 16 * v));
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(t.ap[r * t.lda + k]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 m = v + 1 < NV ? (__mmask16)0xffff : ml;
+      const int64_t at = r * t.ldo + j0 + 16 * v;
+      if (t.o16)
+        _mm256_mask_storeu_epi16(t.o16 + at, m, _mm512_cvtps_ph(acc[r][v], kRound));
+      else
+        _mm512_mask_storeu_ps(t.o32 + at, m, acc[r][v]);
+    }
+}
+
+template <int R, size_t... I>
+constexpr auto rows_passes(std::index_sequence<I...>) {
+  return std::array<void (*)(const GemmTile&, int64_t, int), sizeof...(I)>{&rows_pass<R, (int)I + 1>...};
+}
+
+// All t.cols columns, in passes of up to NVMAX vectors (accumulators + B vectors stay in the 32 registers).
+template <int R, int NVMAX = (R <= 2 ? 8 : 4)>
+void rows_all(const GemmTile& t) {
+  static constexpr auto passes = rows_passes<R>(std::make_index_sequence<NVMAX>());
+  for (int64_t j0 = 0; j0 < t.cols; j0 += 16 * NVMAX) {
+    const int cols = (int)std::min<int64_t>(16 * NVMAX, t.cols - j0);
+    passes[(size_t)(cols + 15) / 16 - 1](t, j0, cols);
+  }
+}
+
 }  // namespace
+
+void gemm_rows(const GemmTile& t) {
+  switch (t.rows) {
+    case 1: return rows_all<1>(t);
+    case 2: return rows_all<2>(t);
+    case 3: return rows_all<3>(t);
+    default: return rows_all<4>(t);
+  }
+}
 
 void gemm_micro(const GemmTile& t) {
   if (t.bh) {

@@ -155,6 +155,10 @@ struct IsaOps {
   // panel_group(cols)): the same values and fma chains as decode_ss8 + gemm_panel, without the fp16
   // round trip through memory. Null where not implemented (then decode_ss8 + gemm_panel run).
   void (*gemm_panel_q8)(const PanelTile& t);
+  // Few rows times B read as stored (GemmTile with bh, rows <= kDirectBRows, all of K in one call - no
+  // cin -, any number of columns): enough independent chains per k for one row. Null where not
+  // implemented (then gemm_micro's direct-B tiles run).
+  void (*gemm_rows)(const GemmTile& t);
 };
 
 const IsaOps& scalar_ops();
