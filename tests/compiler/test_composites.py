@@ -108,21 +108,20 @@ def test_attention_with_mask_input(rng):
 
 @pytest.mark.parametrize("h,hkv", [(4, 4), (4, 2)])
 def test_region_attention_column_i_attends_to_region_i(rng, h, hkv):
-    """Batched decode: query column i sees only region i of the caches (k [1, S * hkv, hd, R], v [1, S * hkv,
-    R, hd]) under mask row i -
+    """Batched decode: query column i sees only region i of the caches (k and v [1, S * hkv, R, hd],
+    position-major) under mask row i -
     equal to a float64 reference, and bit-identical to causal_attention of that column alone over its
     region (what makes a batched sequence equal to the same sequence generated alone)."""
     hd, s, r = 16, 16, 64
     g = Graph()
     q = g.input("q", (1, h * hd, 1, s))
-    k = g.input("k", (1, s * hkv, hd, r))
+    k = g.input("k", (1, s * hkv, r, hd))
     v = g.input("v", (1, s * hkv, r, hd))
     m = g.input("m", (1, 1, s, r))
     g.output("o", ops.region_attention(q, k, v, n_heads=h, n_kv_heads=hkv, mask=m))
     arrays = {n: _x(rng, t.shape) for n, t in (("q", q), ("k", k), ("v", v))}
     # region i as a single-sequence cache [1, kv, 1, R]
-    region = {"k": arrays["k"].reshape(s, 1, hkv * hd, 1, r),
-              "v": arrays["v"].reshape(s, hkv, r, hd).transpose(0, 1, 3, 2).reshape(s, 1, hkv * hd, 1, r)}
+    region = {n: arrays[n].reshape(s, hkv, r, hd).transpose(0, 1, 3, 2).reshape(s, 1, hkv * hd, 1, r) for n in "kv"}
     lens = rng.integers(1, r + 1, s)
     arrays["m"] = np.where(np.arange(r)[None, :] < lens[:, None], 0.0, -1e4).astype(np.float16)[None, None]
     got = run_sim(g, arrays)["o"]
@@ -147,10 +146,12 @@ def test_region_attention_checks_its_cache_layout():
     from orion.ir.graph import GraphError
     g = Graph()
     q = g.input("q", (1, 64, 1, 16))
-    k = g.input("k", (1, 64, 16, 32))                   # 16 regions x 4 heads, head_dim 16, R = 32
+    k = g.input("k", (1, 64, 32, 16))                   # 16 regions x 4 heads, R = 32, head_dim 16
     v = g.input("v", (1, 64, 32, 16))
-    with pytest.raises(GraphError, match=r"region_attention: k\[1, 64, 32, 16\] must be \[1, 64, 16, R\]"):
-        ops.region_attention(q, v, v, n_heads=4)        # K stored position-major
+    hd_major = g.input("k_hd_major", (1, 64, 16, 32))
+    with pytest.raises(GraphError, match=r"region_attention: k\[1, 64, 16, 32\] and v\[1, 64, 32, 16\] must both "
+                                         r"be \[1, 64, R, 16\]"):
+        ops.region_attention(q, hd_major, v, n_heads=4)  # K stored head_dim-major
     with pytest.raises(GraphError, match="region_attention: mask"):
         ops.region_attention(q, k, v, n_heads=4, mask=np.zeros((1, 1, 16, 16)))
     assert ops.region_attention(q, k, v, n_heads=4).shape == (1, 64, 1, 16)

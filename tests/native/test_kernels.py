@@ -284,16 +284,18 @@ def test_gemm_few_rows_route_equals_blocked_route(ta, tb, m, n, k):
     check_gemm(c[:, :n], a, b, ta, tb)
 
 
-# One to four rows of op(A) with B as stored (batched decode's attention: each sequence's query row over its
-# own cache, hundreds of 1 x K by K x T products per op) take gemm_rows where the ISA has it (AVX-512): all
-# columns of a product in passes of up to 128, items of 256 columns. Bit for bit the blocked route's result,
-# which a taller A (5+ rows) takes, and the same on every ISA (the others keep the microkernel's tiles).
+# One to four rows of op(A) (batched decode's attention: each sequence's query row over its own cache,
+# hundreds of 1 x K by K x T products per op) take gemm_rows where the ISA has it (AVX-512): all columns of a
+# product in passes of up to 128, items of 256 columns, a transposed B (K stored position-major) widened and
+# transposed per item. Bit for bit the result of the other routes, which a taller A (5+ rows) takes, and the
+# same on every ISA (the others keep the microkernel's tiles).
 @pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("batch,m,n,k", [(192, 1, 128, 64), (192, 1, 64, 128), (7, 2, 300, 33), (3, 3, 17, 200),
                                          (0, 4, 700, 40), (0, 1, 1000, 5), (5, 1, 16, 1), (2, 4, 129, 9)])
-def test_gemm_rows_route_equals_blocked_route(ta, batch, m, n, k):
+def test_gemm_rows_route_equals_blocked_route(ta, tb, batch, m, n, k):
     rng = np.random.default_rng(batch + m * 7 + n * 3 + k)
-    a, b = make_operands(rng, batch, m, n, k, ta, False)
+    a, b = make_operands(rng, batch, m, n, k, ta, tb)
     sa, sb = a.copy(), b.copy()   # and with zeros of both signs, infinities, NaN, subnormals, fp16's extremes
     specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 6e-8, -6e-8, 65504, -65504, 1e-5], F16)
     sa.reshape(-1)[::7][:len(specials)] = specials[:len(sa.reshape(-1)[::7])]
@@ -302,10 +304,10 @@ def test_gemm_rows_route_equals_blocked_route(ta, batch, m, n, k):
     for x, y in ((a, b), (sa, sb)):
         tall = np.concatenate([x, rnd(x.shape[:-1] + (5,) if ta else x.shape[:-2] + (5, k), rng)], axis=axis)
         for f32 in (False, True):
-            c = assert_same_everywhere(lambda: native.gemm_f16(x, y, ta, False, f32_out=f32))
-            ref = native.gemm_f16(tall, y, ta, False, f32_out=f32)[..., :m, :]
+            c = assert_same_everywhere(lambda: native.gemm_f16(x, y, ta, tb, f32_out=f32))
+            ref = native.gemm_f16(tall, y, ta, tb, f32_out=f32)[..., :m, :]
             np.testing.assert_array_equal(bits(c), bits(ref))
-    check_gemm(native.gemm_f16(a, b, ta, False), a, b, ta, False)
+    check_gemm(native.gemm_f16(a, b, ta, tb), a, b, ta, tb)
 
 
 # Tiny products (M * N * K <= 64: RoPE's 2x2 pair swap over [2, S], hundreds per op) are computed element by

@@ -233,11 +233,12 @@ def causal_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int
 def region_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int | None = None, mask=None,
                      name: str | None = None, scale: float | None = None) -> Value:
     """Attention of S independent sequences in one program: query column ``i`` of ``q [1, D, 1, S]``
-    attends only to region ``i`` of the caches, ``k [1, S * n_kv_heads, head_dim, R]`` and
-    ``v [1, S * n_kv_heads, R, head_dim]`` (row ``i * n_kv_heads + h``: sequence i's head h over R
-    positions), with the additive ``mask [1, 1, S, R]`` (row i: column i's mask over its region; a Value
-    or array). K is stored as the scores' matmul reads it (``q K``) and V as ``P V`` reads it, both in
-    place; V's position-major rows also let the host write a new token as contiguous runs.
+    attends only to region ``i`` of the caches, ``k`` and ``v [1, S * n_kv_heads, R, head_dim]`` (row
+    ``i * n_kv_heads + h``: sequence i's head h over R positions), with the additive ``mask [1, 1, S, R]``
+    (row i: column i's mask over its region; a Value or array). Both caches are position-major, so the
+    host writes a new token as contiguous runs of head_dim (a head_dim-major K took one scattered element
+    per cache line: most of a batched step's host time); the scores' matmul reads K transposed (``q K^T``)
+    and ``P V`` reads V, both in place.
 
     The query columns move to a leading batch axis (two small transposes of q and of the output), so each
     column's scores, softmax and value sums are those of :func:`causal_attention` for one query over a
@@ -247,24 +248,24 @@ def region_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int
         raise GraphError(f"region_attention: q{list(q.shape)} must be [1, D, 1, S]")
     d, s = q.shape[1], q.shape[3]
     hkv, hd = _heads("region_attention", d, n_heads, n_kv_heads)
-    r = k.shape[3] if k.rank == 4 else -1
-    if k.shape != (1, s * hkv, hd, r) or v.shape != (1, s * hkv, r, hd):
-        raise GraphError(f"region_attention: k{list(k.shape)} must be [1, {s * hkv}, {hd}, R] and v{list(v.shape)} "
+    r = k.shape[2] if k.rank == 4 else -1
+    if k.shape != (1, s * hkv, r, hd) or v.shape != (1, s * hkv, r, hd):
+        raise GraphError(f"region_attention: k{list(k.shape)} and v{list(v.shape)} must both be "
                          f"[1, {s * hkv}, R, {hd}] (S x n_kv_heads regions of R positions)")
     qt = ops.transpose(ops.reshape(q, (d, s)), (1, 0))          # [S, D]: column i's query in row i
     if hkv == n_heads:
         qh = ops.reshape(qt, (s, n_heads, 1, hd))
-        kh = ops.reshape(k, (s, n_heads, hd, r))
+        kh = ops.reshape(k, (s, n_heads, r, hd))
         vh = ops.reshape(v, (s, n_heads, r, hd))
         mshape = (s, 1, 1, r)
     else:
         g = n_heads // hkv
         qh = ops.reshape(qt, (s, hkv, g, 1, hd))
-        kh = ops.reshape(k, (s, hkv, 1, hd, r))
+        kh = ops.reshape(k, (s, hkv, 1, r, hd))
         vh = ops.reshape(v, (s, hkv, 1, r, hd))
         mshape = (s, 1, 1, 1, r)
     qh = ops.mul(qh, 1.0 / math.sqrt(hd) if scale is None else float(scale))   # scale Q first (C36)
-    scores = ops.matmul(qh, kh)                                 # [S, .., 1, R]
+    scores = ops.matmul(qh, kh, transpose_y=True)               # [S, .., 1, R]
     if mask is not None:
         m = mask if isinstance(mask, Value) else _const_like(scores, np.asarray(mask, np.float32))
         if m.size != s * r:

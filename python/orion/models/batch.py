@@ -4,9 +4,9 @@ Design (issue 15 §2):
 
 * One decode program set ``(S = 16, T = R)`` with *region* caches, compiled once per ``R`` and kept on the
   engine (``Engine.batch_sets``): the caches hold one region of ``R`` positions per column (sequence
-  ``i``'s keys in rows ``i * kv_heads ..`` of ``k_cache [1, 16 * kv_heads, head_dim, R]`` and ``v_cache
-  [1, 16 * kv_heads, R, head_dim]``, its own positions from 0; each laid out as the attention matmuls read
-  it in place), and query column ``i`` attends only to region ``i`` (``ops.region_attention``: the
+  ``i``'s keys in rows ``i * kv_heads ..`` of ``k_cache`` and ``v_cache [1, 16 * kv_heads, R, head_dim]``,
+  its own positions from 0; position-major, so a new token is written as contiguous runs, and read in place
+  by the attention matmuls, K transposed), and query column ``i`` attends only to region ``i`` (``ops.region_attention``: the
   columns move to a batch axis of the attention matmuls), under a per-column additive mask
   ``[1, 1, 16, R]`` (its position, its sliding window). RoPE tables and position embeddings are per
   column.
@@ -160,8 +160,8 @@ class _Feeds:
 
 
 def _regions(stages) -> list:
-    """Per stage (None for stage 0): its caches as views of the program inputs, K ``[16, kv_heads,
-    head_dim, R]`` and V ``[16, kv_heads, R, head_dim]`` (region i: sequence i)."""
+    """Per stage (None for stage 0): its caches as views of the program inputs, K and V ``[16, kv_heads,
+    R, head_dim]`` (region i: sequence i)."""
     out = [None]
     for st in stages[1:]:
         k, v = st.cache["k_cache"], st.cache["v_cache"]
@@ -186,9 +186,9 @@ def _step(eng, stages, regions, feeds: _Feeds, cols: list[int], toks: list[int],
     for l in range(1, L + 1):
         q, k, v = eng._split(out)                    # k, v [kv, 16]
         kr, vr = regions[l]
-        n, h, hd = len(ci), kr.shape[1], kr.shape[2]
-        kr[ci, :, :, at] = k[:, ci].T.reshape(n, h, hd)          # one indexed write per cache
-        vr[ci, :, at] = v[:, ci].T.reshape(n, h, hd)             # (V: contiguous head_dim runs)
+        n, h, hd = len(ci), kr.shape[1], kr.shape[3]
+        kr[ci, :, at] = k[:, ci].T.reshape(n, h, hd)             # one indexed write per cache:
+        vr[ci, :, at] = v[:, ci].T.reshape(n, h, hd)             # contiguous head_dim runs
         out = stages[l].run({"x": resid, "q_attn": q, **feed[l]}, live=live)
         if l < L:
             resid = out["x_out"]
@@ -203,8 +203,8 @@ def _admit(model, regions, col: int, seq: _Seq, n_ctx: int) -> bool:
     n = len(seq.gen.prompt_tokens)
     for l in range(1, len(regions)):
         kr, vr = regions[l]
-        h, hd = kr.shape[1], kr.shape[2]
-        kr[col, :, :, :n] = eng.k_host[l - 1, :, :n].reshape(h, hd, n)
+        h, hd = kr.shape[1], kr.shape[3]
+        kr[col, :, :n] = eng.k_host[l - 1, :, :n].reshape(h, hd, n).transpose(0, 2, 1)
         vr[col, :, :n] = eng.v_host[l - 1, :, :n].reshape(h, hd, n).transpose(0, 2, 1)
     return seq.consume(logits, n_ctx)
 

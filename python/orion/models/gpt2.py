@@ -12,8 +12,8 @@ at 124M, C26) runs on the CPU or as chunked programs.
 
 Stage I/O (S = query columns, T = cache length, d = n_embd):
   inputs  ``x [1,d,1,S]`` (residual stream; stage 0: token + position embeddings), stages >= 1 also
-          ``q_attn [1,d,1,S]``, ``k_cache``/``v_cache [1,d,1,T]`` (batched decode: ``[1,S*heads,hd,T]`` /
-          ``[.., T, hd]``, a region per column), ``mask [1,1,S,T]`` (additive, 0 / -1e4)
+          ``q_attn [1,d,1,S]``, ``k_cache``/``v_cache [1,d,1,T]`` (batched decode: both ``[1,S*heads,T,hd]``,
+          a region per column), ``mask [1,1,S,T]`` (additive, 0 / -1e4)
   outputs stages < L: ``qkv [1,3d,1,S]`` (rows q | k | v), stages >= 1 also ``x_out``; stage L: ``h [1,d,1,S]``
 """
 
@@ -74,7 +74,7 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, regions: bo
     """Stage ``stage``'s graph; ``lora``: an :class:`orion.lora.AdapterSlots` giving the linears that get
     adapter inputs (``<weight>_lora_a`` / ``_lora_b``, see :func:`orion.lora.graph_linear`); ``regions``
     (batched decode, :mod:`orion.models.batch`): the caches hold one region of T positions per query column
-    (``k_cache [1, S * heads, hd, T]``, ``v_cache [1, S * heads, T, hd]``), and column i attends only to
+    (``k_cache`` and ``v_cache [1, S * heads, T, hd]``), and column i attends only to
     region i (``ops.region_attention``)."""
     d, L = cfg.d_model, cfg.n_layers
     g = Graph(f"gpt2_s{stage}_S{S}_T{T}" + ("_regions" if regions else ""))
@@ -82,7 +82,7 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, regions: bo
     if stage > 0:
         q = g.input("q_attn", (1, d, 1, S))
         rows, hd = S * cfg.n_heads, d // cfg.n_heads
-        kc = g.input("k_cache", (1, rows, hd, T) if regions else (1, d, 1, T))
+        kc = g.input("k_cache", (1, rows, T, hd) if regions else (1, d, 1, T))
         vc = g.input("v_cache", (1, rows, T, hd) if regions else (1, d, 1, T))
         mask = g.input("mask", (1, 1, S, T))
         x = _attn_mlp(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, regions)

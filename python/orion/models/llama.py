@@ -10,7 +10,7 @@ loader) with cos/sin tables passed as inputs so the same program serves every po
 Stage I/O (S query columns, T cache length, d = dim, kv = n_kv_heads * head_dim, hd = head_dim):
   inputs  ``x [1,d,1,S]``; stages < L: ``cos``/``sin [1,hd/2,1,S]`` (this stage's layer's RoPE);
           stages >= 1: ``q_attn [1,q,1,S]`` (q = n_heads * hd),
-          ``k_cache``/``v_cache [1,kv,1,T]`` (batched decode: ``[1,S*n_kv_heads,hd,T]`` / ``[.., T, hd]``),
+          ``k_cache``/``v_cache [1,kv,1,T]`` (batched decode: both ``[1,S*n_kv_heads,T,hd]``),
           ``mask [1,1,S,T]`` (full or sliding, by the layer's type)
   outputs stages < L: ``q [1,q,1,S]``, ``k``/``v [1,kv,1,S]`` (q, k rotated); stages >= 1 also ``x_out``;
           stage L: ``h [1,d,1,S]``
@@ -146,7 +146,7 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
     int8 and dequantized (``quantize`` -> ``dequantize``) with the static scale.
 
     ``regions`` (batched decode, :mod:`orion.models.batch`): the caches hold one region of T positions per
-    query column (``k_cache [1, S * n_kv_heads, hd, T]``, ``v_cache [1, S * n_kv_heads, T, hd]``) and column i
+    query column (``k_cache`` and ``v_cache [1, S * n_kv_heads, T, hd]``) and column i
     attends only to region i (``ops.region_attention``)."""
     if part is not None and (part not in PARTS or (stage == 0 and part != "qkv") or
                              (stage == cfg.n_layers and part == "qkv")):
@@ -158,7 +158,7 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
     if stage > 0 and part in (None, "attn", "body"):
         q = g.input("q_attn", (1, cfg.q_dim, 1, S))
         rows = S * cfg.n_kv_heads
-        kc = g.input("k_cache", (1, rows, hd, T) if regions else (1, kv, 1, T))
+        kc = g.input("k_cache", (1, rows, T, hd) if regions else (1, kv, 1, T))
         vc = g.input("v_cache", (1, rows, T, hd) if regions else (1, kv, 1, T))
         mask = g.input("mask", (1, 1, S, T))
         x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, fp, activations, regions)

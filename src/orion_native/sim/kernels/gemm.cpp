@@ -242,9 +242,10 @@ void gemm_tiny(const GemmShape& g, int64_t batch, const f16* const* A, const f16
   });
 }
 
-// Few rows of op(A) and B as stored (attention's query rows of each sequence over its own cache: hundreds of
-// 1 x K by K x T products per op) where the ISA has gemm_rows: items are (product, column chunk); each
-// widens its rows of op(A) and the kernel reads B in place. Same fma chain per element as every route.
+// Few rows of op(A) (attention's query rows of each sequence over its own cache: hundreds of 1 x K by K x T
+// products per op) where the ISA has gemm_rows: items are (product, column chunk); each widens its rows of
+// op(A); the kernel reads B in place, or a transposed B's chunk widened and transposed here (K stored
+// position-major, [T][K]). Same fma chain per element as every route.
 constexpr int64_t kRowsChunk = 256;  // columns per item: parallelism for one wide product
 
 template <typename T>
@@ -272,8 +273,16 @@ void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16
         }
         widened = b;
       }
-      t.bh = B[b] + j0;
       t.cols = t.bcols = (int)std::min(kRowsChunk, g.N - j0);
+      if (!g.trans_b) {
+        t.bh = B[b] + j0;
+      } else {  // op(B)[:, j0:j0 + cols] = rows j0.. of B, as fp32 [K][cols]
+        float* bt = scratch_as<float>(ScratchSlot::gemm_b, (size_t)(g.K * t.cols));
+        o.cvt_transpose(B[b] + j0 * g.ldb, g.ldb, t.cols, t.cols, g.K, bt, t.cols);
+        t.bh = nullptr;
+        t.bp = bt;
+        t.ldbh = t.cols;
+      }
       if constexpr (sizeof(T) == 2) t.o16 = C[b] + j0;
       else t.o32 = C[b] + j0;
       o.gemm_rows(t);
@@ -295,7 +304,7 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
     gemm_tiny(g, batch, A, B, C);
     return;
   }
-  if (!g.trans_b && g.M <= simd::kDirectBRows && simd::ops().gemm_rows) {
+  if (g.M <= simd::kDirectBRows && simd::ops().gemm_rows) {
     gemm_rows(g, batch, A, B, C);
     return;
   }
