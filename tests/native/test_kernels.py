@@ -284,6 +284,15 @@ def test_gemm_few_rows_route_equals_blocked_route(ta, tb, m, n, k):
     check_gemm(c[:, :n], a, b, ta, tb)
 
 
+def with_specials(a, b):
+    """Copies of GEMM operands with zeros of both signs, infinities, NaN, subnormals and fp16's extremes."""
+    sa, sb = a.copy(), b.copy()
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 6e-8, -6e-8, 65504, -65504, 1e-5], F16)
+    sa.reshape(-1)[::7][:len(specials)] = specials[:len(sa.reshape(-1)[::7])]
+    sb.reshape(-1)[3::5][:len(specials)] = specials[::-1][:len(sb.reshape(-1)[3::5])]
+    return sa, sb
+
+
 # One to four rows of op(A) (batched decode's attention: each sequence's query row over its own cache,
 # hundreds of 1 x K by K x T products per op) take gemm_rows where the ISA has it (AVX-512): all columns of a
 # product in passes of up to 128, items of 256 columns, a transposed B (K stored position-major) widened and
@@ -296,10 +305,7 @@ def test_gemm_few_rows_route_equals_blocked_route(ta, tb, m, n, k):
 def test_gemm_rows_route_equals_blocked_route(ta, tb, batch, m, n, k):
     rng = np.random.default_rng(batch + m * 7 + n * 3 + k)
     a, b = make_operands(rng, batch, m, n, k, ta, tb)
-    sa, sb = a.copy(), b.copy()   # and with zeros of both signs, infinities, NaN, subnormals, fp16's extremes
-    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 6e-8, -6e-8, 65504, -65504, 1e-5], F16)
-    sa.reshape(-1)[::7][:len(specials)] = specials[:len(sa.reshape(-1)[::7])]
-    sb.reshape(-1)[3::5][:len(specials)] = specials[::-1][:len(sb.reshape(-1)[3::5])]
+    sa, sb = with_specials(a, b)
     axis = -1 if ta else -2
     for x, y in ((a, b), (sa, sb)):
         tall = np.concatenate([x, rnd(x.shape[:-1] + (5,) if ta else x.shape[:-2] + (5, k), rng)], axis=axis)
@@ -319,10 +325,7 @@ def test_gemm_rows_route_equals_blocked_route(ta, tb, batch, m, n, k):
 def test_gemm_tiny_route_equals_blocked_route(ta, tb, batch, m, n, k):
     rng = np.random.default_rng(batch + m * 7 + n * 3 + k)
     a, b = make_operands(rng, batch, m, n, k, ta, tb)
-    sa, sb = a.copy(), b.copy()   # and with zeros of both signs, infinities, NaN, subnormals, fp16's extremes
-    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 6e-8, -6e-8, 65504, -65504, 1e-5], F16)
-    sa.reshape(-1)[::7][:len(specials)] = specials[:len(sa.reshape(-1)[::7])]
-    sb.reshape(-1)[3::5][:len(specials)] = specials[::-1][:len(sb.reshape(-1)[3::5])]
+    sa, sb = with_specials(a, b)
     for x, y in ((a, b), (sa, sb)):
         c = assert_same_everywhere(lambda: native.gemm_f16(x, y, ta, tb))
         wy = np.stack([widened(t, tb, extra=64) for t in y]) if batch else widened(y, tb, extra=64)

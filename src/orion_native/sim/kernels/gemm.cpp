@@ -194,6 +194,18 @@ void gemm_run(const GemmShape& g, int64_t batch, const f16* const* A, const f16*
 // other route.
 constexpr int64_t kTinyMacs = 64;  // M * N * K of one product
 
+// A tile of all M rows over all of K, op(A) widened into `at` ([M][K]), B read as stored (row stride ldb).
+simd::GemmTile whole_k_tile(const GemmShape& g, float* at) {
+  simd::GemmTile t{};
+  t.kc = g.K;
+  t.lda = g.K;
+  t.ap = at;
+  t.ldbh = g.ldb;
+  t.rows = (int)g.M;
+  t.ldo = g.ldc;
+  return t;
+}
+
 template <typename T>
 void gemm_tiny(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
   auto a_at = [&](const f16* a, int64_t i, int64_t k) { return orion::f16_to_f32(g.trans_a ? a[k * g.lda + i] : a[i * g.lda + k]); };
@@ -205,15 +217,9 @@ void gemm_tiny(const GemmShape& g, int64_t batch, const f16* const* A, const f16
   parallel_for(batch, grain, [&](int64_t b0, int64_t b1) {
     if (micro) {
       float at[kTinyMacs];  // op(A) widened, [M][K]
-      simd::GemmTile t{};
-      t.kc = g.K;
-      t.lda = g.K;
-      t.ap = at;
-      t.ldbh = g.ldb;
+      simd::GemmTile t = whole_k_tile(g, at);
       t.bcols = (int)g.N;
-      t.rows = (int)g.M;
       t.cols = (int)g.N;
-      t.ldo = g.ldc;
       for (int64_t b = b0; b < b1; ++b) {
         for (int64_t i = 0; i < g.M; ++i)
           for (int64_t k = 0; k < g.K; ++k) at[i * g.K + k] = a_at(A[b], i, k);
@@ -256,13 +262,7 @@ void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16
   parallel_for(items, std::max<int64_t>(1, (int64_t)(kSerialFlops / item_flops)), [&](int64_t lo, int64_t hi) {
     float* at = scratch_as<float>(ScratchSlot::gemm_a, (size_t)(g.M * g.K));
     int64_t widened = -1;
-    simd::GemmTile t{};
-    t.kc = g.K;
-    t.lda = g.K;
-    t.ap = at;
-    t.ldbh = g.ldb;
-    t.rows = (int)g.M;
-    t.ldo = g.ldc;
+    simd::GemmTile t = whole_k_tile(g, at);
     for (int64_t it = lo; it < hi; ++it) {
       const int64_t b = it / chunks, j0 = (it % chunks) * kRowsChunk;
       if (b != widened) {
