@@ -7,6 +7,11 @@ batched outputs must equal the single-stream ones token for token. Reported: dec
 included). Compile time is excluded everywhere.
 
     PYTHONPATH=python:BUILD python benchmarks/bench_batch.py [--prompts 16] [--prompt 64] [--tokens 32] [--rounds 3]
+
+``--step N``: instead, the batched decode step alone (16 busy columns at position ``--prompt``, a region
+set of the bucket ``--prompt + --tokens`` uses, caches filled with random values), N steps: min and median
+ms of the step's programs and host work, and of the classifier. For A/B runs of two builds (run the script
+once per build, alternating): the end-to-end figures move by more than a change between runs.
 """
 
 from __future__ import annotations
@@ -51,6 +56,35 @@ def measure(m, prompts, tokens, batch, rounds: int = 1) -> dict:
     return out
 
 
+def measure_step(m, prompt: int, tokens: int, steps: int) -> dict:
+    """Per batched decode step (all 16 columns busy, tokens at position ``prompt``): ms of ``batch._step``
+    (programs and host work) and of the classifier, over ``steps`` steps after 3 warm-up ones."""
+    from orion.models import batch as B
+    eng = m.engine
+    m.generate_batch([[1, 2, 3]], max_tokens=2, max_batch=B.MAX_BATCH)        # compiles nothing we time
+    R = eng.ctx_bucket(prompt + tokens)
+    stages = B._batch_stages(eng, R)
+    feeds, regions = B._Feeds(eng, R), B._regions(stages)
+    rng = np.random.default_rng(0)
+    for l in range(1, len(regions)):
+        for r in regions[l]:
+            r[...] = (rng.standard_normal(r.shape) * 0.1).astype(np.float16)
+    pos = np.full(B.DECODE_S, prompt, np.int64)
+    cols = list(range(B.DECODE_S))
+    toks = [int(t) for t in rng.integers(0, m.config.vocab_size, B.DECODE_S)]
+    step, logits = [], []
+    for i in range(steps + 3):
+        t0 = time.perf_counter()
+        h = B._step(eng, stages, regions, feeds, cols, toks, pos)
+        t1 = time.perf_counter()
+        eng._logits(h, slice(0, B.DECODE_S))
+        if i >= 3:
+            step.append(t1 - t0)
+            logits.append(time.perf_counter() - t1)
+    ms = lambda xs: (1e3 * float(np.min(xs)), 1e3 * float(np.median(xs)))  # noqa: E731
+    return {"R": R, "step_ms": ms(step), "logits_ms": ms(logits)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prompts", type=int, default=16)
@@ -58,10 +92,17 @@ def main(argv=None) -> int:
     ap.add_argument("--prompt", type=int, default=64, help="prompt tokens")
     ap.add_argument("--tokens", type=int, default=32, help="generated tokens per prompt")
     ap.add_argument("--rounds", type=int, default=1, help="alternate the two sides this many times (medians)")
+    ap.add_argument("--step", type=int, default=0, metavar="N", help="time N batched decode steps instead")
     add_model_args(ap)
     args = ap.parse_args(argv)
     quiet_unbudgeted()
     m = random_gpt2(args.layers, args.device)
+    if args.step:
+        r = measure_step(m, args.prompt, args.tokens, args.step)
+        (s0, s1), (l0, l1) = r["step_ms"], r["logits_ms"]
+        print(f"{describe(m)}; {machine_line()}\nbatched decode step, 16 columns, R {r['R']}, {args.step} steps: "
+              f"programs + host {s0:.2f} ms min / {s1:.2f} ms median; classifier {l0:.2f} / {l1:.2f} ms")
+        return 0
     rng = np.random.default_rng(1)
     prompts = [[int(t) for t in rng.integers(0, m.config.vocab_size, args.prompt)] for _ in range(args.prompts)]
     print(f"{describe(m)}; {args.prompts} prompts of {args.prompt} tokens, {args.tokens} generated each, greedy; "
