@@ -301,7 +301,10 @@ def with_specials(a, b):
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("batch,m,n,k", [(192, 1, 128, 64), (192, 1, 64, 128), (7, 2, 300, 33), (3, 3, 17, 200),
-                                         (0, 4, 700, 40), (0, 1, 1000, 5), (5, 1, 16, 1), (2, 4, 129, 9)])
+                                         (0, 4, 700, 40), (0, 1, 1000, 5), (5, 1, 16, 1), (2, 4, 129, 9),
+                                         # a long K: narrower chunks of a transposed B (its widened chunk
+                                         # stays within 4 MB); past 65536 the blocked route takes it
+                                         (0, 1, 100, 20000), (0, 2, 17, 70000)])
 def test_gemm_rows_route_equals_blocked_route(ta, tb, batch, m, n, k):
     rng = np.random.default_rng(batch + m * 7 + n * 3 + k)
     a, b = make_operands(rng, batch, m, n, k, ta, tb)

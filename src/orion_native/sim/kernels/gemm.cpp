@@ -253,18 +253,29 @@ void gemm_tiny(const GemmShape& g, int64_t batch, const f16* const* A, const f16
 // op(A); the kernel reads B in place, or a transposed B's chunk widened and transposed here (K stored
 // position-major, [T][K]). Same fma chain per element as every route.
 constexpr int64_t kRowsChunk = 256;  // columns per item: parallelism for one wide product
+// Longest K it takes: op(A)'s widened rows (<= 4 x K fp32) and a transposed B's chunk (K x >= 16 fp32,
+// at most kPackedBBytes) stay small; longer products take the blocked route, which packs in k blocks.
+constexpr int64_t kRowsMaxK = kPackedBBytes / (int64_t)(16 * sizeof(float));
+
+// Columns per item: kRowsChunk, or fewer for a transposed B so that its widened chunk fits kPackedBBytes.
+int64_t rows_chunk(const GemmShape& g) {
+  if (!g.trans_b) return kRowsChunk;
+  return std::clamp<int64_t>(kPackedBBytes / (int64_t)sizeof(float) / std::max<int64_t>(g.K, 1) / 16 * 16, 16,
+                             kRowsChunk);
+}
 
 template <typename T>
 void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
   const simd::IsaOps& o = simd::ops();
-  const int64_t chunks = (g.N + kRowsChunk - 1) / kRowsChunk, items = batch * chunks;
-  const double item_flops = 2.0 * (double)(g.M * g.K) * (double)std::min(g.N, kRowsChunk);
+  const int64_t chunk = rows_chunk(g);
+  const int64_t chunks = (g.N + chunk - 1) / chunk, items = batch * chunks;
+  const double item_flops = 2.0 * (double)(g.M * g.K) * (double)std::min(g.N, chunk);
   parallel_for(items, std::max<int64_t>(1, (int64_t)(kSerialFlops / item_flops)), [&](int64_t lo, int64_t hi) {
     float* at = scratch_as<float>(ScratchSlot::gemm_a, (size_t)(g.M * g.K));
     int64_t widened = -1;
     simd::GemmTile t = whole_k_tile(g, at);
     for (int64_t it = lo; it < hi; ++it) {
-      const int64_t b = it / chunks, j0 = (it % chunks) * kRowsChunk;
+      const int64_t b = it / chunks, j0 = (it % chunks) * chunk;
       if (b != widened) {
         if (!g.trans_a) {
           for (int64_t i = 0; i < g.M; ++i) o.f16_to_f32(A[b] + i * g.lda, at + i * g.K, (size_t)g.K);
@@ -273,7 +284,7 @@ void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16
         }
         widened = b;
       }
-      t.cols = t.bcols = (int)std::min(kRowsChunk, g.N - j0);
+      t.cols = t.bcols = (int)std::min(chunk, g.N - j0);
       if (!g.trans_b) {
         t.bh = B[b] + j0;
       } else {  // op(B)[:, j0:j0 + cols] = rows j0.. of B, as fp32 [K][cols]
@@ -304,7 +315,7 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
     gemm_tiny(g, batch, A, B, C);
     return;
   }
-  if (g.M <= simd::kDirectBRows && simd::ops().gemm_rows) {
+  if (g.M <= simd::kDirectBRows && g.K <= kRowsMaxK && simd::ops().gemm_rows) {
     gemm_rows(g, batch, A, B, C);
     return;
   }
