@@ -6,10 +6,10 @@ Design (issue 15 §2):
   engine (``Engine.batch_sets``): the caches hold one region of ``R`` positions per column (sequence
   ``i``'s keys in rows ``i * kv_heads ..`` of ``k_cache`` and ``v_cache [1, 16 * kv_heads, R, head_dim]``,
   its own positions from 0; position-major, so a new token is written as contiguous runs, and read in place
-  by the attention matmuls, K transposed), and query column ``i`` attends only to region ``i`` (``ops.region_attention``: the
-  columns move to a batch axis of the attention matmuls), under a per-column additive mask
-  ``[1, 1, 16, R]`` (its position, its sliding window). RoPE tables and position embeddings are per
-  column.
+  by the attention matmuls, K transposed), and query column ``i`` attends only to region ``i``
+  (``ops.region_attention``: the columns move to a batch axis of the attention matmuls), under a per-column
+  additive mask ``[1, 1, 16, R]`` (its position, its sliding window). RoPE tables and position embeddings
+  are per column.
 * Exactness: ``R`` is the context bucket a single generation of the longest sequence uses, and every key
   keeps its index inside its row, so each column's scores, softmax and value sums are those of the same
   sequence alone (GEMM elements are one in-order fma chain over k; the softmax's sums give key j to lane
