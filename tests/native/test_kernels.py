@@ -368,6 +368,10 @@ def test_gemm_panels_equals_gemm_on_the_unpacked_matrix(n):
         assert z.shape == (37 * 16, n)
         np.testing.assert_array_equal(bits(z[:V]), bits(native.gemm_f16(w, h, f32_out=f32)))
         assert not z[V:].any()
+        # trans_out writes C^T directly (the classifier's [columns, V] logits): the same bits, transposed
+        zt = assert_same_everywhere(lambda: native.gemm_panels_f16(panels, h, f32_out=f32, trans_out=True))
+        assert zt.shape == (n, 37 * 16) and zt.flags.c_contiguous
+        np.testing.assert_array_equal(bits(zt), bits(np.ascontiguousarray(z.T)))
     with pytest.raises(ValueError, match="panels must be"):
         native.gemm_panels_f16(np.zeros((4, d, 8), np.float16), h)
     with pytest.raises(ValueError, match="inner dimensions"):

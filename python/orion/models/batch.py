@@ -278,15 +278,15 @@ def _run(model, seqs: list[_Seq], members: list[int], R: int, max_batch: int, n_
         t1 = time.perf_counter()
         c1 = eng.compile_seconds
         h = _step(eng, stages, regions, feeds, busy, [cols[c].pending for c in busy], pos)
-        logits = eng._logits(h, slice(0, busy[-1] + 1))[busy]       # one classifier shape per width
+        logits = eng._logits(h, slice(0, busy[-1] + 1))             # [columns, V]: one shape per width
         dt = time.perf_counter() - t1 - (eng.compile_seconds - c1)
         st.decode_evals += 1
         st.columns_used.append(len(busy))
-        for k, c in enumerate(busy):
+        for c in busy:
             s = cols[c]
             s.pos += 1
             pos[c] = s.pos
             s.gen.decode_steps += 1
             s.gen.decode_seconds += dt
-            if not s.consume(logits[k], n_ctx):
+            if not s.consume(logits[c], n_ctx):
                 fill(c)

@@ -389,8 +389,8 @@ class Engine:
         if self._wcls is None:
             self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
         hh = np.ascontiguousarray(h[0, :, 0, cols], dtype=np.float16)                 # [d, n]
-        z = _native.gemm_panels_f16(self._wcls, hh, f32_out=True)                      # [16 ceil(V/16), n]
-        return self._softcap(z[:self.cfg.vocab_size].T)
+        z = _native.gemm_panels_f16(self._wcls, hh, f32_out=True, trans_out=True)      # [n, 16 ceil(V/16)]
+        return self._softcap(z[:, :self.cfg.vocab_size])
 
     def _softcap(self, z: np.ndarray) -> np.ndarray:
         """Final logit soft-capping (Gemma): ``cap * tanh(z / cap)``, on the host in float32."""

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 #include "sim/kernels/compressed.h"
 #include "sim/kernels/scratch.h"
@@ -210,23 +211,28 @@ void panel_gemm(const GemmShape& g, int64_t batch, const f16* const* A, const Pa
 
 namespace {
 template <typename T>
-void run_packed(const PackedA& a, const GemmShape& g0, int64_t batch, const f16* const* B, T* const* C) {
+void run_packed(const PackedA& a, const GemmShape& g0, int64_t batch, const f16* const* B, T* const* C,
+                bool trans_c) {
   GemmShape g = g0;
   g.M = a.M;
   g.K = a.K;
   if (g.ldb <= 0) g.ldb = g.trans_b ? g.K : g.N;
-  if (g.ldc <= 0) g.ldc = g.N;
+  if (g.ldc <= 0) g.ldc = trans_c ? g.M : g.N;
+  if (g.ldc < (trans_c ? g.M : g.N))
+    throw std::invalid_argument("gemm_packed_f16: leading dimension smaller than the row length");
   if (batch <= 0 || g.M == 0 || g.N == 0) return;
-  run(g, batch, nullptr, &a, B, C);
+  run(g, batch, nullptr, &a, B, C, trans_c);
 }
 }  // namespace
 
-void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, f16* const* C) {
-  run_packed(a, g, batch, B, C);
+void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, f16* const* C,
+                     bool trans_c) {
+  run_packed(a, g, batch, B, C, trans_c);
 }
 
-void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, float* const* C) {
-  run_packed(a, g, batch, B, C);
+void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, float* const* C,
+                     bool trans_c) {
+  run_packed(a, g, batch, B, C, trans_c);
 }
 
 }  // namespace orion::sim::kernels

@@ -50,8 +50,11 @@ struct PackedA {
 PackedA pack_a(const f16* A, int64_t M, int64_t K, int64_t lda = 0, bool trans_a = false);
 PackedA pack_a(std::shared_ptr<const PanelSource> source, int64_t M, int64_t K);
 // gemm_f16 with op(A) = a (g.M, g.K, trans_a, lda are taken from a). Same results as gemm_f16.
-void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, f16* const* C);
-void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, float* const* C);
+// trans_c: C_b stored transposed, [N][ldc] (ldc >= M; default M): each column's M results contiguous.
+void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, f16* const* C,
+                     bool trans_c = false);
+void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const f16* const* B, float* const* C,
+                     bool trans_c = false);
 
 // ---- element-wise -------------------------------------------------------------------------------
 enum class Binary { add, sub, mul, div, pow, maximum, minimum };
