@@ -295,15 +295,15 @@ def with_specials(a, b):
 
 # One to four rows of op(A) (batched decode's attention: each sequence's query row over its own cache,
 # hundreds of 1 x K by K x T products per op) take gemm_rows where the ISA has it (AVX-512): all columns of a
-# product in passes of up to 128, items of 256 columns, a transposed B (K stored position-major) widened and
-# transposed per item. Bit for bit the result of the other routes, which a taller A (5+ rows) takes, and the
-# same on every ISA (the others keep the microkernel's tiles).
+# product in passes of up to 128, items of 256 columns, a transposed B (K stored position-major) read in place
+# and transposed 16 x 16 in registers, rows ahead prefetched. Bit for bit the result of the other routes,
+# which a taller A (5+ rows) takes, and the same on every ISA (the others keep the microkernel's tiles).
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("batch,m,n,k", [(192, 1, 128, 64), (192, 1, 64, 128), (7, 2, 300, 33), (3, 3, 17, 200),
                                          (0, 4, 700, 40), (0, 1, 1000, 5), (5, 1, 16, 1), (2, 4, 129, 9),
-                                         # a long K: narrower chunks of a transposed B (its widened chunk
-                                         # stays within 4 MB); past 65536 the blocked route takes it
+                                         # a long K (many 16-k groups per block); past 65536 the blocked
+                                         # route takes it
                                          (0, 1, 100, 20000), (0, 2, 17, 70000)])
 def test_gemm_rows_route_equals_blocked_route(ta, tb, batch, m, n, k):
     rng = np.random.default_rng(batch + m * 7 + n * 3 + k)
@@ -317,6 +317,21 @@ def test_gemm_rows_route_equals_blocked_route(ta, tb, batch, m, n, k):
             ref = native.gemm_f16(tall, y, ta, tb, f32_out=f32)[..., :m, :]
             np.testing.assert_array_equal(bits(c), bits(ref))
     check_gemm(native.gemm_f16(a, b, ta, tb), a, b, ta, tb)
+
+
+@pytest.mark.parametrize("tb", [False, True])
+def test_gemm_rows_route_reads_strided_operands(tb):
+    # B with a row stride past its row (a view into a wider cache): the rows kernels read it in place, the
+    # transposed one in 16 x 16 blocks up to the last row and the last k, and prefetch rows beyond the
+    # operand (harmless: the test's memory checkers and the comparison below see no difference)
+    rng = np.random.default_rng(11 + tb)
+    for batch, m, n, k in ((12, 1, 40, 21), (3, 2, 128, 64), (0, 4, 33, 17)):
+        a, _ = make_operands(rng, batch, m, n, k, False, tb)
+        wide = rnd(((batch,) if batch else ()) + ((n, k + 13) if tb else (k, n + 13)), rng)
+        b = wide[..., :k] if tb else wide[..., :n]
+        c = assert_same_everywhere(lambda: native.gemm_f16(a, b, False, tb))
+        tall = np.concatenate([a, rnd(a.shape[:-2] + (5, k), rng)], axis=-2)
+        np.testing.assert_array_equal(bits(c), bits(native.gemm_f16(tall, np.ascontiguousarray(b), False, tb)[..., :m, :]))
 
 
 # Tiny products (M * N * K <= 64: RoPE's 2x2 pair swap over [2, S], hundreds per op) are computed element by

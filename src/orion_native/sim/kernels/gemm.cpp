@@ -250,24 +250,17 @@ void gemm_tiny(const GemmShape& g, int64_t batch, const f16* const* A, const f16
 
 // Few rows of op(A) (attention's query rows of each sequence over its own cache: hundreds of 1 x K by K x T
 // products per op) where the ISA has gemm_rows: items are (product, column chunk); each widens its rows of
-// op(A); the kernel reads B in place, or a transposed B's chunk widened and transposed here (K stored
-// position-major, [T][K]). Same fma chain per element as every route.
+// op(A); the kernel reads B in place, as stored or transposed (K stored position-major, [T][K]: it
+// transposes 16 x 16 blocks in registers). Same fma chain per element as every route.
 constexpr int64_t kRowsChunk = 256;  // columns per item: parallelism for one wide product
-// Longest K it takes: op(A)'s widened rows (<= 4 x K fp32) and a transposed B's chunk (K x >= 16 fp32,
-// at most kPackedBBytes) stay small; longer products take the blocked route, which packs in k blocks.
+// Longest K it takes: op(A)'s widened rows (<= 4 x K fp32) stay small; longer products take the blocked
+// route, which packs in k blocks.
 constexpr int64_t kRowsMaxK = kPackedBBytes / (int64_t)(16 * sizeof(float));
-
-// Columns per item: kRowsChunk, or fewer for a transposed B so that its widened chunk fits kPackedBBytes.
-int64_t rows_chunk(const GemmShape& g) {
-  if (!g.trans_b) return kRowsChunk;
-  return std::clamp<int64_t>(kPackedBBytes / (int64_t)sizeof(float) / std::max<int64_t>(g.K, 1) / 16 * 16, 16,
-                             kRowsChunk);
-}
 
 template <typename T>
 void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
   const simd::IsaOps& o = simd::ops();
-  const int64_t chunk = rows_chunk(g);
+  const int64_t chunk = kRowsChunk;
   const int64_t chunks = (g.N + chunk - 1) / chunk, items = batch * chunks;
   const double item_flops = 2.0 * (double)(g.M * g.K) * (double)std::min(g.N, chunk);
   parallel_for(items, std::max<int64_t>(1, (int64_t)(kSerialFlops / item_flops)), [&](int64_t lo, int64_t hi) {
@@ -285,15 +278,8 @@ void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16
         widened = b;
       }
       t.cols = t.bcols = (int)std::min(chunk, g.N - j0);
-      if (!g.trans_b) {
-        t.bh = B[b] + j0;
-      } else {  // op(B)[:, j0:j0 + cols] = rows j0.. of B, as fp32 [K][cols]
-        float* bt = scratch_as<float>(ScratchSlot::gemm_b, (size_t)(g.K * t.cols));
-        o.cvt_transpose(B[b] + j0 * g.ldb, g.ldb, t.cols, t.cols, g.K, bt, t.cols);
-        t.bh = nullptr;
-        t.bp = bt;
-        t.ldbh = t.cols;
-      }
+      t.trans_bh = g.trans_b;
+      t.bh = g.trans_b ? B[b] + j0 * g.ldb : B[b] + j0;  // op(B)[:, j0:] = rows j0.. of a transposed B
       if constexpr (sizeof(T) == 2) t.o16 = C[b] + j0;
       else t.o32 = C[b] + j0;
       o.gemm_rows(t);

@@ -81,6 +81,18 @@ void micro(const GemmTile& t) {
     put_row(c0[r], c1[r], t.o32 ? t.o32 + r * t.ldo : nullptr, t.o16 ? t.o16 + r * t.ldo : nullptr, t.cols);
 }
 
+// Attention's keys and values stream from DRAM (16 sequences' caches, tens of MB per step): without
+// software prefetch the few-rows kernels ran ~1.5x slower on them than on cached operands. Pulls the
+// `rows` rows of B (row_bytes each, stride ld fp16) that lie kRowsAhead bytes ahead of `at`; addresses
+// past the operand are harmless (a prefetch never faults) and are the next product's, in a cache region.
+constexpr int64_t kRowsAhead = 8192;
+inline void prefetch_rows(const f16* at, int64_t ld, int rows, int64_t row_bytes) {
+  const int64_t stride = 2 * ld;
+  const uintptr_t p = (uintptr_t)at + (uintptr_t)(std::max<int64_t>(1, kRowsAhead / stride) * stride);
+  for (int i = 0; i < rows; ++i)
+    for (int64_t o = 0; o < row_bytes; o += 64) _mm_prefetch((const char*)(p + i * stride + o), _MM_HINT_T0);
+}
+
 // Few rows (1..kDirectBRows) of op(A) times B read as stored, NV x 16 columns [j0, j0 + cols) per pass:
 // R x NV independent chains per k. micro<R, true> keeps 2 R, which for one row - attention's query of one
 // sequence over its cache, hundreds of such products per op - left every k waiting on the fma latency.
@@ -104,10 +116,12 @@ void rows_pass(const GemmTile& t, int64_t j0, int cols) {
         b[v] = _mm512_cvtph_ps(v + 1 < NV ? _mm256_loadu_si256((const __m256i*)(bh + 16 * v))
                                           : _mm256_maskz_loadu_epi16(ml, bh + 16 * v));
     }
-    if constexpr (kF32B)
+    if constexpr (kF32B) {
       bp += t.ldbh;
-    else
+    } else {
+      prefetch_rows(bh, t.ldbh, 1, 2 * cols);
       bh += t.ldbh;
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 a = _mm512_set1_ps(t.ap[r * t.lda + k]);
@@ -124,6 +138,75 @@ void rows_pass(const GemmTile& t, int64_t j0, int cols) {
       else
         _mm512_mask_storeu_ps(t.o32 + at, m, acc[r][v]);
     }
+}
+
+// In-register 16 x 16 transpose: r[i] lane j -> r[j] lane i (unpack / shuffle network).
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+  }
+}
+
+// The same products with B stored transposed (trans_bh: column j at bh + j * ldbh, K contiguous: attention
+// keys stored position-major), 16 columns per block: per 16 k, the block's 16 fp16 rows widened and
+// transposed in registers, then R in-order fma chains. Widening a whole chunk into a transposed fp32 copy
+// first cost a store and a reload per element: q.K ran at ~1.6x P.V's time for the same bytes.
+template <int R>
+inline void rows_t_group(const GemmTile& t, const f16* base, int nr, int64_t k0, int kn, __m512 (&acc)[R]) {
+  const __mmask16 mk = first(kn);
+  __m512 b[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)  // rows past nr: no lanes read (the masked load does not fault)
+    b[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(i < nr ? mk : (__mmask16)0, base + std::min(i, nr - 1) * t.ldbh + k0));
+  transpose16(b);  // b[k] lane i = column i of the block at k0 + k
+  if (kn == 16) {
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k)
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(t.ap[r * t.lda + k0 + k]), b[k], acc[r]);
+  } else {
+    for (int k = 0; k < kn; ++k)
+      for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(t.ap[r * t.lda + k0 + k]), b[k], acc[r]);
+  }
+}
+
+template <int R>
+void rows_all_t(const GemmTile& t) {
+  for (int64_t j = 0; j < t.cols; j += 16) {
+    const int nr = (int)std::min<int64_t>(16, t.cols - j);
+    const f16* base = t.bh + j * t.ldbh;
+    prefetch_rows(base, t.ldbh, 16, 2 * t.kc);
+    __m512 acc[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t k0 = 0; k0 < t.kc; k0 += 16) rows_t_group<R>(t, base, nr, k0, (int)std::min<int64_t>(16, t.kc - k0), acc);
+    const __mmask16 m = first(nr);
+    for (int r = 0; r < R; ++r) {
+      if (t.o16)
+        _mm256_mask_storeu_epi16(t.o16 + r * t.ldo + j, m, _mm512_cvtps_ph(acc[r], kRound));
+      else
+        _mm512_mask_storeu_ps(t.o32 + r * t.ldo + j, m, acc[r]);
+    }
+  }
 }
 
 template <int R, bool kF32B, size_t... I>
@@ -145,6 +228,14 @@ void rows_all(const GemmTile& t) {
 }  // namespace
 
 void gemm_rows(const GemmTile& t) {
+  if (t.trans_bh) {
+    switch (t.rows) {
+      case 1: return rows_all_t<1>(t);
+      case 2: return rows_all_t<2>(t);
+      case 3: return rows_all_t<3>(t);
+      default: return rows_all_t<4>(t);
+    }
+  }
   switch (t.rows) {
     case 1: return rows_all<1>(t);
     case 2: return rows_all<2>(t);
@@ -192,32 +283,6 @@ void gemm_pack_rows(const f16* src, int64_t ld, int64_t kc, int64_t cols, int nr
 namespace orion::sim::simd::avx512 {
 
 namespace {
-
-// In-register 16 x 16 transpose: r[i] lane j -> r[j] lane i (unpack / shuffle network).
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-    __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 4; ++j) {
-      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
-      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xdd);
-    }
-  for (int j = 0; j < 8; ++j) {
-    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
-  }
-}
 
 // Software prefetch of A rows ahead (2 KB of a packed panel): weights stream from DRAM each token and
 // the hardware prefetcher alone left cold convs ~10% slower than cached ones.

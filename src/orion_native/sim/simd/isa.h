@@ -39,6 +39,9 @@ struct GemmTile {
   const f16* bh;
   int64_t ldbh;
   int bcols;
+  // gemm_rows only: bh holds op(B) transposed (column j of the tile's B at bh + j * ldbh, its kc values
+  // contiguous: keys stored position-major), read in place and transposed in registers.
+  bool trans_bh = false;
   const float* cin;  // partial sums of earlier k blocks (rows x nr, row stride ldcin) or nullptr
   int64_t ldcin;
   float* o32;        // exactly one of o32 / o16 is set
