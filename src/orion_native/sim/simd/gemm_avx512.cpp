@@ -96,7 +96,7 @@ inline void prefetch_rows(const f16* at, int64_t ld, int rows, int64_t row_bytes
 // Few rows (1..kDirectBRows) of op(A) times B read as stored, NV x 16 columns [j0, j0 + cols) per pass:
 // R x NV independent chains per k. micro<R, true> keeps 2 R, which for one row - attention's query of one
 // sequence over its cache, hundreds of such products per op - left every k waiting on the fma latency.
-template <int R, int NV, bool kF32B>
+template <int R, int NV>
 void rows_pass(const GemmTile& t, int64_t j0, int cols) {
   __m512 acc[R][NV];
 #pragma GCC unroll 4
@@ -104,24 +104,14 @@ void rows_pass(const GemmTile& t, int64_t j0, int cols) {
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
   const __mmask16 ml = first(cols - 16 * (NV - 1));
-  const f16* bh = kF32B ? nullptr : t.bh + j0;
-  const float* bp = kF32B ? t.bp + j0 : nullptr;
-  for (int64_t k = 0; k < t.kc; ++k) {
+  const f16* bh = t.bh + j0;
+  for (int64_t k = 0; k < t.kc; ++k, bh += t.ldbh) {
     __m512 b[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) {
-      if constexpr (kF32B)
-        b[v] = v + 1 < NV ? _mm512_loadu_ps(bp + 16 * v) : _mm512_maskz_loadu_ps(ml, bp + 16 * v);
-      else
-        b[v] = _mm512_cvtph_ps(v + 1 < NV ? _mm256_loadu_si256((const __m256i*)(bh + 16 * v))
-                                          : _mm256_maskz_loadu_epi16(ml, bh + 16 * v));
-    }
-    if constexpr (kF32B) {
-      bp += t.ldbh;
-    } else {
-      prefetch_rows(bh, t.ldbh, 1, 2 * cols);
-      bh += t.ldbh;
-    }
+    for (int v = 0; v < NV; ++v)
+      b[v] = _mm512_cvtph_ps(v + 1 < NV ? _mm256_loadu_si256((const __m256i*)(bh + 16 * v))
+                                        : _mm256_maskz_loadu_epi16(ml, bh + 16 * v));
+    prefetch_rows(bh, t.ldbh, 1, 2 * cols);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 a = _mm512_set1_ps(t.ap[r * t.lda + k]);
@@ -168,8 +158,8 @@ inline void transpose16(__m512 r[16]) {
 
 // The same products with B stored transposed (trans_bh: column j at bh + j * ldbh, K contiguous: attention
 // keys stored position-major), 16 columns per block: per 16 k, the block's 16 fp16 rows widened and
-// transposed in registers, then R in-order fma chains. Widening a whole chunk into a transposed fp32 copy
-// first cost a store and a reload per element: q.K ran at ~1.6x P.V's time for the same bytes.
+// transposed in registers, then R in-order fma chains (no fp32 copy of the chunk; with the prefetch, q.K on
+// DRAM-resident keys now runs near P.V's time for the same bytes, where it ran ~1.6x).
 template <int R>
 inline void rows_t_group(const GemmTile& t, const f16* base, int nr, int64_t k0, int kn, __m512 (&acc)[R]) {
   const __mmask16 mk = first(kn);
@@ -209,19 +199,18 @@ void rows_all_t(const GemmTile& t) {
   }
 }
 
-template <int R, bool kF32B, size_t... I>
+template <int R, size_t... I>
 constexpr auto rows_passes(std::index_sequence<I...>) {
-  return std::array<void (*)(const GemmTile&, int64_t, int), sizeof...(I)>{&rows_pass<R, (int)I + 1, kF32B>...};
+  return std::array<void (*)(const GemmTile&, int64_t, int), sizeof...(I)>{&rows_pass<R, (int)I + 1>...};
 }
 
 // All t.cols columns, in passes of up to NVMAX vectors (accumulators + B vectors stay in the 32 registers).
 template <int R, int NVMAX = (R <= 2 ? 8 : 4)>
 void rows_all(const GemmTile& t) {
-  static constexpr auto f16b = rows_passes<R, false>(std::make_index_sequence<NVMAX>());
-  static constexpr auto f32b = rows_passes<R, true>(std::make_index_sequence<NVMAX>());
+  static constexpr auto passes = rows_passes<R>(std::make_index_sequence<NVMAX>());
   for (int64_t j0 = 0; j0 < t.cols; j0 += 16 * NVMAX) {
     const int cols = (int)std::min<int64_t>(16 * NVMAX, t.cols - j0);
-    (t.bh ? f16b : f32b)[(size_t)(cols + 15) / 16 - 1](t, j0, cols);
+    passes[(size_t)(cols + 15) / 16 - 1](t, j0, cols);
   }
 }
 

@@ -158,10 +158,9 @@ struct IsaOps {
   // panel_group(cols)): the same values and fma chains as decode_ss8 + gemm_panel, without the fp16
   // round trip through memory. Null where not implemented (then decode_ss8 + gemm_panel run).
   void (*gemm_panel_q8)(const PanelTile& t);
-  // Few rows times B read as stored (GemmTile with bh, rows <= kDirectBRows, all of K in one call - no
-  // cin -, any number of columns): enough independent chains per k for one row. Without bh, row k of B
-  // is fp32 at bp + k * ldbh (a transposed B widened by the caller). Null where not implemented (then
-  // gemm_micro's tiles run).
+  // Few rows times B read in place (GemmTile with bh, as stored or trans_bh; rows <= kDirectBRows, all of K
+  // in one call - no cin -, any number of columns): enough independent chains per k for one row. Null
+  // where not implemented (then gemm_micro's tiles run).
   void (*gemm_rows)(const GemmTile& t);
 };
 
