@@ -253,9 +253,9 @@ void gemm_tiny(const GemmShape& g, int64_t batch, const f16* const* A, const f16
 // op(A); the kernel reads B in place, as stored or transposed (K stored position-major, [T][K]: it
 // transposes 16 x 16 blocks in registers). Same fma chain per element as every route.
 constexpr int64_t kRowsChunk = 256;  // columns per item: parallelism for one wide product
-// Longest K it takes: op(A)'s widened rows (<= 4 x K fp32) stay small; longer products take the blocked
-// route, which packs in k blocks.
-constexpr int64_t kRowsMaxK = kPackedBBytes / (int64_t)(16 * sizeof(float));
+// Longest K it takes: op(A)'s widened rows (<= 4 x K fp32, 1 MB) stay small; longer products take the
+// blocked route, which packs in k blocks.
+constexpr int64_t kRowsMaxK = 1 << 16;
 
 template <typename T>
 void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
@@ -267,6 +267,7 @@ void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16
     float* at = scratch_as<float>(ScratchSlot::gemm_a, (size_t)(g.M * g.K));
     int64_t widened = -1;
     simd::GemmTile t = whole_k_tile(g, at);
+    t.trans_bh = g.trans_b;
     for (int64_t it = lo; it < hi; ++it) {
       const int64_t b = it / chunks, j0 = (it % chunks) * chunk;
       if (b != widened) {
@@ -278,7 +279,6 @@ void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16
         widened = b;
       }
       t.cols = t.bcols = (int)std::min(chunk, g.N - j0);
-      t.trans_bh = g.trans_b;
       t.bh = g.trans_b ? B[b] + j0 * g.ldb : B[b] + j0;  // op(B)[:, j0:] = rows j0.. of a transposed B
       if constexpr (sizeof(T) == 2) t.o16 = C[b] + j0;
       else t.o32 = C[b] + j0;

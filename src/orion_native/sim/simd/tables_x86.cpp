@@ -5,7 +5,7 @@
 
 namespace orion::sim::simd {
 
-#define ORION_TABLE(isa, mr, nr, q8, rows)                                                                   \
+#define ORION_TABLE(isa, mr, nr, q8, rows)                                                             \
   {                                                                                                \
     #isa, isa::f16_to_f32, isa::f32_to_f16, mr, nr, isa::gemm_micro, isa::gemm_pack_rows,          \
         isa::cvt_transpose,                                                                        \
