@@ -14,7 +14,7 @@ import pytest
 
 from orion.errors import InputError
 from orion.models import Model, reference
-from orion.models.fp16_safety import FP16_MAX, Fp16Plan, residual_peak, resolve_fp16_plan
+from orion.models.fp16_safety import FP16_MAX, Fp16Plan, Fp16RangeError, resolve_fp16_plan, stream_peaks
 from orion.models.loaders import read_checkpoint
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models", "gemma3")
@@ -34,7 +34,7 @@ def hot():
 
 def test_the_probe_sees_the_overflow(hot):
     cfg, w, _ = hot
-    assert residual_peak(cfg, w) > 1.5 * FP16_MAX
+    assert stream_peaks(cfg, w)[0] > 1.5 * FP16_MAX
     plan = resolve_fp16_plan(cfg, w, "auto")
     assert plan.scale < 1 and np.log2(plan.scale) == int(np.log2(plan.scale)) and plan.stable_norms
     ck = read_checkpoint(FIXTURE)
@@ -52,9 +52,11 @@ def _rel_err(cfg, w, ids, scale):
         return float(np.nan_to_num(np.abs(z - want).max(), nan=np.inf) / np.abs(want).max())
 
 
-def test_overflow_without_the_scaling_and_a_match_with_it(hot):
+def test_overflow_without_the_scaling_is_a_typed_error_and_a_match_with_it(hot):
     cfg, w, ids = hot
-    assert _rel_err(cfg, w, ids, 1.0) > 0.5          # the simulator reproduces the fp16 overflow
+    with pytest.raises(Fp16RangeError, match=r"layer \d+: .*residual_scale=") as e:
+        _rel_err(cfg, w, ids, 1.0)                   # the simulator reproduces the overflow; never silent
+    assert e.value.layer is not None and e.value.scale == 1.0
     assert _rel_err(cfg, w, ids, "auto") < 0.05      # scaled residual stream: the float64 answer
 
 

@@ -35,6 +35,7 @@ import numpy as np
 from ..errors import InputError
 from ..ir.composites import MASK_VALUE
 from .engine import DECODE_S
+from .fp16_safety import Fp16RangeError
 from .sampling import SamplingParams, sample_next
 from .stream import Generation, _Detok, _prefill
 
@@ -190,8 +191,13 @@ def _step(eng, stages, regions, feeds: _Feeds, cols: list[int], toks: list[int],
         kr[ci, :, at] = k[:, ci].T.reshape(n, h, hd)             # one indexed write per cache:
         vr[ci, :, at] = v[:, ci].T.reshape(n, h, hd)             # contiguous head_dim runs
         out = stages[l].run({"x": resid, "q_attn": q, **feed[l]}, live=live)
-        if l < L:
-            resid = out["x_out"]
+        resid = out["x_out"] if l < L else out["h"]
+        if not np.isfinite(resid[0, :, 0, ci]).all():
+            raise Fp16RangeError(
+                f"layer {l - 1}: a value inside the batched programs left fp16's range; the prompts were "
+                f"checked one by one, a generated token overflowed. Pass a smaller residual_scale=2**-k to "
+                f"load() (now {eng.residual_scale:g}) or generate these prompts one at a time (re-planned "
+                f"automatically)", layer=l - 1, scale=eng.residual_scale)
     return out["h"]
 
 

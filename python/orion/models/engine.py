@@ -37,10 +37,18 @@ from .stages import SplitStage, Stage
 
 log = logging.getLogger("orion")
 
-__all__ = ["Engine", "DECODE_S", "PREFILL_BUCKETS"]
+__all__ = ["Engine", "StageOverflow", "DECODE_S", "PREFILL_BUCKETS"]
 
 DECODE_S = 16                      # C04: the smallest sequence the ANE evaluates correctly
 PREFILL_BUCKETS = (16, 32, 64, 128, 256)
+
+
+class StageOverflow(Exception):
+    """Internal: a stage's residual output is not finite (``layer``: the layer it ran)."""
+
+    def __init__(self, layer: int):
+        super().__init__(layer)
+        self.layer = layer
 
 
 def _family(cfg):
@@ -73,19 +81,24 @@ class Engine:
     ``ctx_buckets``: cache lengths T to compile for (default powers of two from 64 to n_ctx, plus n_ctx);
     ``prefill_buckets``: prefill chunk sizes S; ``classifier``: "cpu" or "device";
     ``residual_scale``: factor carried by the residual stream inside the programs so that it stays within
-    fp16 (exact up to rounding; see :mod:`orion.models.fp16_safety`): a number, or "auto" (measured on a
-    probe through the float reference at construction)."""
+    fp16 (exact up to rounding; see :mod:`orion.models.fp16_safety`): a number, or "auto" (measured on
+    ``probe_ids`` - default :func:`~.fp16_safety.calibration_ids` - through the float reference at
+    construction, and re-planned on the text itself when a stage's output leaves fp16 at run time; a
+    number is kept, and such an overflow is an :class:`~.fp16_safety.Fp16RangeError`)."""
 
     skip_dead_columns = True    # live_columns hint: padding columns are not computed (simulator; per engine too)
 
     def __init__(self, cfg, weights: dict, *, device: str = "auto", profile=None, classifier: str = "cpu",
                  ctx_buckets: Sequence[int] | None = None, prefill_buckets: Sequence[int] = PREFILL_BUCKETS,
-                 classifier_chunk: int = 16384, compile_options: dict | None = None, residual_scale="auto"):
+                 classifier_chunk: int = 16384, compile_options: dict | None = None, residual_scale="auto",
+                 probe_ids=None):
         if classifier not in ("cpu", "device"):
             raise InputError(f"classifier must be 'cpu' or 'device', got {classifier!r}")
         from .fp16_safety import Fp16Plan, resolve_fp16_plan
-        self.fp16 = resolve_fp16_plan(cfg, weights, residual_scale)
+        self.fp16 = resolve_fp16_plan(cfg, weights, residual_scale, probe_ids)
         self.residual_scale = self.fp16.scale
+        self._scale_spec = residual_scale
+        self._ids: list[int] = []                        # the token at each cached position (re-planning)
         self.cfg, self.w = cfg, weights
         self.fam = _family(cfg)
         self.device, self.profile = device, profile
@@ -257,6 +270,7 @@ class Engine:
     def reset(self, n_total: int | None = None) -> None:
         """Empties the cache; ``n_total`` (prompt + new tokens) picks the context bucket."""
         self.pos = 0
+        self._ids = []
         self._host_pos, self._writer = 0, None
         for k in self._synced:
             self._synced[k] = 0
@@ -374,11 +388,53 @@ class Engine:
             c["k_cache"][:, p0:p0 + n] = k[:, :n]
             c["v_cache"][:, p0:p0 + n] = v[:, :n]
             out = stages[l].run({"x": resid, "q_attn": q, **feeds[l]}, live=live)
-            if l < L:
-                resid = out["x_out"]
+            resid = out["x_out"] if l < L else out["h"]
+            if not np.isfinite(resid[0, :, 0, :n]).all():     # d x n values: cheap next to the stage's eval
+                raise StageOverflow(l - 1)
         self.pos = p0 + n
+        self._ids[p0:] = ids
         self._synced[key] = self.pos
         return out["h"]
+
+    def _guarded_block(self, ids: Sequence[int], S: int) -> np.ndarray:
+        """:meth:`_block`, re-planning the residual scale (and running again) when a stage's output left
+        fp16 on this text; each re-plan at least halves the scale, so this ends."""
+        while True:
+            try:
+                return self._block(ids, S)
+            except StageOverflow as e:
+                self._replan(e.layer, ids)
+
+    def _replan(self, layer: int, pending: Sequence[int]) -> None:
+        """A stage overflowed at ``layer`` on the cached text + ``pending``: a smaller scale from the float
+        reference's peaks on exactly that text (or :class:`Fp16RangeError`), every program set compiled
+        again with it (stated on stderr once), and the cached text prefilled again."""
+        from .fp16_safety import Fp16RangeError, replan
+        history = list(self._ids[:self.pos])
+        if self._scale_spec != "auto":
+            raise Fp16RangeError(
+                f"layer {layer}: a value inside the programs left fp16's range on this text with "
+                f"residual_scale={self._scale_spec!r}; pass a smaller one (e.g. "
+                f"residual_scale={self.residual_scale / 16:g}) or residual_scale='auto'", layer=layer,
+                scale=self.residual_scale)
+        new = replan(self.cfg, self.w, history + [int(t) for t in pending], self.fp16, layer)
+        log.warning("orion: layer %d overflowed fp16 on this text (a peak the load-time probe did not see): "
+                    "residual stream now scaled by 2^%d, programs compiled again", layer, round(math.log2(new.scale)))
+        self.set_fp16_plan(new)
+        self.reset(max(self.T, len(history) + len(pending)))
+        if history:
+            self.prefill(history)
+
+    def set_fp16_plan(self, plan) -> None:
+        """Programs with another :class:`~.fp16_safety.Fp16Plan` from the next evaluation on (the current
+        ones are released; the cache must be filled again)."""
+        self.fp16, self.residual_scale = plan, plan.scale
+        self.graph_options["fp16"] = plan
+        self.drop_program_sets()
+        for _, stages in self.batch_sets.values():
+            for s in stages:
+                s.release()
+        self.batch_sets.clear()
 
     def _logits(self, h: np.ndarray, cols: slice) -> np.ndarray:
         """h [1, d, 1, S] fp16 -> logits [n, V] float32 for the selected columns."""
@@ -416,7 +472,7 @@ class Engine:
         outs = []
         for c0 in range(0, len(ids), S):
             chunk = ids[c0:c0 + S]
-            h = self._block(chunk, S)
+            h = self._guarded_block(chunk, S)
             last = c0 + S >= len(ids)
             if all_logits:
                 outs.append(self._logits(h, slice(0, len(chunk))))
@@ -429,7 +485,7 @@ class Engine:
         """Appends one token (decode: S = 16, token in column 0); returns its logits ``[V]``."""
         self._check_ids([token])
         self._grow(self.pos + 1)
-        h = self._block([int(token)], DECODE_S)
+        h = self._guarded_block([int(token)], DECODE_S)
         return self._logits(h, slice(0, 1))[0]
 
     def verify(self, ids: Sequence[int]) -> np.ndarray:
@@ -440,7 +496,7 @@ class Engine:
             raise InputError(f"verify takes 1..{DECODE_S} tokens, got {len(ids)}")
         self._check_ids(ids)
         self._grow(self.pos + len(ids))
-        h = self._block(ids, DECODE_S)
+        h = self._guarded_block(ids, DECODE_S)
         return self._logits(h, slice(0, len(ids)))
 
     def rollback(self, pos: int) -> None:
@@ -449,6 +505,7 @@ class Engine:
         if not 0 <= pos <= self.pos:
             raise InputError(f"rollback to {pos} outside the cached positions [0, {self.pos}]")
         self.pos = pos
+        del self._ids[pos:]
         self._host_pos = min(self._host_pos, pos)
         for k in self._synced:
             self._synced[k] = min(self._synced[k], pos)

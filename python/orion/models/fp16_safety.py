@@ -7,13 +7,21 @@ Two checks, both part of loading:
 * activations (:class:`Fp16Plan`): the residual stream is carried *scaled* inside the programs
   (``x_prog = s · x``, s a power of two). Every consumer of the stream is a pre-norm (RMSNorm is
   scale-invariant once its eps is scaled by s², which :func:`orion.models.llama._norm` does), every
-  producer adds ``s ·`` its output (folded into Gemma's post-norm weights, a multiply otherwise), and the
-  final norm returns to unit scale. The norms become *stable* ones (prescaled by 1/max|x|): the plain
-  sum of squares overflows once values pass ~256·sqrt(n), and underflows for a scaled-down stream. The
-  result is the same math; only values that were infinite become finite.
+  producer writes ``s ·`` its output - the scale enters each sublayer BEFORE the projection that writes
+  into the stream (the attention output before Wo, the up projection before act·up and W2; a Gemma
+  post-norm takes it into its weight), because bf16-trained models' "massive activations" (2e5-6e5 at one
+  projection, at a few tokens) overflow fp16 inside the projection itself - and the final norm returns
+  to unit scale. The norms become *stable* ones (prescaled by 1/max|x|): the plain sum of squares
+  overflows once values pass ~256·sqrt(n), and underflows for a scaled-down stream. The result is the
+  same math; only values that were infinite become finite.
 
-:func:`resolve_fp16_plan` decides by running a short probe through the float reference
-(:mod:`orion.models.reference`) and measuring the largest residual value.
+:func:`resolve_fp16_plan` decides at load by running a calibration sequence (:func:`calibration_ids`:
+BOS, special tokens, delimiters, digits, long words - where massive activations concentrate - and ids
+spread over the vocabulary) through the float reference (:mod:`orion.models.reference`) and measuring
+the largest value of the stream and of every sublayer value the scale carries. A peak that only other
+text triggers is caught at run time: the engine checks each stage's residual output (the live columns:
+a few thousand values per stage) and re-plans on the text that overflowed (:func:`replan`), or raises
+:class:`Fp16RangeError` naming the layer when no scale can help.
 """
 
 from __future__ import annotations
@@ -24,16 +32,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, OrionError
 
 log = logging.getLogger("orion")
 
-__all__ = ["Fp16Plan", "resolve_fp16_plan", "resolve_residual_scale", "residual_peak", "FP16_MAX", "HEADROOM"]
+__all__ = ["Fp16Plan", "Fp16RangeError", "resolve_fp16_plan", "replan", "stream_peaks", "calibration_ids",
+           "FP16_MAX", "HEADROOM"]
 
 FP16_MAX = 65504.0
 HEADROOM = 16.0          # other prompts may push the stream past what the probe saw; 16x is kept free
-PROBE_TOKENS = 8
 PLAIN_NORM_LIMIT = 64.0  # peak / sqrt(d) above this: squares come within HEADROOM of fp16's max (255^2)
+MAX_PROBE_TOKENS = 160   # the float64 probe's length: its cost is ~2 * params * tokens flops at load
+SPREAD_TOKENS = 32       # ids spread evenly over the vocabulary, after the text
+MAX_SPECIAL_TOKENS = 48  # special / added tokens put into the probe (chat delimiters, BOS, EOS ...)
+# Where massive activations concentrate (first token, delimiters, digits, long or rare words, code).
+CALIBRATION_TEXT = (
+    "The year 2024 began on 1/1; pi = 3.14159265, e = 2.71828 and 1,000,000 > 999,999.\n"
+    "Internationalization, counterrevolutionaries, antidisestablishmentarianism, pneumonoultramicroscopic.\n"
+    "\"Quoted,\" (parenthesised) [bracketed] {braced} <angled> | piped / slashed \\ back-slashed; semi: colon!\n"
+    "def f(x):\n    return x ** 2  # code\n\n\tQ: What is 12 + 30? A: 42. -- end --\n"
+    "Élan, naïve café, 東京, Ωμέγα; e-mail info@example.com; https://example.org/a?b=c&d=e#f ...")
 
 
 @dataclass(frozen=True)
@@ -43,22 +61,62 @@ class Fp16Plan:
     stable_norms: bool = False
 
 
-def residual_peak(cfg, weights: dict) -> float:
-    """The largest |value| of the residual stream on a fixed probe (BOS + token ids spread over the
-    vocabulary), computed in float64 by the reference (one weight matrix converted at a time)."""
-    from .reference import llama_forward
+class Fp16RangeError(OrionError):
+    """A value inside the programs left fp16's range (±65,504) and no residual scale can bring it back:
+    ``layer`` (the first whose output was not finite), ``value`` (the largest finite magnitude the stream
+    had before it, in true units), ``scale`` (the residual scale in force)."""
+
+    def __init__(self, message: str, layer: int | None = None, value: float | None = None, scale: float = 1.0):
+        super().__init__(message)
+        self.layer, self.value, self.scale = layer, value, scale
+
+
+def calibration_ids(cfg, tokenizer=None) -> list[int]:
+    """The fp16 probe: BOS, the tokenizer's special tokens, :data:`CALIBRATION_TEXT` and ids spread over
+    the vocabulary (at most :data:`MAX_PROBE_TOKENS`, within the model's context)."""
     V = cfg.vocab_size
-    start = [cfg.bos_id] if cfg.bos_id is not None and 0 <= cfg.bos_id < V else []
-    ids = start + [int(i) for i in np.linspace(0, V - 1, PROBE_TOKENS)]
+    ids = [cfg.bos_id] if cfg.bos_id is not None else []
+    if tokenizer is not None:
+        specials = sorted(getattr(tokenizer, "special_ids", set()) or ())[:MAX_SPECIAL_TOKENS]
+        try:
+            text = list(tokenizer.encode(CALIBRATION_TEXT))
+        except Exception:  # noqa: BLE001 - a tokenizer that cannot encode the text: the ids below still probe
+            text = []
+        ids += text[:MAX_PROBE_TOKENS // 2] + specials
+    ids += [int(cfg.eos_id)] if cfg.eos_id is not None else []
+    ids += [int(i) for i in np.linspace(0, V - 1, SPREAD_TOKENS)]
+    ids = [int(i) for i in ids if i is not None and 0 <= int(i) < V]
+    return ids[:max(1, min(MAX_PROBE_TOKENS, cfg.n_ctx))]
+
+
+def stream_peaks(cfg, weights: dict, ids=None) -> tuple[float, float]:
+    """(largest |residual stream|, largest |sublayer value the scale carries|) on ``ids`` (default:
+    :func:`calibration_ids` without a tokenizer), in float64 by the reference (one weight matrix converted
+    at a time)."""
+    from .reference import llama_forward
     stats: dict = {}
-    llama_forward(cfg, weights, ids, stats=stats)
-    return stats["max_abs_residual"]
+    llama_forward(cfg, weights, calibration_ids(cfg) if ids is None else list(ids), stats=stats)
+    return stats["max_abs_residual"], stats["max_abs_branch"]
 
 
-def resolve_fp16_plan(cfg, weights: dict, spec="auto") -> Fp16Plan:
+def _plan(cfg, residual: float, branch: float, spec) -> Fp16Plan:
+    peak = max(residual, branch)
+    if not math.isfinite(peak):
+        return Fp16Plan(1.0 if spec == "auto" else float(spec))   # the float model itself diverges
+    scale = float(spec) if spec != "auto" else 1.0
+    need = peak * HEADROOM / FP16_MAX
+    if spec == "auto" and need > 1.0:
+        scale = 2.0 ** -math.ceil(math.log2(need))
+        log.info("orion: the residual stream / a sublayer peaks at %.4g on the probe (fp16 max %g): carried "
+                 "scaled by 2^%d inside the programs", peak, FP16_MAX, round(math.log2(scale)))
+    return Fp16Plan(scale, scale != 1.0 or residual / math.sqrt(cfg.d_model) > PLAIN_NORM_LIMIT)
+
+
+def resolve_fp16_plan(cfg, weights: dict, spec="auto", probe_ids=None) -> Fp16Plan:
     """The :class:`Fp16Plan` for ``residual_scale=spec``: a positive number (used as is) or "auto" (1 when
     the probe's peak times :data:`HEADROOM` fits fp16, else the largest power of two that brings it
-    there). Stable norms whenever the stream is scaled or the peak would overflow the plain norm."""
+    there). Stable norms whenever the stream is scaled or the peak would overflow the plain norm.
+    ``probe_ids``: the calibration sequence (default :func:`calibration_ids` without a tokenizer)."""
     if spec != "auto" and (isinstance(spec, bool) or not isinstance(spec, (int, float)) or
                            not (math.isfinite(spec) and spec > 0)):
         raise InputError(f"residual_scale must be 'auto' or a positive number, got {spec!r}")
@@ -66,13 +124,23 @@ def resolve_fp16_plan(cfg, weights: dict, spec="auto") -> Fp16Plan:
         if spec not in ("auto", 1, 1.0):
             raise InputError(f"residual_scale is implemented for Llama-style models, not {cfg.family}")
         return Fp16Plan()
-    peak = residual_peak(cfg, weights)
-    if not math.isfinite(peak):
-        return Fp16Plan(1.0 if spec == "auto" else float(spec))   # the float model itself diverges
-    scale = float(spec) if spec != "auto" else 1.0
-    need = peak * HEADROOM / FP16_MAX
-    if spec == "auto" and need > 1.0:
-        scale = 2.0 ** -math.ceil(math.log2(need))
-        log.info("orion: residual stream peaks at %.4g on the probe (fp16 max %g): carried scaled by 2^%d "
-                 "inside the programs", peak, FP16_MAX, round(math.log2(scale)))
-    return Fp16Plan(scale, scale != 1.0 or peak / math.sqrt(cfg.d_model) > PLAIN_NORM_LIMIT)
+    return _plan(cfg, *stream_peaks(cfg, weights, probe_ids), spec)
+
+
+def replan(cfg, weights: dict, ids, current: Fp16Plan, layer: int) -> Fp16Plan:
+    """A smaller-scale plan after the programs overflowed at ``layer`` on ``ids`` (the text so far and the
+    tokens that overflowed), from the float reference's peaks on exactly that text; raises
+    :class:`Fp16RangeError` when the scale is not what overflowed (the float model diverges, or the peak
+    already fits the current scale: a value the scale does not carry, e.g. a query or gate projection)."""
+    residual, branch = stream_peaks(cfg, weights, ids)
+    peak = max(residual, branch)
+    new = _plan(cfg, residual, branch, "auto")
+    if not math.isfinite(peak) or new.scale >= current.scale:
+        what = "the float model itself diverges" if not math.isfinite(peak) else (
+            f"the stream and the sublayer outputs peak at {peak:.4g}, which the residual scale "
+            f"{current.scale:g} already keeps within fp16: a value the scale does not carry overflowed")
+        raise Fp16RangeError(
+            f"layer {layer}: a value inside the programs left fp16's range (±{FP16_MAX:g}) on this text; "
+            f"{what}. Pass a smaller scale to load(..., residual_scale=2**-k) (now {current.scale:g}) "
+            f"or run this model on the CPU", layer=layer, value=peak, scale=current.scale)
+    return Fp16Plan(min(new.scale, current.scale / 2), True)

@@ -56,14 +56,25 @@ def rope_tables(cfg, positions, layer: int = 0) -> tuple[np.ndarray, np.ndarray]
             np.sin(ang).astype(np.float32).reshape(1, hd // 2, 1, -1))
 
 
-def _lin(g: Graph, x, w: dict, key: str, layer: int, lora, bias: str | None = None, acts=None):
+def _lin(g: Graph, x, w: dict, key: str, layer: int, lora, bias: str | None = None, acts=None,
+         gain: float = 1.0):
     """``W x (+ b)`` for ``layers.{layer}.{key}`` (plus its LoRA branch when ``lora`` has slots for it);
-    ``acts`` (W8A8: :class:`orion.quant.activations.ActivationScales`) quantizes ``x`` to int8 first."""
+    ``acts`` (W8A8: :class:`orion.quant.activations.ActivationScales`) quantizes ``x`` to int8 first;
+    ``gain``: the factor ``x`` already carries (the residual scale), which the int8 step scales by too."""
     name = f"layers.{layer}.{key}"
     b = w.get(f"layers.{layer}.{bias}") if bias else None
     if acts is not None:
-        x = acts.graph_input(x, name)
+        x = acts.graph_input(x, name, gain=gain)
     return graph_linear(g, x, f"{key}_{layer}", w[name], b, slots=lora, canonical=name)
+
+
+def _scaled(x, fp: Fp16Plan):
+    """``fp.scale · x``: where a sublayer takes the residual scale, BEFORE the projection that writes into
+    the stream - a product scaled afterwards has already overflowed fp16 (bf16 models' "massive
+    activations" reach 2e5-6e5 at one projection). Every linear after it (and a LoRA branch ``B(A x)``)
+    is linear, so the sublayer's output arrives scaled. Exact (a power of two) unless a value drops below
+    fp16's normal range (2^-14 / scale): only values too small to matter next to the stream lose bits."""
+    return x if fp.scale == 1.0 else ops.mul(x, float(fp.scale))
 
 
 def _norm(cfg, x, weight, fp: Fp16Plan):
@@ -96,11 +107,13 @@ def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora, fp: Fp16Plan, ac
 
 
 def _residual(cfg, w: dict, x, y, post: str, fp: Fp16Plan):
-    """``x + scale * (post-norm of) y``: Gemma's sandwich norm takes the scale into its weight."""
+    """``x + y`` for a sublayer output ``y`` that already carries the residual scale (:func:`_scaled`);
+    Gemma's sandwich norm (scale-invariant once its eps is scaled by scale²) takes the scale into its
+    weight."""
     if cfg.sandwich_norms:
-        return ops.add(x, ops.rms_norm(y, np.asarray(w[post], np.float32) * np.float32(fp.scale), eps=cfg.norm_eps,
-                                       stable=fp.stable_norms))
-    return ops.add(x, y if fp.scale == 1.0 else ops.mul(y, float(fp.scale)))
+        return ops.add(x, ops.rms_norm(y, np.asarray(w[post], np.float32) * np.float32(fp.scale),
+                                       eps=cfg.norm_eps * fp.scale * fp.scale, stable=fp.stable_norms))
+    return ops.add(x, y)
 
 
 def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora, fp: Fp16Plan, acts=None,
@@ -108,19 +121,21 @@ def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora, fp: Fp16
     p = f"layers.{layer}."
     attention = ops.region_attention if regions else ops.causal_attention
     a = attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask, scale=cfg.query_scale)
-    return _residual(cfg, w, x, _lin(g, a, w, "wo", layer, lora, acts=acts), p + "rms_att_post", fp)
+    o = _lin(g, _scaled(a, fp), w, "wo", layer, lora, acts=acts, gain=fp.scale)
+    return _residual(cfg, w, x, o, p + "rms_att_post", fp)
 
 
 def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora, fp: Fp16Plan, acts=None):
     p = f"layers.{layer}."
     h = _norm(cfg, x, w[p + "rms_ffn"], fp)
-    if lora is None and acts is None and cfg.mlp_act == "silu":
+    if lora is None and acts is None and cfg.mlp_act == "silu" and fp.scale == 1.0:
         f = ops.swiglu_ffn(h, g.weight(f"w1_{layer}", w[p + "w1"]), g.weight(f"w2_{layer}", w[p + "w2"]),
                            g.weight(f"w3_{layer}", w[p + "w3"]))
-    else:                                      # the same gated MLP, each linear possibly with an adapter / W8A8
+    else:           # the same gated MLP, each linear possibly with an adapter / W8A8, the scale on the up branch
         act = ops.silu if cfg.mlp_act == "silu" else ops.gelu
-        gate = ops.mul(act(_lin(g, h, w, "w1", layer, lora, acts=acts)), _lin(g, h, w, "w3", layer, lora, acts=acts))
-        f = _lin(g, gate, w, "w2", layer, lora, acts=acts)
+        up = _scaled(_lin(g, h, w, "w3", layer, lora, acts=acts), fp)     # before act·up can overflow
+        gate = ops.mul(act(_lin(g, h, w, "w1", layer, lora, acts=acts)), up)
+        f = _lin(g, gate, w, "w2", layer, lora, acts=acts, gain=fp.scale)
     return _residual(cfg, w, x, f, p + "rms_ffn_post", fp)
 
 

@@ -70,8 +70,11 @@ class Model:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = Engine(self.config, self.weights, device=self.device, profile=self.profile,
-                                  **self._engine_options)
+            opts = dict(self._engine_options)
+            if self.config.family == "llama" and opts.get("residual_scale", "auto") == "auto":
+                from .fp16_safety import calibration_ids          # the fp16 probe: this tokenizer's specials too
+                opts.setdefault("probe_ids", calibration_ids(self.config, self.tokenizer))
+            self._engine = Engine(self.config, self.weights, device=self.device, profile=self.profile, **opts)
             if getattr(self, "_lora_slots", None) is not None:      # adapter inputs survive release()
                 self._engine.graph_options["lora"] = self._lora_slots
             if self.activation_scales is not None:                  # W8A8: int8 inputs of the int8 linears

@@ -139,14 +139,15 @@ def llama_forward(cfg, w: dict, ids, rope_layout: str = "interleaved", stats: di
                   linear_input=None) -> np.ndarray:
     """``rope_layout``: "interleaved" (llama2.c / canonical weights) or "rotate_half" (HF weights whose
     Wq/Wk rows were NOT un-permuted). ``stats``: filled with ``max_abs_residual`` (the largest value the
-    residual stream takes, for the fp16 safety check). ``linear_input``: as in :func:`gpt2_forward`
-    (``layers.0.wq`` ...)."""
+    residual stream takes), ``max_abs_branch`` (the largest sublayer value the residual scale carries: the
+    up projection, act·up and both projections that write into the stream), for the fp16 safety check.
+    ``linear_input``: as in :func:`gpt2_forward` (``layers.0.wq`` ...)."""
     lin = linear_input or _no_hook
     rope = {"interleaved": _rope_interleaved, "rotate_half": _rope_rotate_half}[rope_layout]
     ids = np.asarray(ids, dtype=np.int64)
     hd = cfg.head_dim
     x = _f(np.asarray(w["tok_emb"])[ids]) * float(np.float32(cfg.embed_scale))
-    peak = np.abs(x).max()
+    peak, branch = np.abs(x).max(), 0.0
     for i in range(cfg.n_layers):
         p = f"layers.{i}."
         bias = (lambda k: _f(w[p + k])) if cfg.qkv_bias else (lambda k: 0.0)
@@ -161,6 +162,7 @@ def llama_forward(cfg, w: dict, ids, rope_layout: str = "interleaved", stats: di
         q, k = rope(q, hd, inv), rope(k, hd, inv)
         a = _attention_llama(q, k, v, cfg, cfg.sliding_window if cfg.layer_sliding(i) else None)
         a = lin(p + "wo", a) @ _f(w[p + "wo"]).T
+        branch = max(branch, np.abs(a).max())
         x = x + (_rms_norm(a, w[p + "rms_att_post"], cfg.norm_eps) if cfg.sandwich_norms else a)
         peak = max(peak, np.abs(x).max())
         h = _rms_norm(x, w[p + "rms_ffn"], cfg.norm_eps)
@@ -168,10 +170,12 @@ def llama_forward(cfg, w: dict, ids, rope_layout: str = "interleaved", stats: di
         u = lin(p + "w3", h) @ _f(w[p + "w3"]).T
         act = g / (1.0 + np.exp(-g)) if cfg.mlp_act == "silu" else _gelu_new(g)
         f = lin(p + "w2", act * u) @ _f(w[p + "w2"]).T
+        branch = max(branch, np.abs(u).max(), np.abs(act * u).max(), np.abs(f).max())
         x = x + (_rms_norm(f, w[p + "rms_ffn_post"], cfg.norm_eps) if cfg.sandwich_norms else f)
         peak = max(peak, np.abs(x).max())
     if stats is not None:
         stats["max_abs_residual"] = float(peak)
+        stats["max_abs_branch"] = float(branch)
         return x
     x = _rms_norm(x, w["rms_final"], cfg.norm_eps)
     cls = w["tok_emb"] if cfg.tie_embeddings else w["wcls"]

@@ -102,12 +102,14 @@ class ActivationScales:
             raise ModelFormatError(f"{where}: activation scales for {sorted(have - want)[:5]}, which are not "
                                    f"quantized linears of this model; were they calibrated for another model?")
 
-    def graph_input(self, x, name: str):
-        """``dequantize(quantize(x, int8, s), s)`` in a graph: the int8 input of the linear ``name``."""
+    def graph_input(self, x, name: str, gain: float = 1.0):
+        """``dequantize(quantize(x, int8, s), s)`` in a graph: the int8 input of the linear ``name``;
+        ``gain`` (a power of two): ``x`` is the calibrated activation times it (a scaled residual
+        stream's sublayer), so the scale is too and the int8 values are the same."""
         from ..ir import ops
         if name not in self.scales:
             raise InputError(f"W8A8: no activation scale for the linear {name!r}")
-        s = np.float16(self.scales[name])
+        s = np.float16(self.scales[name] * gain)
         return ops.dequantize(ops.quantize(x, s, "int8"), s)
 
     def reference_input(self, name: str, x: np.ndarray) -> np.ndarray:
