@@ -150,9 +150,10 @@ def test_lora_adapter_gradients_on_a_feature_model(feature):
 def test_residual_stream_beyond_fp16_is_carried_scaled():
     """A stream peaking far beyond fp16 (bf16-trained models such as Gemma 3): the trainer's scale (a power
     of two from orion.models.fp16_safety) brings it inside the programs, whose input norms take eps·s² -
-    the same math, no clamping; at scale 1 the boundary clamps it and the gradients are wrong. (Gradients
+    the same math, no clamping; at scale 1 the boundary clamps it and the gradients are wrong, or a sublayer
+    output overflows (a typed error). (Gradients
     at such a stream are ~1/|x| small: a loss scale of 2^18 keeps them clear of fp16's subnormals.)"""
-    from orion.models.fp16_safety import resolve_fp16_plan
+    from orion.models.fp16_safety import Fp16RangeError, resolve_fp16_plan
     cfg = _cfg("scales", embed_scale=3e6)
     p = lively_params(cfg)
     X, Y = _batch(cfg)
@@ -163,9 +164,14 @@ def test_residual_stream_beyond_fp16_is_carried_scaled():
         progs = LayerPrograms(cfg, cfg.n_ctx, p, "dynamic", "sim", residual_scale=scale)
         eng = StepEngine(cfg, progs, p)
         g = zero_grads(p)
-        res = eng.microbatch(X, Y, g, 2 ** 18 / X.size)
-        eng.close()
-        progs.release()
+        try:
+            res = eng.microbatch(X, Y, g, 2 ** 18 / X.size)
+        except Fp16RangeError as e:      # a sublayer output left fp16: never a silent NaN
+            assert not ok and e.layer == 0
+            continue
+        finally:
+            eng.close()
+            progs.release()
         err = max(np.linalg.norm(g[k] / 2 ** 18 - ref[k]) / np.linalg.norm(ref[k]) for k in ref)
         if ok:
             assert res.finite and res.stats.boundary_clamps == 0

@@ -80,6 +80,9 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     o.add_argument("--weight-decay", type=nonneg_float, default=None, help="AdamW weight decay (default 0.1, LoRA 0)")
     o.add_argument("--clip", type=nonneg_float, default=None, help="global gradient-norm clip (0: off; default 1)")
     o.add_argument("--loss-scale", type=positive_float, default=None, help="initial dynamic loss scale (default 256)")
+    o.add_argument("--residual-scale", type=positive_float, default=None,
+                   help="the residual stream's scale inside the fp16 programs, a power of two (default: probed "
+                        "at the start on a calibration text and the first training tokens)")
     o.add_argument("--seed", type=int, default=None, help="seed of the initial weights and the data order "
                                                           "(default 1337)")
     r = p.add_argument_group("device and checkpoints")
@@ -174,7 +177,7 @@ def _prepare(args):
                 "seed": args.seed, "strategy": args.strategy, "device": args.device,
                 "val_fraction": args.val_fraction, "eval_interval": args.eval_interval,
                 "eval_batches": args.eval_batches, "ckpt_interval": args.ckpt_interval, "keep": args.keep,
-                "seq_len": args.seq_len}
+                "seq_len": args.seq_len, "residual_scale": args.residual_scale}
     base.update({k: v for k, v in explicit.items() if v is not None})
     base["steps"] = _total_steps(args, resume, base["steps"])
     fields = {f.name for f in dataclasses.fields(TrainConfig)}

@@ -36,7 +36,7 @@ from ..errors import InputError, OrionError
 
 log = logging.getLogger("orion")
 
-__all__ = ["Fp16Plan", "Fp16RangeError", "resolve_fp16_plan", "replan", "stream_peaks", "calibration_ids",
+__all__ = ["Fp16Plan", "Fp16RangeError", "check_residual_scale", "resolve_fp16_plan", "replan", "stream_peaks", "calibration_ids",
            "FP16_MAX", "HEADROOM"]
 
 FP16_MAX = 65504.0
@@ -112,14 +112,20 @@ def _plan(cfg, residual: float, branch: float, spec) -> Fp16Plan:
     return Fp16Plan(scale, scale != 1.0 or residual / math.sqrt(cfg.d_model) > PLAIN_NORM_LIMIT)
 
 
+def check_residual_scale(spec) -> float:
+    """A residual scale given by the user: a positive finite number (a power of two keeps it exact)."""
+    if isinstance(spec, bool) or not isinstance(spec, (int, float)) or not (math.isfinite(spec) and spec > 0):
+        raise InputError(f"residual_scale must be 'auto' or a positive number, got {spec!r}")
+    return float(spec)
+
+
 def resolve_fp16_plan(cfg, weights: dict, spec="auto", probe_ids=None) -> Fp16Plan:
     """The :class:`Fp16Plan` for ``residual_scale=spec``: a positive number (used as is) or "auto" (1 when
     the probe's peak times :data:`HEADROOM` fits fp16, else the largest power of two that brings it
     there). Stable norms whenever the stream is scaled or the peak would overflow the plain norm.
     ``probe_ids``: the calibration sequence (default :func:`calibration_ids` without a tokenizer)."""
-    if spec != "auto" and (isinstance(spec, bool) or not isinstance(spec, (int, float)) or
-                           not (math.isfinite(spec) and spec > 0)):
-        raise InputError(f"residual_scale must be 'auto' or a positive number, got {spec!r}")
+    if spec != "auto":
+        check_residual_scale(spec)
     if cfg.family != "llama":
         if spec not in ("auto", 1, 1.0):
             raise InputError(f"residual_scale is implemented for Llama-style models, not {cfg.family}")

@@ -61,6 +61,8 @@ NORM_TINY = 2.0 ** -14      # floor of the RMSNorm prescale (1/NORM_TINY stays f
 # which outputs go to the CPU for dW (fp32 surfaces, converted natively) vs back to the device (fp16)
 _FP32_OUT = {"attn_fwd": ("xn", "att", "o"), "ffn_fwd": ("xn", "g", "f"),
              "attn_bwd": ("dq", "dk", "dv", "dxn", "gqn", "gkn"), "ffn_bwd": ("dh1", "dh3", "dxn")}
+# forward outputs that carry the residual scale (build_graph): the step engine divides them by it
+SCALED_OUTPUTS = {"attn_fwd": ("o",), "ffn_fwd": ("g", "f")}
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_CLIP = 20.0            # |x| beyond it: tanh(GELU_C(x + 0.044715x^3)) is +-1 in fp16; keeps x^3 finite
 
@@ -234,7 +236,10 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
     ``layer``: whose window and RoPE the attention programs use (:func:`attn_variant`). ``residual_scale``: the
     factor s the host multiplies the residual stream ``x`` by before it enters (a power of two that keeps
     bf16-trained models' streams inside fp16, :mod:`orion.models.fp16_safety`); ``x`` only feeds the input
-    RMSNorm, which gives the same result with eps·s²."""
+    RMSNorm, which gives the same result with eps·s². The sublayer outputs carry s too, entered before the
+    projection that could overflow (as the inference stages do): ``o = Wo(s·att)``, ``g = act(h1)·(s·h3)``,
+    ``f = W2 g`` - the host divides those three by s (:data:`SCALED_OUTPUTS`); ``att``, ``h1``, ``h3`` and
+    every backward program are unscaled."""
     d, h, H, KV, hd, S = cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, seq
     qd, kvd = cfg.q_dim, cfg.kv_dim
     rank5 = H != KV
@@ -272,7 +277,8 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
         v = lin(xn, "wv", bias="bv")
         p = _probs(_heads(q, H, KV, hd, S, False), _heads(k, H, KV, hd, S, True), scale, S, rank5, clamp, mask)
         att = ops.reshape(ops.matmul(_heads(v, H, KV, hd, S, True), p, transpose_y=True), (1, qd, 1, S))
-        outs = [("xn", xn), ("q", q), ("k", k), ("v", v), ("att", att), ("o", lin(att, "wo"))]
+        att_s = att if residual_scale == 1.0 else ops.mul(att, float(residual_scale))
+        outs = [("xn", xn), ("q", q), ("k", k), ("v", v), ("att", att), ("o", lin(att_s, "wo"))]
         for name, val in outs + ([("ql", ql), ("kl", kl)] if qkn else []):
             out(name, val)
     elif kind == "ffn_fwd":
@@ -280,7 +286,8 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
         xn = rms_norm(x, w["rms"], eps * residual_scale ** 2, stable=fixes)
         h1 = lin(xn, "w1")
         h3 = lin(xn, "w3")
-        gate = ops.mul(ops.silu(h1) if cfg.mlp_act == "silu" else ops.gelu(h1), h3)
+        h3_s = h3 if residual_scale == 1.0 else ops.mul(h3, float(residual_scale))
+        gate = ops.mul(ops.silu(h1) if cfg.mlp_act == "silu" else ops.gelu(h1), h3_s)
         for name, val in (("xn", xn), ("h1", h1), ("h3", h3), ("g", gate), ("f", lin(gate, "w2"))):
             out(name, val)
     elif kind == "attn_bwd":

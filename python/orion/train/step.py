@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..models.config import LlamaConfig
+from ..models.fp16_safety import Fp16RangeError
 from .model import classifier
-from .programs import LayerPrograms
+from .programs import SCALED_OUTPUTS, LayerPrograms
 from .stability import (StabilityStats, count_norm_overflow, count_score_clamps, grad_fits_fp16,
                         to_device_activation)
 
@@ -171,7 +172,7 @@ class StepEngine:
     # ---------------------------------------------------------------------------------- forward
     def forward(self, tokens: np.ndarray, stats: StabilityStats, keep: bool):
         """tokens [B, S] -> (final hidden [B, d, S] fp32, per-layer saved activations or None)."""
-        cfg, P, run = self.cfg, self.params, self.progs.run
+        cfg, P = self.cfg, self.params
         B, S = tokens.shape
         emb = P["tok_emb"]
         x = np.ascontiguousarray(emb[tokens].transpose(0, 2, 1))               # [B, d, S]
@@ -189,7 +190,7 @@ class StepEngine:
                 xi = to_device(x[b])
                 if self.count_clamps:
                     stats.norm_rescues += count_norm_overflow(xi)
-                att.append(run("attn_fwd", layer, x=_dev(xi)))
+                att.append(self._sublayer("attn_fwd", layer, x=_dev(xi)))
                 if self.count_clamps:
                     stats.score_clamps += count_score_clamps(_flat(att[b]["q"]), _flat(att[b]["k"]),
                                                              cfg.n_heads, cfg.n_kv_heads, scale=cfg.query_scale)
@@ -199,12 +200,33 @@ class StepEngine:
                 hi = to_device(h[b])
                 if self.count_clamps:
                     stats.norm_rescues += count_norm_overflow(hi)
-                ffn.append(run("ffn_fwd", layer, x=_dev(hi)))
+                ffn.append(self._sublayer("ffn_fwd", layer, x=_dev(hi)))
             x_next = h + np.stack([self._post(_flat(f["f"]), layer, "rms_ffn_post") for f in ffn])
             if keep:
                 saved.append((x, att, h, ffn))
             x = x_next
         return x, saved
+
+    def _sublayer(self, kind: str, layer: int, **inputs) -> dict:
+        """A forward program's outputs in true units: the ones that carry the residual scale
+        (:data:`~.programs.SCALED_OUTPUTS`) divided by it. With the fp16 fixes on, a sublayer output
+        that left fp16 inside the program is an :class:`~orion.models.fp16_safety.Fp16RangeError` naming
+        the layer (a NaN loss would only skip the step, at every step)."""
+        out = self.progs.run(kind, layer, **inputs)
+        rs = self.progs.residual_scale
+        names = SCALED_OUTPUTS[kind]
+        if rs != 1.0:
+            out = {**out, **{n: out[n] * np.float32(1.0 / rs) for n in names}}
+        if self.fixes:
+            y = out[names[-1]]
+            if not np.isfinite(y).all():
+                what = "attention output" if kind == "attn_fwd" else "MLP output"
+                raise Fp16RangeError(
+                    f"layer {layer}: the {what} left fp16's range (±65504) inside the device program with the "
+                    f"residual scale {rs:g} chosen at the start (calibration text + the first training "
+                    f"windows); pass a smaller one: --residual-scale {rs / 16:g} "
+                    f"(TrainConfig(residual_scale=...))", layer=layer, scale=rs)
+        return out
 
     def _post(self, y: np.ndarray, layer: int, name: str) -> np.ndarray:
         """A sublayer's output as the residual stream receives it: RMSNormed with ``name`` under sandwich

@@ -23,9 +23,10 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+import numpy as np
 
 from ..errors import AneSimWarning
-from ..models.fp16_safety import resolve_fp16_plan
+from ..models.fp16_safety import calibration_ids, check_residual_scale, resolve_fp16_plan
 from . import checkpoint as ckpt_mod
 from .data import TokenDataset
 from .errors import ResumeMismatch, TrainError
@@ -64,6 +65,7 @@ class TrainConfig:
     ckpt_interval: int = 0           # steps between checkpoints (0: only at the end)
     keep: int = 2
     fixes: bool = True               # fp16 stability measures (off only for demonstrations/tests)
+    residual_scale: float | None = None  # the stream's scale inside the programs (None: probed at the start)
     blas_threads: int | None = None  # CPU BLAS threads during training (None: default_blas_threads)
 
     # settings a resumed run must share with the checkpoint (everything that changes the trajectory)
@@ -72,6 +74,9 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+PROBE_DATA_TOKENS = 256      # training tokens the start-of-run fp16 probe reads (besides the calibration text)
 
 
 @dataclass
@@ -186,10 +191,16 @@ class Trainer:
         self.opt = AdamW(self.trainable, weight_decay=tc.weight_decay)
         # the residual stream's scale inside the programs: chosen once from the initial weights (a resumed
         # run keeps its own); gradients at a stream that large are as small, so the loss scale starts higher
-        if resume is not None and "residual_scale" in resume.state:
+        if tc.residual_scale is not None:
+            self.residual_scale = check_residual_scale(tc.residual_scale)
+        elif resume is not None and "residual_scale" in resume.state:
             self.residual_scale = float(resume.state["residual_scale"])
+        elif tc.fixes:            # probed on the calibration text and the start of the training data
+            first = np.asarray(getattr(data, "train", ()), np.int64)[:min(tc.seq_len or cfg.n_ctx, PROBE_DATA_TOKENS)]
+            probe = calibration_ids(cfg, tokenizer) + [int(t) for t in first]
+            self.residual_scale = resolve_fp16_plan(cfg, params, probe_ids=probe).scale
         else:
-            self.residual_scale = resolve_fp16_plan(cfg, params).scale if tc.fixes else 1.0
+            self.residual_scale = 1.0
         s0 = tc.loss_scale / self.residual_scale
         self.scaler = LossScaler(scale=s0, max_scale=max(LossScaler.max_scale, s0))
         self.sched = Schedule(tc.lr, tc.warmup, tc.steps, tc.min_lr_ratio)
