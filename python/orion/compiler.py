@@ -19,7 +19,7 @@ from .passes.pipeline import run_pipeline
 from .program import CompiledProgram
 from .sim import dialect_for
 
-__all__ = ["compile", "lower", "Lowered"]
+__all__ = ["compile", "check", "lower", "Lowered"]
 
 
 def lower(graph: Graph, *, target: str = "ios18", chip: str | None = None, pipeline=None, dynamic_weights=None,
@@ -66,13 +66,10 @@ def _resolve_target(device: str, target: str | None, profile) -> tuple[str, str 
     return target, chip
 
 
-def compile(graph: Graph, device: str = "auto", target: str | None = None, pipeline=None, dynamic_weights=None,
-            *, profile=None, **options: Any):  # noqa: A001 - the public name is orion.compile
-    """Compile ``graph`` for the ANE (``device="ane"``), its simulator (``"sim"``) or whichever exists
-    (``"auto"``). ``target`` picks the MIL dialect (default: ios16 on M1/M2, else ios18).
-    ``dynamic_weights``: True (every weight) or weight names to pass as program inputs.
-    Returns a :class:`~orion.program.CompiledProgram`."""
-    from .runtime import compile_mil, resolve_device
+def _lower_for(graph: Graph, device: str, target, pipeline, dynamic_weights, profile, options: dict):
+    """(device, target, Lowered): the pass pipeline and codegen as :func:`compile` runs them for ``device``
+    (its dialect, and C18 counted as the simulator profile counts it); ``options`` is completed in place."""
+    from .runtime import resolve_device
     from .sim import get_profile
 
     dev = resolve_device(device)
@@ -80,7 +77,26 @@ def compile(graph: Graph, device: str = "auto", target: str | None = None, pipel
     target, chip = _resolve_target(dev, target, prof)
     if options.get("count_weight_tensors") is None:
         options["count_weight_tensors"] = dev == "sim" and prof.strictness == "strict"   # C18 as simulated
-    lowered = lower(graph, target=target, chip=chip, pipeline=pipeline, dynamic_weights=dynamic_weights, **options)
+    return dev, target, lower(graph, target=target, chip=chip, pipeline=pipeline, dynamic_weights=dynamic_weights,
+                              **options)
+
+
+def check(graph: Graph, device: str = "auto", target: str | None = None, *, profile=None, **options: Any) -> Lowered:
+    """What :func:`compile` does before the device sees the program - the passes and every compile-time
+    check they make (C18's weight budget included) - without compiling: no compile budget (C05) is
+    charged. Raises the same :class:`~orion.errors.CompileError`; returns the lowered program."""
+    return _lower_for(graph, device, target, None, None, profile, dict(options))[2]
+
+
+def compile(graph: Graph, device: str = "auto", target: str | None = None, pipeline=None, dynamic_weights=None,
+            *, profile=None, **options: Any):  # noqa: A001 - the public name is orion.compile
+    """Compile ``graph`` for the ANE (``device="ane"``), its simulator (``"sim"``) or whichever exists
+    (``"auto"``). ``target`` picks the MIL dialect (default: ios16 on M1/M2, else ios18).
+    ``dynamic_weights``: True (every weight) or weight names to pass as program inputs.
+    Returns a :class:`~orion.program.CompiledProgram`."""
+    from .runtime import compile_mil
+
+    dev, target, lowered = _lower_for(graph, device, target, pipeline, dynamic_weights, profile, options)
     prog = compile_mil(lowered.mil, lowered.weights, device=dev, profile=profile)
     return CompiledProgram(prog, lowered, source=graph, compile_fn=compile,
                            recompile_args=dict(device=dev, target=target, pipeline=pipeline,

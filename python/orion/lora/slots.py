@@ -23,11 +23,11 @@ def slot_names(weight_name: str) -> tuple[str, str]:
 
 
 def graph_linear(g, x, weight_name: str, W, bias=None, slots=None, canonical: str | None = None):
-    """``ops.linear`` with baked ``W``, plus a LoRA branch whose A/B are program inputs when ``slots``
+    """``ops.linear`` with baked ``W`` (or a graph weight the caller made), plus a LoRA branch whose A/B are program inputs when ``slots``
     (an :class:`AdapterSlots`, or any mapping canonical name -> (A [R, in], B [out, R]) initial values)
     has ``canonical``. The model graph builders call this for every linear."""
-    from ..ir import ops
-    w = g.weight(weight_name, W)
+    from ..ir import Value, ops
+    w = W if isinstance(W, Value) else g.weight(weight_name, W)      # a Value: a weight input made by the caller
     ab = slots.get(canonical) if slots is not None and canonical is not None else None
     if ab is None:
         return ops.linear(x, w, bias)
@@ -101,7 +101,9 @@ class AdapterSlots:
 
 
 def _engine_programs(engine) -> list:
-    return [cp for stages in engine.sets.values() for st in stages for cp in st.programs]
+    """The programs whose adapter inputs hold the current adapter; a shared layer program takes each
+    layer's own (:meth:`Engine.refresh_layer_weights`)."""
+    return [cp for stages in engine.sets.values() for st in stages if not hasattr(st, "layer") for cp in st.programs]
 
 
 def set_adapter(model, adapter, *, rank: int | None = None, targets=None, check_base: bool = True) -> None:
@@ -155,6 +157,7 @@ def set_adapter(model, adapter, *, rank: int | None = None, targets=None, check_
     if eng is not None:
         eng.graph_options["lora"] = slots
         slots.stage(_engine_programs(eng))
+        eng.refresh_layer_weights()      # shared layer programs: each layer's adapter into its own surfaces
 
 
 def get_adapter(model) -> Adapter | None:

@@ -37,6 +37,7 @@ from ..ir.composites import MASK_VALUE
 from .engine import DECODE_S
 from .fp16_safety import Fp16RangeError
 from .sampling import SamplingParams, sample_next
+from .stages import LayerStage
 from .stream import Generation, _Detok, _prefill
 
 __all__ = ["generate_batch", "BatchStats", "MAX_BATCH"]
@@ -110,17 +111,11 @@ def _batch_stages(eng, R: int):
             s.release()
         have = None
     if have is None:
-        stages = []
-        try:
-            for i in range(eng.fam.n_stages(eng.cfg)):
-                stages.append(eng._stage(i, DECODE_S, R, regions=True))
-        except BaseException:
-            for s in stages:
-                s.release()
-            raise
-        have = eng.batch_sets[R] = (lora, stages)
+        eng.ensure_budget(eng.set_cost(regions=True), f"generate_batch's region program set (R={R})")
+        have = eng.batch_sets[R] = (lora, eng.stage_list(DECODE_S, R, regions=True))
     if lora is not None:
-        lora.stage([cp for st in have[1] for cp in st.programs])
+        lora.stage([cp for st in have[1] if not isinstance(st, LayerStage) for cp in st.programs])
+        eng.refresh_layer_weights()
     return have[1]
 
 

@@ -30,17 +30,22 @@ from typing import Sequence
 import numpy as np
 
 from .. import _native
-from ..errors import CompileError, InputError, ModelFormatError
+from ..errors import BudgetExceeded, CompileError, InputError, ModelFormatError
 from ..ir import Graph, ops
 from ..ir.composites import MASK_VALUE
-from .stages import SplitStage, Stage
+from .stages import LayerStage, SplitStage, Stage, capture_weight_surfaces
 
 log = logging.getLogger("orion")
 
-__all__ = ["Engine", "StageOverflow", "DECODE_S", "PREFILL_BUCKETS"]
+__all__ = ["Engine", "StageOverflow", "DECODE_S", "PREFILL_BUCKETS", "LAYER_MODES", "SHARED_FROM_LAYERS"]
 
 DECODE_S = 16                      # C04: the smallest sequence the ANE evaluates correctly
 PREFILL_BUCKETS = (16, 32, 64, 128, 256)
+LAYER_MODES = ("auto", "baked", "shared")
+# layers="auto" shares one program among the middle stages from this depth on: a baked set costs a
+# compile per stage (two with compressed weights, C18), and a generation, a batch and a second context
+# bucket each need a set - at 8 layers that is already ~55 of the process's ~119 compiles (C05)
+SHARED_FROM_LAYERS = 8
 
 
 class StageOverflow(Exception):
@@ -91,9 +96,12 @@ class Engine:
     def __init__(self, cfg, weights: dict, *, device: str = "auto", profile=None, classifier: str = "cpu",
                  ctx_buckets: Sequence[int] | None = None, prefill_buckets: Sequence[int] = PREFILL_BUCKETS,
                  classifier_chunk: int = 16384, compile_options: dict | None = None, residual_scale="auto",
-                 probe_ids=None):
+                 probe_ids=None, layers: str = "auto"):
         if classifier not in ("cpu", "device"):
             raise InputError(f"classifier must be 'cpu' or 'device', got {classifier!r}")
+        if layers not in LAYER_MODES:
+            raise InputError(f"layers must be one of {', '.join(LAYER_MODES)}, got {layers!r}")
+        self.layers = layers
         from .fp16_safety import Fp16Plan, resolve_fp16_plan
         self.fp16 = resolve_fp16_plan(cfg, weights, residual_scale, probe_ids)
         self.residual_scale = self.fp16.scale
@@ -131,10 +139,22 @@ class Engine:
         self.compiles = 0
         self.compile_seconds = 0.0
         self.graph_options: dict = {}                    # extra stage_graph arguments (orion.lora: adapter slots)
+        self._layer_surf: dict[int, dict] = {}           # shared layers: each middle stage's weight surfaces
+        self._splits: dict[tuple, tuple | None] = {}     # kind of stage + options -> its parts (_split_of)
         if self.fp16 != Fp16Plan():
             self.graph_options["fp16"] = self.fp16
 
     # -- programs --------------------------------------------------------------------------------
+    @property
+    def shared_layers(self) -> bool:
+        """Whether the middle stages share one program (weights as inputs): ``layers="shared"``, or "auto"
+        from :data:`SHARED_FROM_LAYERS` layers on; never for W8A8 (its activation scales are per-layer
+        constants) or a family without shared stages (GPT-2)."""
+        if self.layers == "baked" or not getattr(self.fam, "SHARED_STAGES", False) or \
+                self.graph_options.get("activations") is not None:
+            return False
+        return self.layers == "shared" or self.cfg.n_layers >= SHARED_FROM_LAYERS
+
     def _compile(self, g: Graph):
         from ..compiler import compile as compile_graph
         t = time.perf_counter()
@@ -147,47 +167,119 @@ class Engine:
     def program_set(self, S: int, T: int) -> list[Stage]:
         key = (S, T)
         if key not in self.sets:
-            stages = []
-            try:
-                for i in range(self.fam.n_stages(self.cfg)):
-                    stages.append(self._stage(i, S, T))
-            except BaseException:
-                for s in stages:
-                    s.release()
-                raise
-            self.sets[key] = stages
+            before = self.compiles
+            self.sets[key] = self.stage_list(S, T)
             self._synced[key] = 0
-            log.info("orion: compiled %d stage programs for S=%d T=%d", len(stages), S, T)
+            log.info("orion: compiled %d stage programs for S=%d T=%d", self.compiles - before, S, T)
         return self.sets[key]
+
+    def stage_list(self, S: int, T: int, **extra) -> list:
+        """The stages of one program set, in order (``extra``: more ``stage_graph`` arguments, e.g. the batch
+        programs' ``regions=True``). Baked layers: a program (or split) per stage. Shared layers: stage 0
+        and the last stage baked, every middle stage a :class:`LayerStage` of ONE program with weights as
+        inputs - three programs whatever the depth."""
+        n = self.fam.n_stages(self.cfg)
+        stages: list = []
+        try:
+            if not self.shared_layers or n < 3:
+                for i in range(n):
+                    stages.append(self._stage(i, S, T, **extra))
+                return stages
+            stages.append(self._stage(0, S, T, **extra))
+            stages += self._shared_stages(S, T, **extra)
+            stages.append(self._stage(n - 1, S, T, **extra))
+            return stages
+        except BaseException:
+            for s in stages:
+                s.release()
+            raise
+
+    def _layer_weights(self, stage: int, S: int, T: int, **extra) -> dict:
+        """Middle stage ``stage``'s values of the shared program's weight inputs (graph name -> array, as
+        ``set_weights`` takes them), read off that stage's own shared graph: the model definition applies
+        every host-side fold (Gemma's scaled post-norms, adapters) once, for every layer alike."""
+        g = self.fam.stage_graph(self.cfg, self.w, stage, S, T, shared=True, **{**self.graph_options, **extra})
+        return {n: np.asarray(v.node.attrs["value"]).reshape(v.node.attrs.get("user_shape", v.shape))
+                for n, v in g.weights.items()}
+
+    def _shared_stages(self, S: int, T: int, **extra) -> list:
+        n = self.fam.n_stages(self.cfg)
+        opts = {**self.graph_options, **extra}
+        base = Stage(self._compile(self.fam.stage_graph(self.cfg, self.w, 1, S, T, shared=True, **opts)))
+        out: list = []
+        try:
+            for i in range(1, n - 1):
+                surf = capture_weight_surfaces(base, self._layer_weights(i, S, T, **extra), self._layer_surf.get(i))
+                self._layer_surf[i] = surf
+                out.append(LayerStage(base, i, surf, owner=(i == 1)))
+                out[-1].build = (S, T, extra)
+        except BaseException:
+            if not out:
+                base.release()
+            raise
+        return out
+
+    def refresh_layer_weights(self) -> None:
+        """Captures every shared stage's layer weights again (after adapter values changed: set_adapter
+        staged them into the shared programs, whose bound surfaces belong to one layer)."""
+        for stages in [*self.sets.values(), *(st for _, st in self.batch_sets.values())]:
+            for st in stages:
+                if isinstance(st, LayerStage):
+                    S, T, extra = st.build
+                    st.set_weights(capture_weight_surfaces(st.base, self._layer_weights(st.layer, S, T, **extra),
+                                                           self._layer_surf.get(st.layer)))
+                    self._layer_surf[st.layer] = st.weights
 
     def _stage(self, i: int, S: int, T: int, **extra):
         """Stage ``i`` as one program or, when its weights exceed one program's budget (C18/C19) and the
-        family can cut it, as the coarsest of the family's ``SPLITS`` whose parts all compile; ``extra``:
-        more ``stage_graph`` arguments (batched decode: ``regions=True``)."""
-        build, n = self.fam.stage_graph, self.fam.n_stages(self.cfg)
-        opts = {**self.graph_options, **extra}
-        splits = getattr(self.fam, "SPLITS", ())
-        try:
+        family can cut it, as the parts of the coarsest of the family's ``SPLITS`` that fits
+        (:meth:`_split_of`); ``extra``: more ``stage_graph`` arguments (batched decode: ``regions=True``)."""
+        build, opts = self.fam.stage_graph, {**self.graph_options, **extra}
+        split = self._split_of(i, S, T, **extra)
+        if split is None:
             return Stage(self._compile(build(self.cfg, self.w, i, S, T, **opts)))
-        except CompileError as e:
-            if e.constraint not in ("C18", "C19") or not splits:
-                raise
-            log.info("orion: stage %d exceeds the weight budget (%s): one program per part", i, e.constraint)
-        for k, split in enumerate(splits):
+        done: list[Stage] = []
+        try:
+            for p in split:
+                done.append(Stage(self._compile(build(self.cfg, self.w, i, S, T, part=p, **opts))))
+        except BaseException:
+            for st in done:
+                st.release()
+            raise
+        return SplitStage(done)
+
+    def _split_of(self, i: int, S: int, T: int, **extra) -> tuple | None:
+        """The parts stage ``i`` is compiled as: None (one program) or the coarsest of the family's
+        ``SPLITS`` whose parts pass the compiler's checks (C18/C19: the weight budget). Found by lowering
+        without compiling (:func:`orion.compiler.check`: no compile budget is charged), once per kind of
+        stage (the first, the middle ones - which hold the same tensors -, the last) and program options."""
+        from ..compiler import check
+        n = self.fam.n_stages(self.cfg)
+        kind = "first" if i == 0 else "last" if i == n - 1 else "middle"
+        key = (kind, tuple(sorted(extra.items())), *(id(v) for v in self.graph_options.values()))
+        if key in self._splits:
+            return self._splits[key]
+        build, opts = self.fam.stage_graph, {**self.graph_options, **extra}
+        kw = dict(device=self.device, profile=self.profile, **self.compile_options)
+        found, last_error = None, None
+        for split in ((None,), *getattr(self.fam, "SPLITS", ())):
             # stage 0 holds only layer 0's projections, the last stage no projections
-            parts = [p for p in split if not (i == 0 and p != "qkv") and not (i == n - 1 and p == "qkv")]
-            done: list[Stage] = []
+            parts = [p for p in split if p is None or (not (i == 0 and p != "qkv") and not (i == n - 1 and p == "qkv"))]
             try:
                 for p in parts:
-                    done.append(Stage(self._compile(build(self.cfg, self.w, i, S, T, part=p, **opts))))
-                return SplitStage(done)
-            except BaseException as e:
-                for st in done:
-                    st.release()
-                if not (isinstance(e, CompileError) and e.constraint in ("C18", "C19") and k + 1 < len(splits)):
+                    check(build(self.cfg, self.w, i, S, T, **({"part": p} if p else {}), **opts), **kw)
+            except CompileError as e:
+                if e.constraint not in ("C18", "C19"):
                     raise
-                log.info("orion: stage %d split %s exceeds the weight budget (%s): a finer split", i, split,
-                         e.constraint)
+                last_error = e
+                log.info("orion: stage %d as %s exceeds the weight budget (%s)", i, split, e.constraint)
+                continue
+            found = None if split == (None,) else tuple(parts)
+            break
+        else:
+            raise last_error
+        self._splits[key] = found
+        return found
 
     def _classifier_set(self, S: int):
         if S not in self.cls_sets:
@@ -215,21 +307,74 @@ class Engine:
         except Exception:  # noqa: BLE001 - no budget information: no guard
             return None
 
+    # -- the compile plan (C05), known before compiling ------------------------------------------
+    def set_cost(self, **extra) -> int:
+        """Compiles one program set costs (``extra``: ``regions=True`` for the batch set), without
+        compiling: a program per stage (per part of a split stage), or with shared layers the first stage,
+        ONE program for every middle stage and the last stage."""
+        n, S, T = self.fam.n_stages(self.cfg), DECODE_S, self.ctx_buckets[0]
+
+        def parts(i):
+            return len(self._split_of(i, S, T, **extra) or (None,))
+        if self.shared_layers and n >= 3:
+            return parts(0) + 1 + parts(n - 1)
+        return sum(parts(i) for i in range(n))
+
+    def _classifier_cost(self, S: int) -> int:
+        if self.classifier != "device" or S in self.cls_sets:
+            return 0
+        V = self.cfg.vocab_size
+        return math.ceil(V / max(1, min(self.classifier_chunk, 65536)))
+
+    def compile_plan(self) -> dict:
+        """What each use of the model compiles, known before compiling anything (found by lowering the
+        stage graphs, which charges no compile budget): ``layers`` ("baked" / "shared"), ``per_set`` (one
+        program set), ``generate`` (a first generation: its prefill and decode sets, and the device
+        classifier's chunks for both), ``batch`` (the region set ``generate_batch`` adds), ``compiled``
+        (so far) and ``budget_left`` (the process's, C05; None when the device does not say)."""
+        per = self.set_cost()
+        sets = 1 if self.prefill_buckets == [DECODE_S] else 2
+        chunks = self._classifier_cost(-1)            # -1: a sequence length no classifier set has yet
+        return {"layers": "shared" if self.shared_layers else "baked", "per_set": per,
+                "generate": sets * (per + chunks),
+                "batch": self.set_cost(regions=True), "compiled": self.compiles,
+                "budget_left": self._budget_left()}
+
+    def ensure_budget(self, need: int, what: str) -> None:
+        """Refuses, before compiling anything, ``need`` compiles that the process's budget (C05) cannot
+        afford: a :class:`~orion.errors.BudgetExceeded` naming the numbers and the ways out."""
+        left = self._budget_left()
+        if left is None or need <= left:
+            return
+        e = BudgetExceeded(
+            f"{what} needs {need} more compiles, {left} of this process's compile budget are left (C05: ~119 "
+            f"per process on the ANE; releasing a model does not return them). This model compiles "
+            f"{self.set_cost()} programs per set ({'shared' if self.shared_layers else 'baked'} layers). Ways "
+            f"out: run it in a fresh process; load with layers='shared' (a set then costs 3 programs at any "
+            f"depth); prefill_buckets=[16] (prompts through the decode programs); fewer models per process")
+        e.constraint = "C05"
+        raise e
+
     def prepare(self, n_prompt: int, n_total: int) -> None:
-        """Compiles (once) what a generation of ``n_total`` tokens from ``n_prompt`` prompt tokens uses.
-        When the per-process compile budget (C05) cannot afford a separate prefill set, prompts are
-        prefilled through the decode set in chunks of 16."""
+        """Compiles (once) what a generation of ``n_total`` tokens from ``n_prompt`` prompt tokens uses,
+        after checking that the budget affords it (:meth:`ensure_budget`). When it cannot afford a separate
+        prefill set, prompts are prefilled through the decode set in chunks of 16."""
         T = self.ctx_bucket(n_total)
         S = self._prefill_S(n_prompt, T)
         new = [k for k in {(S, T), (DECODE_S, T)} if k not in self.sets]
+        per = self.set_cost() if new else 0
         left = self._budget_left()
-        if len(new) == 2 and left is not None and left < 2 * self.fam.n_stages(self.cfg):
+        if len(new) == 2 and left is not None and left < 2 * per + 2 * self._classifier_cost(S):
             log.warning("orion: compile budget low (%d left): prefilling through the decode programs", left)
             self.prefill_buckets = [DECODE_S]
-        self.program_set(self._prefill_S(n_prompt, T), T)
+            new = [k for k in {(DECODE_S, T)} if k not in self.sets]
+        S = self._prefill_S(n_prompt, T)
+        self.ensure_budget(len(new) * per + self._classifier_cost(S) + self._classifier_cost(DECODE_S) * (S != DECODE_S),
+                           f"a generation of {n_total} tokens (program sets {sorted(new)})")
+        self.program_set(S, T)
         self.program_set(DECODE_S, T)
         if self.classifier == "device":
-            self._classifier_set(self._prefill_S(n_prompt, T))
+            self._classifier_set(S)
             self._classifier_set(DECODE_S)
         elif self._wcls is None:        # the CPU classifier's weight layout, built with the programs
             self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
@@ -265,6 +410,7 @@ class Engine:
                 s.release()
         self.batch_sets.clear()
         self.cls_sets.clear()
+        self._layer_surf.clear()
 
     # -- state -----------------------------------------------------------------------------------
     def reset(self, n_total: int | None = None) -> None:
@@ -418,6 +564,8 @@ class Engine:
                 f"residual_scale={self.residual_scale / 16:g}) or residual_scale='auto'", layer=layer,
                 scale=self.residual_scale)
         new = replan(self.cfg, self.w, history + [int(t) for t in pending], self.fp16, layer)
+        self.ensure_budget(self.set_cost() * max(1, len(self.sets)) + len(self.batch_sets) * self.set_cost(regions=True),
+                           f"re-planning the residual scale after layer {layer} overflowed fp16")
         log.warning("orion: layer %d overflowed fp16 on this text (a peak the load-time probe did not see): "
                     "residual stream now scaled by 2^%d, programs compiled again", layer, round(math.log2(new.scale)))
         self.set_fp16_plan(new)

@@ -24,10 +24,12 @@ from ..ir import Graph, ops
 from ..lora import graph_linear
 from .fp16_safety import Fp16Plan
 
-__all__ = ["stage_graph", "embed", "classifier_weight", "rope_tables", "n_stages", "USES_ROPE", "QKV_FUSED"]
+__all__ = ["stage_graph", "embed", "classifier_weight", "rope_tables", "n_stages", "USES_ROPE", "QKV_FUSED",
+           "SHARED_STAGES"]
 
 USES_ROPE = True
 QKV_FUSED = False
+SHARED_STAGES = True        # stage_graph(shared=True): one program for every middle stage
 
 
 def n_stages(cfg) -> int:
@@ -56,15 +58,38 @@ def rope_tables(cfg, positions, layer: int = 0) -> tuple[np.ndarray, np.ndarray]
             np.sin(ang).astype(np.float32).reshape(1, hd // 2, 1, -1))
 
 
+def _param(g: Graph, w: dict, key: str, layer: int, shared: bool, shape=None, factor: float | None = None):
+    """Layer ``layer``'s tensor ``key`` (times ``factor``): the array, baked into the program, or - in a
+    program that every layer shares (``shared``) - a program input named ``key`` whose value each layer
+    binds (``shape``: its graph shape). A compressed weight enters a shared program decoded to fp16: the
+    ``constexpr_*`` ops that keep it compressed take constant operands only."""
+    a = w[f"layers.{layer}.{key}"]
+    if factor is not None:
+        a = np.asarray(a, np.float32) * np.float32(factor)
+    if not shared:
+        return a
+    return g.weight(key, np.array(a, np.float32), shape=shape, dynamic=True)
+
+
+def _vec(g: Graph, w: dict, key: str, layer: int, shared: bool, factor: float | None = None, axis: int = 1):
+    """A per-channel vector (norm weight, bias) as :func:`_param` gives it, shaped for ``axis`` of a
+    ``[1, C, H, S]`` tensor when shared."""
+    n = np.shape(w[f"layers.{layer}.{key}"])[0]
+    return _param(g, w, key, layer, shared, (1, n, 1, 1) if axis == 1 else (1, 1, n, 1), factor)
+
+
 def _lin(g: Graph, x, w: dict, key: str, layer: int, lora, bias: str | None = None, acts=None,
-         gain: float = 1.0):
+         gain: float = 1.0, shared: bool = False):
     """``W x (+ b)`` for ``layers.{layer}.{key}`` (plus its LoRA branch when ``lora`` has slots for it);
     ``acts`` (W8A8: :class:`orion.quant.activations.ActivationScales`) quantizes ``x`` to int8 first;
-    ``gain``: the factor ``x`` already carries (the residual scale), which the int8 step scales by too."""
+    ``gain``: the factor ``x`` already carries (the residual scale), which the int8 step scales by too;
+    ``shared``: weights as program inputs named by ``key`` (see :func:`_param`)."""
     name = f"layers.{layer}.{key}"
-    b = w.get(f"layers.{layer}.{bias}") if bias else None
+    b = _vec(g, w, bias, layer, shared) if bias else None
     if acts is not None:
         x = acts.graph_input(x, name, gain=gain)
+    if shared:
+        return graph_linear(g, x, key, _param(g, w, key, layer, True), b, slots=lora, canonical=name)
     return graph_linear(g, x, f"{key}_{layer}", w[name], b, slots=lora, canonical=name)
 
 
@@ -91,52 +116,50 @@ def _head_norm(x, weight, n_heads: int, eps: float):
     return ops.reshape(h, (1, d, 1, s))
 
 
-def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora, fp: Fp16Plan, acts=None):
-    p = f"layers.{layer}."
-    h = _norm(cfg, x, w[p + "rms_att"], fp)
+def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora, fp: Fp16Plan, acts=None, shared: bool = False):
+    h = _norm(cfg, x, _vec(g, w, "rms_att", layer, shared), fp)
     bias = cfg.qkv_bias
-    q = _lin(g, h, w, "wq", layer, lora, "bq" if bias else None, acts)
-    k = _lin(g, h, w, "wk", layer, lora, "bk" if bias else None, acts)
-    v = _lin(g, h, w, "wv", layer, lora, "bv" if bias else None, acts)
+    q = _lin(g, h, w, "wq", layer, lora, "bq" if bias else None, acts, shared=shared)
+    k = _lin(g, h, w, "wk", layer, lora, "bk" if bias else None, acts, shared=shared)
+    v = _lin(g, h, w, "wv", layer, lora, "bv" if bias else None, acts, shared=shared)
     if cfg.qk_norm:
-        q = _head_norm(q, w[p + "q_norm"], cfg.n_heads, cfg.norm_eps)
-        k = _head_norm(k, w[p + "k_norm"], cfg.n_kv_heads, cfg.norm_eps)
+        q = _head_norm(q, _vec(g, w, "q_norm", layer, shared, axis=2), cfg.n_heads, cfg.norm_eps)
+        k = _head_norm(k, _vec(g, w, "k_norm", layer, shared, axis=2), cfg.n_kv_heads, cfg.norm_eps)
     q = ops.rope(q, cfg.n_heads, cos=cos, sin=sin, layout="adjacent")
     k = ops.rope(k, cfg.n_kv_heads, cos=cos, sin=sin, layout="adjacent")
     return q, k, v
 
 
-def _residual(cfg, w: dict, x, y, post: str, fp: Fp16Plan):
+def _residual(g: Graph, cfg, w: dict, layer: int, x, y, post: str, fp: Fp16Plan, shared: bool = False):
     """``x + y`` for a sublayer output ``y`` that already carries the residual scale (:func:`_scaled`);
     Gemma's sandwich norm (scale-invariant once its eps is scaled by scale²) takes the scale into its
     weight."""
     if cfg.sandwich_norms:
-        return ops.add(x, ops.rms_norm(y, np.asarray(w[post], np.float32) * np.float32(fp.scale),
-                                       eps=cfg.norm_eps * fp.scale * fp.scale, stable=fp.stable_norms))
+        weight = _vec(g, w, post, layer, shared, factor=fp.scale)
+        return ops.add(x, ops.rms_norm(y, weight, eps=cfg.norm_eps * fp.scale * fp.scale, stable=fp.stable_norms))
     return ops.add(x, y)
 
 
 def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora, fp: Fp16Plan, acts=None,
-          regions: bool = False):
-    p = f"layers.{layer}."
+          regions: bool = False, shared: bool = False):
     attention = ops.region_attention if regions else ops.causal_attention
     a = attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask, scale=cfg.query_scale)
-    o = _lin(g, _scaled(a, fp), w, "wo", layer, lora, acts=acts, gain=fp.scale)
-    return _residual(cfg, w, x, o, p + "rms_att_post", fp)
+    o = _lin(g, _scaled(a, fp), w, "wo", layer, lora, acts=acts, gain=fp.scale, shared=shared)
+    return _residual(g, cfg, w, layer, x, o, "rms_att_post", fp, shared)
 
 
-def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora, fp: Fp16Plan, acts=None):
+def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora, fp: Fp16Plan, acts=None, shared: bool = False):
     p = f"layers.{layer}."
-    h = _norm(cfg, x, w[p + "rms_ffn"], fp)
-    if lora is None and acts is None and cfg.mlp_act == "silu" and fp.scale == 1.0:
+    h = _norm(cfg, x, _vec(g, w, "rms_ffn", layer, shared), fp)
+    if lora is None and acts is None and cfg.mlp_act == "silu" and fp.scale == 1.0 and not shared:
         f = ops.swiglu_ffn(h, g.weight(f"w1_{layer}", w[p + "w1"]), g.weight(f"w2_{layer}", w[p + "w2"]),
                            g.weight(f"w3_{layer}", w[p + "w3"]))
     else:           # the same gated MLP, each linear possibly with an adapter / W8A8, the scale on the up branch
         act = ops.silu if cfg.mlp_act == "silu" else ops.gelu
-        up = _scaled(_lin(g, h, w, "w3", layer, lora, acts=acts), fp)     # before act·up can overflow
-        gate = ops.mul(act(_lin(g, h, w, "w1", layer, lora, acts=acts)), up)
-        f = _lin(g, gate, w, "w2", layer, lora, acts=acts, gain=fp.scale)
-    return _residual(cfg, w, x, f, p + "rms_ffn_post", fp)
+        up = _scaled(_lin(g, h, w, "w3", layer, lora, acts=acts, shared=shared), fp)  # before act·up can overflow
+        gate = ops.mul(act(_lin(g, h, w, "w1", layer, lora, acts=acts, shared=shared)), up)
+        f = _lin(g, gate, w, "w2", layer, lora, acts=acts, gain=fp.scale, shared=shared)
+    return _residual(g, cfg, w, layer, x, f, "rms_ffn_post", fp, shared)
 
 
 PARTS = ("attn", "ffn", "qkv", "body")
@@ -147,7 +170,7 @@ SPLITS = (("body", "qkv"), ("attn", "ffn", "qkv"))
 
 
 def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16Plan | None = None,
-                part: str | None = None, activations=None, regions: bool = False) -> Graph:
+                part: str | None = None, activations=None, regions: bool = False, shared: bool = False) -> Graph:
     """Stage ``stage``'s graph; ``lora``: an :class:`orion.lora.AdapterSlots` giving the linears that get
     adapter inputs (``<weight>_lora_a`` / ``_lora_b``, see :func:`orion.lora.graph_linear`);
     ``fp16``: how the programs stay inside fp16 (residual scale, stable norms; default: plain).
@@ -162,13 +185,21 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
 
     ``regions`` (batched decode, :mod:`orion.models.batch`): the caches hold one region of T positions per
     query column (``k_cache`` and ``v_cache [1, S * n_kv_heads, T, hd]``) and column i
-    attends only to region i (``ops.region_attention``)."""
+    attends only to region i (``ops.region_attention``).
+
+    ``shared``: the program of a middle stage (0 < stage < L) that every such stage runs: each layer
+    tensor is a program input named by its key (``wq``, ``rms_ffn``, ...), so the graph is the same for
+    every layer and its dynamic weights are that layer's values (:class:`orion.models.stages.LayerStage`
+    binds them before each eval)."""
     if part is not None and (part not in PARTS or (stage == 0 and part != "qkv") or
                              (stage == cfg.n_layers and part == "qkv")):
         raise ValueError(f"stage {stage} has no part {part!r} (parts: {PARTS})")
+    if shared and (part is not None or activations is not None or not 0 < stage < cfg.n_layers):
+        raise ValueError("a shared stage program is a whole middle stage without W8A8 activation scales")
     whole, fp = part is None, fp16 or Fp16Plan()
     d, L, kv, hd = cfg.d_model, cfg.n_layers, cfg.kv_dim, cfg.head_dim
-    g = Graph(f"llama_s{stage}_S{S}_T{T}" + ("_regions" if regions else "") + (f"_{part}" if part else ""))
+    g = Graph(("llama_shared" if shared else f"llama_s{stage}") + f"_S{S}_T{T}" + ("_regions" if regions else "") +
+              (f"_{part}" if part else ""))
     x = g.input("x", (1, d, 1, S))
     if stage > 0 and part in (None, "attn", "body"):
         q = g.input("q_attn", (1, cfg.q_dim, 1, S))
@@ -176,12 +207,12 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
         kc = g.input("k_cache", (1, rows, T, hd) if regions else (1, kv, 1, T))
         vc = g.input("v_cache", (1, rows, T, hd) if regions else (1, kv, 1, T))
         mask = g.input("mask", (1, 1, S, T))
-        x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, fp, activations, regions)
+        x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, fp, activations, regions, shared)
         if part == "attn":
             g.output("x_mid", x)
             return g
     if stage > 0 and part in (None, "ffn", "body"):
-        x = _ffn(g, cfg, w, stage - 1, x, lora, fp, activations)
+        x = _ffn(g, cfg, w, stage - 1, x, lora, fp, activations, shared)
         if stage == L:
             g.output("h", _norm(cfg, x, w["rms_final"], fp))
             return g
@@ -190,7 +221,7 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
             return g
     cos = g.input("cos", (1, hd // 2, 1, S))
     sin = g.input("sin", (1, hd // 2, 1, S))
-    q, k, v = _qkv(g, cfg, w, stage, x, cos, sin, lora, fp, activations)
+    q, k, v = _qkv(g, cfg, w, stage, x, cos, sin, lora, fp, activations, shared)
     g.output("q", q)
     g.output("k", k)
     g.output("v", v)

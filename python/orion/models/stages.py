@@ -1,14 +1,29 @@
 """One stage of a model as compiled programs, called by graph names: :class:`Stage` (one program; the KV
-cache inputs are written in place through zero-copy surface views) and :class:`SplitStage` (the parts of
-a stage too big for one program, run in turn)."""
+cache inputs are written in place through zero-copy surface views), :class:`SplitStage` (the parts of
+a stage too big for one program, run in turn) and :class:`LayerStage` (one layer's turn on a program
+that every layer shares: its weights and KV cache in surfaces of its own, bound before each eval)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Stage", "SplitStage"]
+__all__ = ["Stage", "SplitStage", "LayerStage"]
 
 _NP_FLOAT = {"fp16": np.float16, "fp32": np.float32}
+
+
+def cache_viewable(b) -> bool:
+    """A cache input whose surface holds it as an fp16 [1, C, H, >=T] block (viewed in place)."""
+    ms, s = tuple(b.mil_shape), tuple(b.shape)
+    return b.mil_dtype == "fp16" and len(ms) == 4 and ms[:3] == s[:3] and ms[3] >= s[3]
+
+
+def cache_view(surface, b) -> np.ndarray:
+    """The writable ``[C, T]`` region (``[C, H, W]`` for the 4-D caches of batch programs) of a cache
+    input's surface."""
+    ms, s = tuple(b.mil_shape), tuple(b.shape)
+    view = surface.view("fp16", list(ms))[0, :, :, :s[3]]
+    return view[:, 0] if s[2] == 1 else view
 
 
 class Stage:
@@ -28,11 +43,9 @@ class Stage:
             b = self.inputs.get(name)
             if b is None:
                 continue
-            ms, s = tuple(b.mil_shape), tuple(b.shape)
-            if b.mil_dtype == "fp16" and len(ms) == 4 and ms[:3] == s[:3] and ms[3] >= s[3]:
-                self.prog.stage(b.mil_name, np.zeros(ms, np.float16))
-                view = self.prog.input_surface(b.mil_name).view("fp16", list(ms))[0, :, :, :s[3]]
-                self.views[name] = view[:, 0] if s[2] == 1 else view
+            if cache_viewable(b):
+                self.prog.stage(b.mil_name, np.zeros(tuple(b.mil_shape), np.float16))
+                self.views[name] = cache_view(self.prog.input_surface(b.mil_name), b)
             else:
                 self.host[name] = np.zeros((s[1], s[3]) if s[2] == 1 else s[1:], np.float16)
         self.cache = {**self.views, **self.host}
@@ -144,3 +157,86 @@ class SplitStage:
     def release(self):
         for p in self.parts:
             p.release()
+
+
+class LayerStage:
+    """One layer's turn on a stage program that every layer shares (weights as program inputs): the
+    layer's weights - staged once through the program's own ``set_weights`` and copied into surfaces of
+    their own (:func:`capture_weight_surfaces`) - and its KV cache surfaces are bound to the program
+    before each eval (pointer swaps, no copies). Same interface as :class:`Stage`; ``owner`` (one per
+    shared program) releases the program."""
+
+    def __init__(self, base: Stage, layer: int, weight_surfaces: dict, owner: bool = False):
+        from .. import _native
+        if base.host:
+            raise ValueError("a shared stage program needs its caches viewable in place")
+        self.base, self.layer, self.owner = base, layer, owner
+        self.views: dict[str, np.ndarray] = {}
+        self.caches: dict[str, object] = {}
+        for name in ("k_cache", "v_cache"):
+            b = base.inputs.get(name)
+            if b is None:
+                continue
+            surf = _native.Surface(base.prog.input_surface(b.mil_name).alloc_size)
+            surf.view("uint8")[...] = 0
+            self.caches[b.mil_name] = surf
+            self.views[name] = cache_view(surf, b)
+        self.cache = self.views
+        self.inputs = base.inputs
+        self.set_weights(weight_surfaces)
+
+    def set_weights(self, weight_surfaces: dict) -> None:
+        """This layer's weight surfaces from now on (``{mil input name: Surface}``)."""
+        self.weights = dict(weight_surfaces)
+        native = self.base.prog._p
+        self._bind = [(native.input_slot(n), s) for n, s in {**self.weights, **self.caches}.items()]
+
+    @property
+    def surface_bytes(self) -> int:
+        """Bytes of this layer's weight surfaces (its caches excluded)."""
+        return sum(s.alloc_size for s in self.weights.values())
+
+    def run(self, feed: dict, live: int | None = None) -> dict:
+        bind = self.base.prog._p.bind_input
+        for slot, surf in self._bind:
+            bind(slot, surf)
+        return self.base.run(feed, live)
+
+    @property
+    def programs(self) -> list:
+        return [self.base.cp] if self.owner else []
+
+    def release(self):
+        self.views.clear()
+        self.caches.clear()
+        self._bind = []
+        if self.owner:
+            self.base.release()
+
+
+def capture_weight_surfaces(base: Stage, values: dict, reuse: dict | None = None) -> dict:
+    """Stages ``values`` (every dynamic weight of the shared program ``base``, graph name -> array) into its
+    weight inputs and returns copies of those input surfaces, ``{mil input name: Surface}``: one layer's
+    weights in the program's own layout (packed inputs included). The program's own surfaces are bound
+    back first (a layer's bound surface must never be written). ``reuse``: the same layer's surfaces
+    captured before; one with the same name, size and bytes is kept instead of a new copy (program sets
+    of other sequence lengths hold the same weights)."""
+    from .. import _native
+    cp, prog = base.cp, base.prog
+    if not hasattr(base, "own_weight_surfaces"):       # before any layer's surfaces were bound
+        base.own_weight_surfaces = {b.mil_name: prog.input_surface(b.mil_name)
+                                    for b in cp.io_plan.inputs.values() if b.kind == "weight"}
+    for name, surf in base.own_weight_surfaces.items():
+        prog.bind_input(name, surf)
+    cp.set_weights(**values)
+    out = {}
+    for name, src in base.own_weight_surfaces.items():
+        data = src.view("uint8")
+        old = (reuse or {}).get(name)
+        if old is not None and old.alloc_size == src.alloc_size and np.array_equal(old.view("uint8"), data):
+            out[name] = old
+            continue
+        dst = _native.Surface(src.alloc_size)
+        dst.view("uint8")[...] = data
+        out[name] = dst
+    return out
