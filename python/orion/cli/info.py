@@ -4,7 +4,10 @@ from __future__ import annotations
 
 
 def add_info_parser(sub) -> None:
-    i = sub.add_parser("info", help="build and simulator information")
+    i = sub.add_parser("info", help="build and simulator information; with --model, the model's compile plan")
+    i.add_argument("--model", default=None,
+                   help="a model path or ORG/NAME: print how many compiles each use of it costs (no compiling)")
+    i.add_argument("--quantize", default=None, help="with --model: compressed weights (int8, lut4, ...)")
     i.set_defaults(func=cmd_info)
 
 
@@ -31,4 +34,25 @@ def cmd_info(args) -> int:
 
             for w in (ane_control("info") or {}).get("warnings") or []:
                 print(f"    warning: {w}")
+    if args.model:
+        _print_plan(args)
     return 0
+
+
+def _print_plan(args) -> None:
+    """The compile plan of ``--model`` (C05: ~119 compiles per process), found without compiling."""
+    from ..models import load
+    m = load(args.model, quantize=args.quantize)
+    try:
+        p = m.compile_plan()
+    finally:
+        m.release()
+    c = m.config
+    print(f"model {args.model}: {c.family}, {c.n_layers} layers, d={c.d_model}"
+          + (f", {args.quantize} weights" if args.quantize else ""))
+    print(f"  layers: {p['layers']} ({'one program for every middle stage, weights as inputs' if p['layers'] == 'shared' else 'a program per stage, weights baked'})")
+    print(f"  compiles per program set: {p['per_set']}")
+    print(f"  a first generation (prefill + decode sets): {p['generate']}")
+    print(f"  generate_batch adds: {p['batch']}")
+    left = p["budget_left"]
+    print(f"  process budget left: {left if left is not None else 'unknown'}")

@@ -31,6 +31,9 @@ def model_html(model) -> str:
         sets = ", ".join(f"S={s} T={t}" for s, t in sorted(eng.sets))
         progs = (f"{eng.compiles} compiled in {eng.compile_seconds:.1f} s on {eng.device}"
                  + (f" (stage sets {sets})" if sets else "") + f"; classifier on {eng.classifier}")
+        p = eng.compile_plan()
+        progs += (f"; plan: {p['per_set']} per program set ({p['layers']} layers), a generation {p['generate']}, "
+                  f"a batch +{p['batch']}")
         fp16 = (f"residual stream scale {eng.fp16.scale:g}, stable norms {eng.fp16.stable_norms}"
                 if eng.fp16.scale != 1.0 or eng.fp16.stable_norms else "plain (no scaling needed)")
     ad = model.adapter

@@ -37,15 +37,16 @@ from .stages import LayerStage, SplitStage, Stage, capture_weight_surfaces
 
 log = logging.getLogger("orion")
 
-__all__ = ["Engine", "StageOverflow", "DECODE_S", "PREFILL_BUCKETS", "LAYER_MODES", "SHARED_FROM_LAYERS"]
+__all__ = ["Engine", "StageOverflow", "DECODE_S", "PREFILL_BUCKETS", "LAYER_MODES", "BAKED_SET_LIMIT"]
 
 DECODE_S = 16                      # C04: the smallest sequence the ANE evaluates correctly
 PREFILL_BUCKETS = (16, 32, 64, 128, 256)
 LAYER_MODES = ("auto", "baked", "shared")
-# layers="auto" shares one program among the middle stages from this depth on: a baked set costs a
-# compile per stage (two with compressed weights, C18), and a generation, a batch and a second context
-# bucket each need a set - at 8 layers that is already ~55 of the process's ~119 compiles (C05)
-SHARED_FROM_LAYERS = 8
+AS_INPUTS = ("inputs",)        # _split_of: a stage no split fits, compiled with its weights as program inputs
+# layers="auto" bakes the layers (1x1 convs: the ANE's fastest linear, C46) while a baked program set costs
+# at most this many compiles, and shares one program among the middle stages beyond: a generation, a batch
+# and each further context bucket need a set, a draft model its own, and the process has ~119 (C05)
+BAKED_SET_LIMIT = 8
 
 
 class StageOverflow(Exception):
@@ -148,12 +149,16 @@ class Engine:
     @property
     def shared_layers(self) -> bool:
         """Whether the middle stages share one program (weights as inputs): ``layers="shared"``, or "auto"
-        from :data:`SHARED_FROM_LAYERS` layers on; never for W8A8 (its activation scales are per-layer
-        constants) or a family without shared stages (GPT-2)."""
+        when a baked program set would cost more than :data:`BAKED_SET_LIMIT` compiles; never for W8A8 (its
+        activation scales are per-layer constants) or a family without shared stages (GPT-2)."""
         if self.layers == "baked" or not getattr(self.fam, "SHARED_STAGES", False) or \
-                self.graph_options.get("activations") is not None:
+                self.graph_options.get("activations") is not None or self.fam.n_stages(self.cfg) < 3:
             return False
-        return self.layers == "shared" or self.cfg.n_layers >= SHARED_FROM_LAYERS
+        return self.layers == "shared" or self._baked_set_cost() > BAKED_SET_LIMIT
+
+    def _baked_set_cost(self, **extra) -> int:
+        S, T = DECODE_S, self.ctx_buckets[0]
+        return sum(len(self._split_of(i, S, T, **extra) or (None,)) for i in range(self.fam.n_stages(self.cfg)))
 
     def _compile(self, g: Graph):
         from ..compiler import compile as compile_graph
@@ -212,7 +217,7 @@ class Engine:
                 surf = capture_weight_surfaces(base, self._layer_weights(i, S, T, **extra), self._layer_surf.get(i))
                 self._layer_surf[i] = surf
                 out.append(LayerStage(base, i, surf, owner=(i == 1)))
-                out[-1].build = (S, T, extra)
+                out[-1].build, out[-1].lora = (S, T, extra), self.graph_options.get("lora")
         except BaseException:
             if not out:
                 base.release()
@@ -224,7 +229,7 @@ class Engine:
         staged them into the shared programs, whose bound surfaces belong to one layer)."""
         for stages in [*self.sets.values(), *(st for _, st in self.batch_sets.values())]:
             for st in stages:
-                if isinstance(st, LayerStage):
+                if isinstance(st, LayerStage) and st.lora is self.graph_options.get("lora"):  # else rebuilt at use
                     S, T, extra = st.build
                     st.set_weights(capture_weight_surfaces(st.base, self._layer_weights(st.layer, S, T, **extra),
                                                            self._layer_surf.get(st.layer)))
@@ -238,6 +243,11 @@ class Engine:
         split = self._split_of(i, S, T, **extra)
         if split is None:
             return Stage(self._compile(build(self.cfg, self.w, i, S, T, **opts)))
+        if split == AS_INPUTS:                 # no split fits: the stage's own program with weights as inputs
+            base = Stage(self._compile(build(self.cfg, self.w, i, S, T, shared=True, **opts)))
+            st = LayerStage(base, i, capture_weight_surfaces(base, self._layer_weights(i, S, T, **extra)), owner=True)
+            st.build, st.lora = (S, T, extra), self.graph_options.get("lora")
+            return st
         done: list[Stage] = []
         try:
             for p in split:
@@ -277,7 +287,10 @@ class Engine:
             found = None if split == (None,) else tuple(parts)
             break
         else:
-            raise last_error
+            if not getattr(self.fam, "SHARED_STAGES", False) or self.graph_options.get("activations") is not None:
+                raise last_error
+            found = AS_INPUTS                  # weights as program inputs take no weight-file slot (C18)
+            log.info("orion: stage %d fits no split: its weights become program inputs", i)
         self._splits[key] = found
         return found
 
@@ -313,12 +326,9 @@ class Engine:
         compiling: a program per stage (per part of a split stage), or with shared layers the first stage,
         ONE program for every middle stage and the last stage."""
         n, S, T = self.fam.n_stages(self.cfg), DECODE_S, self.ctx_buckets[0]
-
-        def parts(i):
-            return len(self._split_of(i, S, T, **extra) or (None,))
-        if self.shared_layers and n >= 3:
-            return parts(0) + 1 + parts(n - 1)
-        return sum(parts(i) for i in range(n))
+        if not self.shared_layers:
+            return self._baked_set_cost(**extra)
+        return len(self._split_of(0, S, T, **extra) or (None,)) + 1 + len(self._split_of(n - 1, S, T, **extra) or (None,))
 
     def _classifier_cost(self, S: int) -> int:
         if self.classifier != "device" or S in self.cls_sets:

@@ -187,15 +187,15 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
     query column (``k_cache`` and ``v_cache [1, S * n_kv_heads, T, hd]``) and column i
     attends only to region i (``ops.region_attention``).
 
-    ``shared``: the program of a middle stage (0 < stage < L) that every such stage runs: each layer
-    tensor is a program input named by its key (``wq``, ``rms_ffn``, ...), so the graph is the same for
-    every layer and its dynamic weights are that layer's values (:class:`orion.models.stages.LayerStage`
-    binds them before each eval)."""
+    ``shared``: each layer tensor is a program input named by its key (``wq``, ``rms_ffn``, ...), so the
+    graph of a middle stage (0 < stage < L) is the same for every layer - one program that every middle
+    stage runs, its dynamic weights that layer's values (:class:`orion.models.stages.LayerStage` binds
+    them before each eval); the first or last stage takes this form when no split of it fits C18."""
     if part is not None and (part not in PARTS or (stage == 0 and part != "qkv") or
                              (stage == cfg.n_layers and part == "qkv")):
         raise ValueError(f"stage {stage} has no part {part!r} (parts: {PARTS})")
-    if shared and (part is not None or activations is not None or not 0 < stage < cfg.n_layers):
-        raise ValueError("a shared stage program is a whole middle stage without W8A8 activation scales")
+    if shared and (part is not None or activations is not None):
+        raise ValueError("a stage with weights as inputs is a whole stage without W8A8 activation scales")
     whole, fp = part is None, fp16 or Fp16Plan()
     d, L, kv, hd = cfg.d_model, cfg.n_layers, cfg.kv_dim, cfg.head_dim
     g = Graph(("llama_shared" if shared else f"llama_s{stage}") + f"_S{S}_T{T}" + ("_regions" if regions else "") +

@@ -60,8 +60,20 @@ class Model:
 
     def __repr__(self) -> str:
         c = self.config
+        plan = ""
+        if self._engine is not None:               # the repr builds nothing: the plan once an engine exists
+            p = self._engine.compile_plan()
+            plan = (f" compiles: {p['per_set']} per program set ({p['layers']} layers), generate {p['generate']}, "
+                    f"batch +{p['batch']}, {p['compiled']} so far")
         return (f"<orion.models.Model {self.name}: {c.family} d={c.d_model} L={c.n_layers} H={c.n_heads} "
-                f"V={c.vocab_size} ctx={c.n_ctx} tokenizer={type(self.tokenizer).__name__ if self.tokenizer else None}>")
+                f"V={c.vocab_size} ctx={c.n_ctx} tokenizer={type(self.tokenizer).__name__ if self.tokenizer else None}"
+                f"{plan}>")
+
+    def compile_plan(self) -> dict:
+        """How many compiles each use of the model costs, known before compiling (the engine's
+        :meth:`~orion.models.engine.Engine.compile_plan`: lowering only, no compile budget charged)."""
+        with self.exclusive():
+            return self.engine.compile_plan()
 
     def _repr_html_(self) -> str:  # notebooks: config, tokenizer, programs, fp16 plan, adapter (display.py)
         from .display import model_html
