@@ -54,6 +54,9 @@ from ..models.config import LlamaConfig
 from .errors import StrategyUnavailable, TrainError
 
 KINDS = ("attn_fwd", "ffn_fwd", "attn_bwd", "ffn_bwd")
+# LoRA runs on models up to this depth bake the frozen base into 4 programs per layer (convs: the ANE's
+# fastest linear, C46); deeper ones share the dynamic strategy's programs (C05: 4·L compiles would not fit)
+LORA_BAKED_LAYERS = 8
 STRATEGIES = ("dynamic", "recompile", "delta")
 SCORE_CLAMP = 4096.0       # |scores| beyond this are saturated softmax inputs anyway; < 1e4/2 keeps the mask dominant
 NORM_TINY = 2.0 ** -14      # floor of the RMSNorm prescale (1/NORM_TINY stays finite in fp16)
@@ -192,7 +195,9 @@ def attn_variant(cfg: LlamaConfig, layer: int) -> tuple:
 
 
 def _w(g: Graph, name: str, arr: np.ndarray, dynamic: bool = False):
-    arr = np.asanyarray(arr)        # an orion.quant.QuantizedArray (a compressed LoRA base) stays one
+    # an orion.quant.QuantizedArray (a compressed LoRA base) stays one when baked; as a program input it
+    # enters decoded (constexpr operands must be constants)
+    arr = np.asarray(arr, np.float32) if dynamic else np.asanyarray(arr)
     if arr.ndim == 1:
         return g.weight(name, arr, shape=(1, arr.shape[0], 1, 1), dynamic=dynamic)
     return g.weight(name, arr, dynamic=dynamic)
@@ -384,7 +389,10 @@ class LayerPrograms:
         # dynamic: one program per kind and attention variant (window, RoPE), shared by the layers that have it
         variants = [attn_variant(cfg, i) for i in range(cfg.n_layers)]
         self._variant = [variants.index(v) for v in variants]
-        if lora is not None:                    # frozen baked base, adapters as inputs: 4·L programs, once
+        # LoRA: a frozen baked base with the adapters as inputs, 4·L programs compiled once - or, deeper than
+        # LORA_BAKED_LAYERS, the shared programs of the dynamic strategy with the adapters as inputs too
+        self.lora_shared = lora is not None and cfg.n_layers > LORA_BAKED_LAYERS
+        if lora is not None and not self.lora_shared:
             self._check_budget(len(KINDS) * cfg.n_layers, "compile the per-layer LoRA programs")
             for layer in range(cfg.n_layers):
                 for kind in KINDS:
@@ -399,7 +407,8 @@ class LayerPrograms:
                     key = self._key(kind, layer)
                     if key not in self._progs:
                         g = build_graph(kind, cfg, seq, layer_weights(kind, params, layer), fixes, dynamic=True,
-                                        layer=layer, residual_scale=self.residual_scale)
+                                        layer=layer, residual_scale=self.residual_scale,
+                                        lora=self._lora_values(kind, layer) if lora is not None else None)
                         self._progs[key] = self._compile(g, dynamic=True)
                         self._staged[key] = (0, 0)
         else:
@@ -425,8 +434,8 @@ class LayerPrograms:
 
     @property
     def shared(self) -> bool:
-        """One program per kind shared by every layer (dynamic base weights)."""
-        return self.strategy == "dynamic" and self.lora is None
+        """One program per kind shared by every layer (dynamic base weights; a deep LoRA run's too)."""
+        return self.strategy == "dynamic" and (self.lora is None or self.lora_shared)
 
     def _lora_values(self, kind: str, layer: int) -> dict:
         """``{weight: (A, scale·B)}`` of the adapted linears of ``kind`` in ``layer`` (the staged values)."""
@@ -456,7 +465,7 @@ class LayerPrograms:
         return self._progs[self._key(kind, layer)]
 
     def run(self, kind: str, layer: int, **inputs) -> dict[str, np.ndarray]:
-        if self.lora is not None:
+        if self.lora is not None and not self.lora_shared:
             if self._staged[(kind, layer)] != self.version:
                 self._stage_lora(kind, layer)
         elif self.strategy == "dynamic" and self._staged[self._key(kind, layer)] != (layer, self.version):
@@ -474,7 +483,10 @@ class LayerPrograms:
         key = self._key(kind, layer)
         cp = self._progs[key]
         plan = cp.io_plan
-        for name, arr in layer_weights(kind, self.params, layer).items():
+        values = dict(layer_weights(kind, self.params, layer))
+        if self.lora is not None:                       # a deep LoRA run: this layer's adapters too
+            values.update(self._shared_lora_inputs(plan, kind, layer))
+        for name, arr in values.items():
             dw = plan.dynamic[name]
             b = plan.inputs[dw.input_key]
             if tuple(b.shape) != tuple(dw.surface_shape):         # packed surfaces: the general path
@@ -484,6 +496,22 @@ class LayerPrograms:
         self._staged[key] = (layer, self.version)
         self.stats["stage_s"] += time.perf_counter() - t
         self.stats["stages"] += 1
+
+    def _shared_lora_inputs(self, plan, kind: str, layer: int) -> dict:
+        """``layer``'s A / scale·B for a shared program's adapter inputs (zeros where this layer has no
+        adapter on a linear that the program has one on)."""
+        have = self._lora_values(kind, layer)
+        out, used = {}, set()
+        for name, dw in plan.dynamic.items():
+            if name.endswith("_lora_a") or name.endswith("_lora_b"):
+                key, which = name[:-7], name[-1]
+                ab = have.get(key)
+                used.add(key)
+                out[name] = np.zeros(dw.user_shape, np.float32) if ab is None else ab[0 if which == "a" else 1]
+        if set(have) - used:
+            raise TrainError(f"layer {layer} has adapters on {sorted(set(have) - used)} that the shared {kind} program "
+                             f"has no inputs for: a deep LoRA run needs the same targets in every layer")
+        return out
 
     def _stage_lora(self, kind: str, layer: int) -> None:
         """Writes the current adapters of ``layer`` into its ``kind`` program's A/B surfaces."""
