@@ -319,6 +319,30 @@ def test_gemm_rows_route_equals_blocked_route(ta, tb, batch, m, n, k):
     check_gemm(native.gemm_f16(a, b, ta, tb), a, b, ta, tb)
 
 
+# A large row-major op(A) (>= 65,536 elements, a weight fed as a program input: shared layer programs) times
+# one to four columns (decode's live columns) reads A in place: C^T = op(B)^T op(A)^T on the few-rows route,
+# scattered into C. Bit for bit what a wider product (5+ columns: the panel route) gives, on every ISA, with
+# specials, batches, both B layouts, fp32 output and a padded ldc.
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("batch,m,n,k", [(0, 1536, 1, 576), (0, 576, 3, 1536), (2, 300, 4, 256), (0, 16, 2, 4096),
+                                         (0, 4100, 1, 17)])
+def test_gemm_in_place_a_route_equals_the_panel_route(tb, batch, m, n, k):
+    rng = np.random.default_rng(m + n + k + batch)
+    a, b = make_operands(rng, batch, m, n, k, False, tb)
+    sa, sb = with_specials(a, b)
+    for x, y in ((a, b), (sa, sb)):
+        wide = np.concatenate([y, rnd(y.shape[:-2] + ((5, k) if tb else (k, 5)), rng)], axis=-2 if tb else -1)
+        for f32 in (False, True):
+            c = assert_same_everywhere(lambda: native.gemm_f16(x, y, False, tb, f32_out=f32))
+            ref = native.gemm_f16(x, wide, False, tb, f32_out=f32)[..., :n]
+            np.testing.assert_array_equal(bits(c), bits(ref))
+    check_gemm(native.gemm_f16(a, b, False, tb), a, b, False, tb)
+    if not batch:
+        c = native.gemm_f16(a, b, False, tb, ldc_pad=3)          # C's row stride past its N columns
+        assert (c[:, n:].view(np.uint16) == 0xFFFF).all()
+        check_gemm(c[:, :n], a, b, False, tb)
+
+
 @pytest.mark.parametrize("tb", [False, True])
 def test_gemm_rows_route_reads_strided_operands(tb):
     # B with a row stride past its row (a view into a wider cache): the rows kernels read it in place, the

@@ -256,6 +256,9 @@ constexpr int64_t kRowsChunk = 256;  // columns per item: parallelism for one wi
 // Longest K it takes: op(A)'s widened rows (<= 4 x K fp32, 1 MB) stay small; longer products take the
 // blocked route, which packs in k blocks.
 constexpr int64_t kRowsMaxK = 1 << 16;
+// Elements of op(A) from which a few-column product reads A in place rather than packing it (weights:
+// 10^5-10^7; attention's per-head products stay on their tuned routes).
+constexpr int64_t kInPlaceMinA = 1 << 16;
 
 template <typename T>
 void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
@@ -303,6 +306,24 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
   }
   if (g.M <= simd::kDirectBRows && g.K <= kRowsMaxK && simd::ops().gemm_rows) {
     gemm_rows(g, batch, A, B, C);
+    return;
+  }
+  // A large row-major op(A) times a few columns (a matmul whose x is a weight input - shared layer
+  // programs - on decode's live columns): the panel route would pack A's panels on every call, so
+  // compute C^T = op(B)^T op(A)^T on the few-rows route, which reads op(A)^T in place (16 x 16 blocks
+  // transposed in registers), and scatter C^T into C. The same fma chain per element.
+  if (g.N <= simd::kDirectBRows && !g.trans_a && g.M >= simd::kPanelRows && g.M * g.K >= kInPlaceMinA &&
+      g.K <= kRowsMaxK && simd::ops().gemm_rows) {
+    GemmShape s = transposed_problem(g, g.M);
+    std::vector<T> tmp((size_t)(batch * g.N * g.M));
+    std::vector<T*> pt((size_t)batch);
+    for (int64_t b = 0; b < batch; ++b) pt[(size_t)b] = tmp.data() + b * g.N * g.M;
+    gemm_rows(s, batch, B, A, pt.data());
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < g.N; ++j) {
+        const T* src = pt[(size_t)b] + j * g.M;
+        for (int64_t i = 0; i < g.M; ++i) C[b][i * g.ldc + j] = src[i];
+      }
     return;
   }
   // Few columns and enough rows (a conv1x1 on the decode columns, attention's P.V): the panel kernel,
