@@ -63,6 +63,23 @@ def linear(x: Value, weight, bias=None, name: str | None = None) -> Value:
     return y
 
 
+def matmul_linear(x: Value, weight: Value, transpose: bool = False, name: str | None = None) -> Value:
+    """``W x`` (``transpose``: ``Wᵀ x``) for x [1, C, 1, S] and a weight that is a tensor - a program input
+    (weights as inputs: training, shared layer programs) - ``[out, in]`` as stored: one ``matmul`` on its
+    surface, the transpose a flag. A ``linear`` on such a weight lowers to the conv idiom of weights as
+    inputs (``[1, IC, 1, OC]``), which costs two activation transposes per linear (dynamic_weights pass)."""
+    if weight.rank != 2:
+        raise GraphError(f"matmul_linear: weight must be [out, in], got {list(weight.shape)}")
+    out_c, in_c = (weight.shape[1], weight.shape[0]) if transpose else weight.shape
+    if x.rank != 4 or x.shape[0] != 1 or x.shape[2] != 1 or x.shape[1] != in_c:
+        raise GraphError(f"matmul_linear: x{list(x.shape)} must be [1, {in_c}, 1, S] for weight {list(weight.shape)}"
+                         f"{' (transposed)' if transpose else ''}")
+    s = x.shape[3]
+    y = ops.matmul(ops.reshape(weight, (1, 1) + tuple(weight.shape)), ops.reshape(x, (1, 1, in_c, s)),
+                   transpose_x=transpose)
+    return ops.reshape(y, (1, out_c, 1, s), name=name)
+
+
 def _lora_matrix(m, x: Value, what: str) -> Value:
     if isinstance(m, Value):
         if m.rank != 2:

@@ -23,11 +23,13 @@ def slot_names(weight_name: str) -> tuple[str, str]:
 
 
 def graph_linear(g, x, weight_name: str, W, bias=None, slots=None, canonical: str | None = None):
-    """``ops.linear`` with baked ``W`` (or a graph weight the caller made), plus a LoRA branch whose A/B are program inputs when ``slots``
-    (an :class:`AdapterSlots`, or any mapping canonical name -> (A [R, in], B [out, R]) initial values)
-    has ``canonical``. The model graph builders call this for every linear."""
+    """``ops.linear`` with baked ``W`` (or a graph value: a weight input the caller made, which the
+    dynamic-weights pass lowers to its ``[1, IC, 1, OC]`` matmul idiom - on decode's live columns a
+    streaming GEMV over the weight's rows), plus a LoRA branch whose A/B are program inputs when
+    ``slots`` (an :class:`AdapterSlots`, or any mapping canonical name -> (A [R, in], B [out, R]) initial
+    values) has ``canonical``. The model graph builders call this for every linear."""
     from ..ir import Value, ops
-    w = W if isinstance(W, Value) else g.weight(weight_name, W)      # a Value: a weight input made by the caller
+    w = W if isinstance(W, Value) else g.weight(weight_name, W)
     ab = slots.get(canonical) if slots is not None and canonical is not None else None
     if ab is None:
         return ops.linear(x, w, bias)

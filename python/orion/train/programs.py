@@ -218,14 +218,10 @@ def _linear(x, w, transpose: bool, dynamic: bool, lora=None):
     ``matmul(W, x)`` on the weight surface as is — ``transpose_x`` gives Wᵀ·x from the same surface, so
     no transposed copy is made on the host and no activation transposes run on the device.
     ``lora``: (A, B) program inputs of an adapter on this linear, added as ``B(A x)`` (``Aᵀ(Bᵀ x)``)."""
-    out_c, in_c = (w.shape[1], w.shape[0]) if transpose else w.shape
     if not dynamic:
         y = ops.linear(x, ops.transpose(w, (1, 0)) if transpose else w)
     else:
-        s = x.shape[3]
-        y = ops.matmul(ops.reshape(w, (1, 1) + tuple(w.shape)), ops.reshape(x, (1, 1, in_c, s)),
-                       transpose_x=transpose)
-        y = ops.reshape(y, (1, out_c, 1, s))
+        y = ops.matmul_linear(x, w, transpose=transpose)
     if lora is not None:
         y = ops.add(y, ops.lora_branch(x, lora[0], lora[1], transpose=transpose))
     return y

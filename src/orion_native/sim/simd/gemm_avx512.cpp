@@ -86,12 +86,17 @@ void micro(const GemmTile& t) {
 // `rows` rows of B (row_bytes each, stride ld fp16) that lie kRowsAhead bytes ahead of `at`; addresses
 // past the operand are harmless (a prefetch never faults) and are the next product's, in a cache region.
 constexpr int64_t kRowsAhead = 8192;
-inline void prefetch_rows(const f16* at, int64_t ld, int rows, int64_t row_bytes) {
+inline void prefetch_rows(const f16* at, int64_t ld, int rows, int64_t row_bytes, int64_t min_rows_ahead = 1) {
   const int64_t stride = 2 * ld;
-  const uintptr_t p = (uintptr_t)at + (uintptr_t)(std::max<int64_t>(1, kRowsAhead / stride) * stride);
+  const uintptr_t p = (uintptr_t)at + (uintptr_t)(std::max<int64_t>(min_rows_ahead, kRowsAhead / stride) * stride);
   for (int i = 0; i < rows; ++i)
     for (int64_t o = 0; o < row_bytes; o += 64) _mm_prefetch((const char*)(p + i * stride + o), _MM_HINT_T0);
 }
+
+// rows_pass: prefetch at least this many B rows ahead. A weight fed as a program input (shared layer
+// programs: Wᵀ [IC, OC], rows of a few KB, 256 bytes of each per pass) streams from DRAM each token; 8 KB
+// ahead was only 2-3 rows there (a middle stage of the SmolLM2-135M shape: 0.52 -> 0.47 ms at 24 rows).
+constexpr int64_t kRowsAheadN = 24;
 
 // Few rows (1..kDirectBRows) of op(A) times B read as stored, NV x 16 columns [j0, j0 + cols) per pass:
 // R x NV independent chains per k. micro<R, true> keeps 2 R, which for one row - attention's query of one
@@ -111,7 +116,7 @@ void rows_pass(const GemmTile& t, int64_t j0, int cols) {
     for (int v = 0; v < NV; ++v)
       b[v] = _mm512_cvtph_ps(v + 1 < NV ? _mm256_loadu_si256((const __m256i*)(bh + 16 * v))
                                         : _mm256_maskz_loadu_epi16(ml, bh + 16 * v));
-    prefetch_rows(bh, t.ldbh, 1, 2 * cols);
+    prefetch_rows(bh, t.ldbh, 1, 2 * cols, kRowsAheadN);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 a = _mm512_set1_ps(t.ap[r * t.lda + k]);
@@ -129,6 +134,8 @@ void rows_pass(const GemmTile& t, int64_t j0, int cols) {
         _mm512_mask_storeu_ps(t.o32 + at, m, acc[r][v]);
     }
 }
+
+constexpr int64_t kRowsAheadT = 16;     // rows_all_t: prefetch the next block of 16 rows at least
 
 // In-register 16 x 16 transpose: r[i] lane j -> r[j] lane i (unpack / shuffle network).
 inline void transpose16(__m512 r[16]) {
@@ -184,7 +191,9 @@ void rows_all_t(const GemmTile& t) {
   for (int64_t j = 0; j < t.cols; j += 16) {
     const int nr = (int)std::min<int64_t>(16, t.cols - j);
     const f16* base = t.bh + j * t.ldbh;
-    prefetch_rows(base, t.ldbh, 16, 2 * t.kc);
+    // at least the next blocks' rows: a weight read in place (rows of a few KB: 8 KB is under one block of
+    // 16) streams from DRAM each token
+    prefetch_rows(base, t.ldbh, 16, 2 * t.kc, kRowsAheadT);
     __m512 acc[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
