@@ -63,7 +63,7 @@ def test_deep_lora_shares_four_programs_and_its_gradients_are_exact(extra, monke
         assert err < 2e-2, f"{name}: relative gradient error {err:.3g}"
 
 
-def test_orion_train_lora_on_a_36_layer_model_in_one_budget(tmp_path):
+def test_orion_train_lora_on_a_36_layer_model_in_one_budget(tmp_path, capsys):
     from orion.cli.train import main
     deep = make_deep("qwen3", str(tmp_path / "deep"))
     (tmp_path / "data.txt").write_text("Once upon a time, a little fox named Tom found a shiny red ball. " * 60)
@@ -78,5 +78,6 @@ def test_orion_train_lora_on_a_36_layer_model_in_one_budget(tmp_path):
     finally:
         orion.sim.set_compile_budget(10 ** 9)
     assert used <= 60, used
+    assert "base frozen, shared by every layer as program inputs) (4 programs" in capsys.readouterr().out
     recs = [json.loads(x) for x in (run / "train_log.jsonl").read_text().splitlines()]
     assert all(np.isfinite(r["loss"]) for r in recs if "loss" in r)

@@ -127,7 +127,7 @@ def test_lora_on_each_family(name, text, tmp_path, capsys):
     assert main(_args(name, tmp_path, text, "--steps", "6", "--lora", "r=4,alpha=8,targets=all-linear",
                       "--lr", "1e-2")) == 0
     out = capsys.readouterr().out
-    assert "base frozen and baked" in out and "compiles 0 loads 0 during training" in out
+    assert "base frozen, baked per layer" in out and "compiles 0 loads 0 during training" in out
     cfg, base = load_pretrained(os.path.join(FIXTURES, name))
     ad = L.load(str(tmp_path / "run" / "adapter"), cfg, base)
     assert ad.names and all(np.abs(ad.B[n]).max() > 0 for n in ad.names)

@@ -367,7 +367,8 @@ def _run(args, dist=None) -> int:
     dev = trainer.progs.device
     what = (f"LoRA r={lora_cfg.r} alpha={lora_cfg.alpha:g} on {len(adapter.names)} linears "
             f"({', '.join(sorted({n.rsplit('.', 1)[-1] for n in adapter.names}))}; "
-            f"{sum(a.size for a in adapter.params().values()):,} trainable, base frozen and baked)"
+            f"{sum(a.size for a in adapter.params().values()):,} trainable, base frozen, "
+            f"{'shared by every layer as program inputs' if trainer.progs.lora_shared else 'baked per layer'})"
             if adapter is not None else f"strategy {tc.strategy}")
     kind = "Llama" if cfg.model_type == "llama" else f"Llama-style {cfg.model_type}"
     print(f"orion train: {cfg.n_layers}-layer {kind} d={cfg.d_model} heads={cfg.n_heads}/{cfg.n_kv_heads} "
