@@ -26,35 +26,17 @@ CONFIGS = [("baked", None), ("shared", None), ("baked", "int8"), ("shared", "int
 
 
 def one(layers: str, quantize: str | None, n_prompt: int, n_tokens: int) -> dict:
-    """In this process: the model, its compiles and its decode figures."""
-    import time
-
+    """In this process: the model's compile plan, compiles and decode figures (orion.bench.decode's loop)."""
+    from orion.bench.decode import bench_orion
     from orion.models import Model
     from orion.train.model import init_params, llama_config
     cfg = llama_config(**SHAPE)
     w = {k: np.asarray(v, np.float16) for k, v in init_params(cfg, seed=0).items()}
     prompt = [int(t) for t in np.random.default_rng(1).integers(3, cfg.vocab_size, n_prompt)]
-    m = Model(cfg, w, device="sim", stop_tokens=[], quantize=quantize, layers=layers)
-    eng = m.engine
-    t = time.perf_counter()
-    plan = eng.compile_plan()
-    eng.prepare(len(prompt), len(prompt) + n_tokens)
-    compile_s = time.perf_counter() - t
-    eng.reset(len(prompt) + n_tokens)
-    t = time.perf_counter()
-    logits = eng.prefill(prompt)
-    prefill_s = time.perf_counter() - t
-    tok, steps, toks = int(np.argmax(logits)), [], []
-    for _ in range(n_tokens - 1):
-        t = time.perf_counter()
-        logits = eng.step(tok)
-        steps.append(time.perf_counter() - t)
-        tok = int(np.argmax(logits))
-        toks.append(tok)
-    out = dict(layers=layers, quantize=quantize, compiles=eng.compiles, plan=plan, compile_s=compile_s,
-               prefill_s=prefill_s, step_s=float(np.median(steps)), tokens=toks)
-    m.release()
-    return out
+    plan = Model(cfg, w, device="sim", quantize=quantize, layers=layers).compile_plan()    # lowering only
+    r = bench_orion(cfg, w, prompt, n_tokens, "sim", "cpu", 1, quantize=quantize, layers=layers)
+    return dict(layers=layers, quantize=quantize, compiles=r["compiles"], plan=plan, compile_s=r["compile_s"],
+                prefill_s=r["prefill_s"], step_s=r["step_s"], tokens=r["tokens"])
 
 
 def main(argv=None) -> int:

@@ -18,10 +18,11 @@ from ..models import GPT2Config, Model
 from ..models.testing import random_weights
 
 
-def bench_orion(cfg, w16, prompt, n_tokens, device, classifier, repeats, quantize=None):
+def bench_orion(cfg, w16, prompt, n_tokens, device, classifier, repeats, quantize=None, **model_options):
     """Greedy decode with orion's engine: compile once (timed apart), then ``repeats`` rounds of one prefill
-    and ``n_tokens - 1`` steps; medians and every sample. ``quantize``: compressed weights (``Model``'s)."""
-    m = Model(cfg, w16, device=device, classifier=classifier, stop_tokens=[], quantize=quantize)
+    and ``n_tokens - 1`` steps; medians and every sample. ``quantize``: compressed weights (``Model``'s);
+    ``model_options``: more :class:`~orion.models.Model` options (e.g. ``layers="shared"``)."""
+    m = Model(cfg, w16, device=device, classifier=classifier, stop_tokens=[], quantize=quantize, **model_options)
     eng = m.engine
     t = time.perf_counter()
     eng.prepare(len(prompt), len(prompt) + n_tokens)

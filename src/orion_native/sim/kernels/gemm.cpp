@@ -290,6 +290,23 @@ void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16
   });
 }
 
+// C = op(A) op(B) computed as C^T = op(B)^T op(A)^T by `route` into a dense scratch, then written into C
+// (row stride ldc): for routes that serve the transposed shape better. Same fma chain per element.
+template <typename T, typename Route>
+void via_transposed(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, T* const* C,
+                    Route route) {
+  GemmShape s = transposed_problem(g, g.M);
+  std::vector<T> tmp((size_t)(batch * g.M * g.N));
+  std::vector<T*> pt((size_t)batch);
+  for (int64_t b = 0; b < batch; ++b) pt[(size_t)b] = tmp.data() + b * g.M * g.N;
+  route(s, batch, B, A, pt.data());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t j = 0; j < g.N; ++j) {
+      const T* src = pt[(size_t)b] + j * g.M;
+      for (int64_t i = 0; i < g.M; ++i) C[b][i * g.ldc + j] = src[i];
+    }
+}
+
 template <typename T>
 void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
   if (g0.M < 0 || g0.N < 0 || g0.K < 0 || batch < 0) throw std::invalid_argument("gemm: negative size");
@@ -314,16 +331,8 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
   // transposed in registers), and scatter C^T into C. The same fma chain per element.
   if (g.N <= simd::kDirectBRows && !g.trans_a && g.M >= simd::kPanelRows && g.M * g.K >= kInPlaceMinA &&
       g.K <= kRowsMaxK && simd::ops().gemm_rows) {
-    GemmShape s = transposed_problem(g, g.M);
-    std::vector<T> tmp((size_t)(batch * g.N * g.M));
-    std::vector<T*> pt((size_t)batch);
-    for (int64_t b = 0; b < batch; ++b) pt[(size_t)b] = tmp.data() + b * g.N * g.M;
-    gemm_rows(s, batch, B, A, pt.data());
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t j = 0; j < g.N; ++j) {
-        const T* src = pt[(size_t)b] + j * g.M;
-        for (int64_t i = 0; i < g.M; ++i) C[b][i * g.ldc + j] = src[i];
-      }
+    via_transposed(g, batch, A, B, C, [](const GemmShape& s, int64_t n, const f16* const* a, const f16* const* b,
+                                         T* const* c) { gemm_rows(s, n, a, b, c); });
     return;
   }
   // Few columns and enough rows (a conv1x1 on the decode columns, attention's P.V): the panel kernel,
@@ -347,14 +356,8 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
   int64_t nr = simd::ops().gemm_nr;
   double fill_n = (double)g.N / (double)round_up(g.N, nr), fill_m = (double)g.M / (double)round_up(g.M, nr);
   if (fill_m > 1.25 * fill_n) {
-    GemmShape s = transposed_problem(g, g.M);
-    std::vector<T> tmp((size_t)(batch * g.M * g.N));
-    std::vector<T*> pt((size_t)batch);
-    for (int64_t b = 0; b < batch; ++b) pt[(size_t)b] = tmp.data() + b * g.M * g.N;
-    gemm_run(s, batch, B, A, pt.data());
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t i = 0; i < g.M; ++i)
-        for (int64_t j = 0; j < g.N; ++j) C[b][i * g.ldc + j] = pt[(size_t)b][j * g.M + i];
+    via_transposed(g, batch, A, B, C, [](const GemmShape& s, int64_t n, const f16* const* a, const f16* const* b,
+                                         T* const* c) { gemm_run(s, n, a, b, c); });
     return;
   }
   gemm_run(g, batch, A, B, C);
