@@ -13,9 +13,11 @@ from .ops import evaluate_node
 
 
 def evaluate(graph: Graph, inputs: dict[str, np.ndarray] | None = None, values: list[Value] | None = None,
-             ) -> dict[str, np.ndarray]:
+             consts: dict | None = None) -> dict[str, np.ndarray]:
     """Evaluate ``graph`` in float64. ``inputs`` by graph input name; returns outputs by name
-    (or, with ``values``, ``{repr(v): array}`` for those values too, keyed by the Value itself)."""
+    (or, with ``values``, ``{repr(v): array}`` for those values too, keyed by the Value itself).
+    ``consts``: a cache of the float64 constants across evaluations of the same graph (a model's weights,
+    converted once)."""
     inputs = dict(inputs or {})
     env: dict[int, np.ndarray] = {}
     for n in graph.nodes:
@@ -29,7 +31,12 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray] | None = None, values: 
                                  f"{list(n.out.shape)}")
             env[id(n.out)] = arr
         elif n.op == "const":
-            env[id(n.out)] = np.asarray(n.attrs["value"], dtype=np.float64)
+            if consts is None:
+                env[id(n.out)] = np.asarray(n.attrs["value"], dtype=np.float64)
+            else:
+                if id(n) not in consts:
+                    consts[id(n)] = (n, np.asarray(n.attrs["value"], dtype=np.float64))   # n: keeps the id valid
+                env[id(n.out)] = consts[id(n)][1]
         else:
             args = {k: (tuple(env[id(x)] for x in v) if isinstance(v, tuple) else env[id(v)])
                     for k, v in n.inputs.items()}

@@ -68,6 +68,45 @@ def _family(cfg):
     raise ModelFormatError(f"unsupported model family {cfg.family!r}")
 
 
+def additive_mask(S: int, T: int, p0: int, n: int, window: int | None = None, dtype=np.float16) -> np.ndarray:
+    """Additive mask ``[1, 1, S, T]``: query column i (position p0 + i; padding columns repeat the last) sees
+    keys j <= its position, and with a sliding ``window`` only j > position - window (as transformers)."""
+    rows = p0 + np.minimum(np.arange(S), n - 1)
+    j = np.arange(T)[None, :]
+    seen = j <= rows[:, None]
+    if window is not None:
+        seen &= j > rows[:, None] - window
+    return np.where(seen, 0.0, MASK_VALUE).astype(dtype).reshape(1, 1, S, T)
+
+
+def layer_feeds(cfg, fam, S: int, T: int, p0: int, n: int, positions=None, mask=None, rope=None,
+                dtype=np.float16) -> list[dict]:
+    """Per stage: the mask of the layer whose attention it runs (stage l: layer l-1) and the RoPE tables of
+    the layer whose q/k it projects (stage l: layer l), as ``dtype`` (fp16 for the programs). ``positions``
+    (of the S columns, default p0..), ``mask(window)`` and ``rope(cfg, positions, layer)`` (the family's
+    ``rope_tables``, e.g. looked up in precomputed ones) replace the single-sequence ones (batched decode)."""
+    L = fam.n_stages(cfg) - 1
+    positions = np.arange(p0, p0 + S) if positions is None else positions
+    mask = mask or (lambda w: additive_mask(S, T, p0, n, w, dtype))
+    rope_tables = rope or getattr(fam, "rope_tables", None)
+    sliding = [getattr(cfg, "layer_sliding", lambda i: False)(i) for i in range(L)]
+    masks = {w: mask(w) for w in {cfg.sliding_window if s else None for s in sliding}}
+    tables: dict = {}
+    feeds = []
+    for l in range(L + 1):
+        f = {}
+        if l >= 1:
+            f["mask"] = masks[cfg.sliding_window if sliding[l - 1] else None]
+        if l < L and fam.USES_ROPE:
+            r = cfg.layer_rope(l)
+            if r not in tables:
+                cos, sin = rope_tables(cfg, positions, l)
+                tables[r] = {"cos": cos.astype(dtype), "sin": sin.astype(dtype)}
+            f.update(tables[r])
+        feeds.append(f)
+    return feeds
+
+
 def _classifier_panels(W) -> np.ndarray:
     """``W [V, d]`` -> fp16 ``[ceil(V/16), d, 16]``: 16-row panels stored k-major, the layout the native
     packed-weight GEMM streams in place (``gemm_panels_f16``). The CPU classifier reads half the bytes of fp32
@@ -88,9 +127,9 @@ class Engine:
     ``prefill_buckets``: prefill chunk sizes S; ``classifier``: "cpu" or "device";
     ``residual_scale``: factor carried by the residual stream inside the programs so that it stays within
     fp16 (exact up to rounding; see :mod:`orion.models.fp16_safety`): a number, or "auto" (measured on
-    ``probe_ids`` - default :func:`~.fp16_safety.calibration_ids` - through the float reference at
-    construction, and re-planned on the text itself when a stage's output leaves fp16 at run time; a
-    number is kept, and such an overflow is an :class:`~.fp16_safety.Fp16RangeError`)."""
+    ``probe_ids`` - default :func:`~.fp16_safety.calibration_ids` - through the model definition in
+    float64 at construction, and re-planned on the text itself when a stage's output leaves fp16 at run
+    time; a number is kept, and such an overflow is an :class:`~.fp16_safety.Fp16RangeError`)."""
 
     skip_dead_columns = True    # live_columns hint: padding columns are not computed (simulator; per engine too)
 
@@ -476,41 +515,10 @@ class Engine:
         self._synced[key] = self.pos
 
     def _mask(self, S: int, T: int, p0: int, n: int, window: int | None = None) -> np.ndarray:
-        """Additive mask: query column i (position p0 + i; padding columns repeat the last) sees keys
-        j <= its position, and with a sliding ``window`` only j > position - window (as transformers)."""
-        rows = p0 + np.minimum(np.arange(S), n - 1)
-        j = np.arange(T)[None, :]
-        seen = j <= rows[:, None]
-        if window is not None:
-            seen &= j > rows[:, None] - window
-        return np.where(seen, 0.0, MASK_VALUE).astype(np.float16).reshape(1, 1, S, T)
+        return additive_mask(S, T, p0, n, window)
 
     def _layer_inputs(self, S: int, T: int, p0: int, n: int, positions=None, mask=None, rope=None) -> list[dict]:
-        """Per stage: the mask of the layer whose attention it runs (stage l: layer l-1) and the RoPE
-        tables of the layer whose q/k it projects (stage l: layer l). ``positions`` (of the S columns,
-        default p0..), ``mask(window)`` and ``rope(cfg, positions, layer)`` (the family's
-        ``rope_tables``, e.g. looked up in precomputed ones) replace the single-sequence ones (batched
-        decode)."""
-        cfg, L = self.cfg, self.fam.n_stages(self.cfg) - 1
-        positions = np.arange(p0, p0 + S) if positions is None else positions
-        mask = mask or (lambda w: self._mask(S, T, p0, n, w))
-        rope_tables = rope or getattr(self.fam, "rope_tables", None)
-        sliding = [getattr(cfg, "layer_sliding", lambda i: False)(i) for i in range(L)]
-        masks = {w: mask(w) for w in {cfg.sliding_window if s else None for s in sliding}}
-        tables: dict = {}
-        feeds = []
-        for l in range(L + 1):
-            f = {}
-            if l >= 1:
-                f["mask"] = masks[cfg.sliding_window if sliding[l - 1] else None]
-            if l < L and self.fam.USES_ROPE:
-                rope = cfg.layer_rope(l)
-                if rope not in tables:
-                    cos, sin = rope_tables(cfg, positions, l)
-                    tables[rope] = {"cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
-                f.update(tables[rope])
-            feeds.append(f)
-        return feeds
+        return layer_feeds(self.cfg, self.fam, S, T, p0, n, positions, mask, rope)
 
     def _split(self, out: dict):
         if "qkv" in out:
@@ -562,9 +570,9 @@ class Engine:
                 self._replan(e.layer, ids)
 
     def _replan(self, layer: int, pending: Sequence[int]) -> None:
-        """A stage overflowed at ``layer`` on the cached text + ``pending``: a smaller scale from the float
-        reference's peaks on exactly that text (or :class:`Fp16RangeError`), every program set compiled
-        again with it (stated on stderr once), and the cached text prefilled again."""
+        """A stage overflowed at ``layer`` on the cached text + ``pending``: a smaller scale from the
+        definition's float64 peaks on exactly that text (or :class:`Fp16RangeError`), every program set
+        compiled again with it (stated on stderr once), and the cached text prefilled again."""
         from .fp16_safety import Fp16RangeError, replan
         history = list(self._ids[:self.pos])
         if self._scale_spec != "auto":

@@ -17,8 +17,9 @@ Two checks, both part of loading:
 
 :func:`resolve_fp16_plan` decides at load by running a calibration sequence (:func:`calibration_ids`:
 BOS, special tokens, delimiters, digits, long words - where massive activations concentrate - and ids
-spread over the vocabulary) through the float reference (:mod:`orion.models.reference`) and measuring
-the largest value of the stream and of every sublayer value the scale carries. A peak that only other
+spread over the vocabulary) through the model definition evaluated in float64 on the host
+(:mod:`orion.models.host_run`) and measuring the largest value of the stream and of every sublayer value
+the scale carries. A peak that only other
 text triggers is caught at run time: the engine checks each stage's residual output (the live columns:
 a few thousand values per stage) and re-plans on the text that overflowed (:func:`replan`), or raises
 :class:`Fp16RangeError` naming the layer when no scale can help.
@@ -91,12 +92,13 @@ def calibration_ids(cfg, tokenizer=None) -> list[int]:
 
 def stream_peaks(cfg, weights: dict, ids=None) -> tuple[float, float]:
     """(largest |residual stream|, largest |sublayer value the scale carries|) on ``ids`` (default:
-    :func:`calibration_ids` without a tokenizer), in float64 by the reference (one weight matrix converted
-    at a time)."""
-    from .reference import llama_forward
-    stats: dict = {}
-    llama_forward(cfg, weights, calibration_ids(cfg) if ids is None else list(ids), stats=stats)
-    return stats["max_abs_residual"], stats["max_abs_branch"]
+    :func:`calibration_ids` without a tokenizer): the model definition's stage graphs evaluated in float64
+    on the host (:class:`~orion.models.host_run.HostRun`), read at their taps."""
+    from .host_run import HostRun
+    ids = calibration_ids(cfg) if ids is None else [int(i) for i in ids]
+    run = HostRun(cfg, weights, len(ids), peaks=True)
+    run.feed(ids)
+    return run.max_abs_stream, run.max_abs_branch
 
 
 def _plan(cfg, residual: float, branch: float, spec) -> Fp16Plan:
@@ -135,7 +137,7 @@ def resolve_fp16_plan(cfg, weights: dict, spec="auto", probe_ids=None) -> Fp16Pl
 
 def replan(cfg, weights: dict, ids, current: Fp16Plan, layer: int) -> Fp16Plan:
     """A smaller-scale plan after the programs overflowed at ``layer`` on ``ids`` (the text so far and the
-    tokens that overflowed), from the float reference's peaks on exactly that text; raises
+    tokens that overflowed), from the definition's float64 peaks on exactly that text; raises
     :class:`Fp16RangeError` when the scale is not what overflowed (the float model diverges, or the peak
     already fits the current scale: a value the scale does not carry, e.g. a query or gate projection)."""
     residual, branch = stream_peaks(cfg, weights, ids)

@@ -140,18 +140,29 @@ def _residual(g: Graph, cfg, w: dict, layer: int, x, y, post: str, fp: Fp16Plan,
     return ops.add(x, y)
 
 
+def _tap(taps, kind: str, *values):
+    """Records graph values for a caller that evaluates the definition on the host (the fp16 probe):
+    ``taps[kind]`` lists them ("stream": the residual after each sublayer; "branch": every sublayer value
+    the residual scale carries)."""
+    if taps is not None:
+        taps.setdefault(kind, []).extend(values)
+
+
 def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora, fp: Fp16Plan, acts=None,
-          regions: bool = False, shared: bool = False):
+          regions: bool = False, shared: bool = False, taps=None):
     attention = ops.region_attention if regions else ops.causal_attention
     a = attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask, scale=cfg.query_scale)
     o = _lin(g, _scaled(a, fp), w, "wo", layer, lora, acts=acts, gain=fp.scale, shared=shared)
-    return _residual(g, cfg, w, layer, x, o, "rms_att_post", fp, shared)
+    _tap(taps, "branch", o)
+    x = _residual(g, cfg, w, layer, x, o, "rms_att_post", fp, shared)
+    _tap(taps, "stream", x)
+    return x
 
 
-def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora, fp: Fp16Plan, acts=None, shared: bool = False):
+def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora, fp: Fp16Plan, acts=None, shared: bool = False, taps=None):
     p = f"layers.{layer}."
     h = _norm(cfg, x, _vec(g, w, "rms_ffn", layer, shared), fp)
-    if lora is None and acts is None and cfg.mlp_act == "silu" and fp.scale == 1.0 and not shared:
+    if lora is None and acts is None and cfg.mlp_act == "silu" and fp.scale == 1.0 and not shared and taps is None:
         f = ops.swiglu_ffn(h, g.weight(f"w1_{layer}", w[p + "w1"]), g.weight(f"w2_{layer}", w[p + "w2"]),
                            g.weight(f"w3_{layer}", w[p + "w3"]))
     else:           # the same gated MLP, each linear possibly with an adapter / W8A8, the scale on the up branch
@@ -159,7 +170,10 @@ def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora, fp: Fp16Plan, acts=None, s
         up = _scaled(_lin(g, h, w, "w3", layer, lora, acts=acts, shared=shared), fp)  # before act·up can overflow
         gate = ops.mul(act(_lin(g, h, w, "w1", layer, lora, acts=acts, shared=shared)), up)
         f = _lin(g, gate, w, "w2", layer, lora, acts=acts, gain=fp.scale, shared=shared)
-    return _residual(g, cfg, w, layer, x, f, "rms_ffn_post", fp, shared)
+        _tap(taps, "branch", up, gate, f)
+    x = _residual(g, cfg, w, layer, x, f, "rms_ffn_post", fp, shared)
+    _tap(taps, "stream", x)
+    return x
 
 
 PARTS = ("attn", "ffn", "qkv", "body")
@@ -170,7 +184,8 @@ SPLITS = (("body", "qkv"), ("attn", "ffn", "qkv"))
 
 
 def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16Plan | None = None,
-                part: str | None = None, activations=None, regions: bool = False, shared: bool = False) -> Graph:
+                part: str | None = None, activations=None, regions: bool = False, shared: bool = False,
+                taps: dict | None = None) -> Graph:
     """Stage ``stage``'s graph; ``lora``: an :class:`orion.lora.AdapterSlots` giving the linears that get
     adapter inputs (``<weight>_lora_a`` / ``_lora_b``, see :func:`orion.lora.graph_linear`);
     ``fp16``: how the programs stay inside fp16 (residual scale, stable norms; default: plain).
@@ -190,7 +205,10 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
     ``shared``: each layer tensor is a program input named by its key (``wq``, ``rms_ffn``, ...), so the
     graph of a middle stage (0 < stage < L) is the same for every layer - one program that every middle
     stage runs, its dynamic weights that layer's values (:class:`orion.models.stages.LayerStage` binds
-    them before each eval); the first or last stage takes this form when no split of it fits C18."""
+    them before each eval); the first or last stage takes this form when no split of it fits C18.
+
+    ``taps``: a dict that receives graph values to evaluate on the host (:mod:`orion.models.host_run`):
+    ``"stream"`` the residual after each sublayer, ``"branch"`` the values the residual scale carries."""
     if part is not None and (part not in PARTS or (stage == 0 and part != "qkv") or
                              (stage == cfg.n_layers and part == "qkv")):
         raise ValueError(f"stage {stage} has no part {part!r} (parts: {PARTS})")
@@ -207,12 +225,12 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
         kc = g.input("k_cache", (1, rows, T, hd) if regions else (1, kv, 1, T))
         vc = g.input("v_cache", (1, rows, T, hd) if regions else (1, kv, 1, T))
         mask = g.input("mask", (1, 1, S, T))
-        x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, fp, activations, regions, shared)
+        x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, fp, activations, regions, shared, taps)
         if part == "attn":
             g.output("x_mid", x)
             return g
     if stage > 0 and part in (None, "ffn", "body"):
-        x = _ffn(g, cfg, w, stage - 1, x, lora, fp, activations, shared)
+        x = _ffn(g, cfg, w, stage - 1, x, lora, fp, activations, shared, taps)
         if stage == L:
             g.output("h", _norm(cfg, x, w["rms_final"], fp))
             return g
