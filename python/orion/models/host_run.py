@@ -22,16 +22,18 @@ __all__ = ["HostRun"]
 class HostRun:
     """Feeds tokens through the definition, ``T`` positions at most; ``feed(ids)`` -> final hidden states
     ``[n, d]``, ``logits(ids)`` -> ``[n, V]`` (soft-capped like the engine's). With ``peaks``, tracks
-    ``max_abs_stream`` / ``max_abs_branch`` over everything fed (the fp16 probe)."""
+    ``max_abs_stream`` / ``max_abs_branch`` over everything fed (the fp16 probe); ``on_tap(kind, arrays)``
+    receives every tapped value (kinds of :func:`orion.models.llama.stage_graph`'s ``taps``; W8A8
+    calibration reads ``"input:<linear>"``)."""
 
-    def __init__(self, cfg, weights: dict, T: int, peaks: bool = False):
+    def __init__(self, cfg, weights: dict, T: int, peaks: bool = False, on_tap=None):
         self.cfg, self.w, self.T = cfg, weights, int(T)
         self.fam = llama
         self.L = self.fam.n_stages(cfg) - 1
         self.k = np.zeros((self.L, cfg.kv_dim, self.T))
         self.v = np.zeros((self.L, cfg.kv_dim, self.T))
         self.pos = 0
-        self.peaks = peaks
+        self.peaks, self.on_tap = peaks, on_tap
         self.max_abs_stream = 0.0
         self.max_abs_branch = 0.0
         self._graphs: dict = {}
@@ -41,7 +43,7 @@ class HostRun:
     def _graph(self, stage: int, S: int):
         key = (stage, S)
         if key not in self._graphs:
-            taps: dict | None = {} if self.peaks else None
+            taps: dict | None = {} if self.peaks or self.on_tap else None
             g = self.fam.stage_graph(self.cfg, self.w, stage, S, self.T, taps=taps)
             self._graphs[key] = (g, [v for vs in (taps or {}).values() for v in vs], taps or {})
         return self._graphs[key]
@@ -70,8 +72,10 @@ class HostRun:
     def _stage(self, stage: int, inputs: dict, n: int) -> dict:
         g, tapped, taps = self._graph(stage, n)
         out = evaluate(g, inputs, values=tapped, consts=self._consts)
-        if self.peaks:
-            for kind, vs in taps.items():
+        for kind, vs in taps.items():
+            if self.on_tap is not None:
+                self.on_tap(kind, [out[v] for v in vs])
+            if self.peaks and kind in ("stream", "branch"):
                 m = max(float(np.abs(out[v]).max()) for v in vs)
                 if kind == "stream":
                     self.max_abs_stream = max(self.max_abs_stream, m)

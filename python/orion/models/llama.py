@@ -79,13 +79,14 @@ def _vec(g: Graph, w: dict, key: str, layer: int, shared: bool, factor: float | 
 
 
 def _lin(g: Graph, x, w: dict, key: str, layer: int, lora, bias: str | None = None, acts=None,
-         gain: float = 1.0, shared: bool = False):
+         gain: float = 1.0, shared: bool = False, taps=None):
     """``W x (+ b)`` for ``layers.{layer}.{key}`` (plus its LoRA branch when ``lora`` has slots for it);
     ``acts`` (W8A8: :class:`orion.quant.activations.ActivationScales`) quantizes ``x`` to int8 first;
     ``gain``: the factor ``x`` already carries (the residual scale), which the int8 step scales by too;
     ``shared``: weights as program inputs named by ``key`` (see :func:`_param`)."""
     name = f"layers.{layer}.{key}"
     b = _vec(g, w, bias, layer, shared) if bias else None
+    _tap(taps, f"input:{name}", x)
     if acts is not None:
         x = acts.graph_input(x, name, gain=gain)
     if shared:
@@ -116,12 +117,13 @@ def _head_norm(x, weight, n_heads: int, eps: float):
     return ops.reshape(h, (1, d, 1, s))
 
 
-def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora, fp: Fp16Plan, acts=None, shared: bool = False):
+def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora, fp: Fp16Plan, acts=None, shared: bool = False,
+         taps=None):
     h = _norm(cfg, x, _vec(g, w, "rms_att", layer, shared), fp)
     bias = cfg.qkv_bias
-    q = _lin(g, h, w, "wq", layer, lora, "bq" if bias else None, acts, shared=shared)
-    k = _lin(g, h, w, "wk", layer, lora, "bk" if bias else None, acts, shared=shared)
-    v = _lin(g, h, w, "wv", layer, lora, "bv" if bias else None, acts, shared=shared)
+    q = _lin(g, h, w, "wq", layer, lora, "bq" if bias else None, acts, shared=shared, taps=taps)
+    k = _lin(g, h, w, "wk", layer, lora, "bk" if bias else None, acts, shared=shared, taps=taps)
+    v = _lin(g, h, w, "wv", layer, lora, "bv" if bias else None, acts, shared=shared, taps=taps)
     if cfg.qk_norm:
         q = _head_norm(q, _vec(g, w, "q_norm", layer, shared, axis=2), cfg.n_heads, cfg.norm_eps)
         k = _head_norm(k, _vec(g, w, "k_norm", layer, shared, axis=2), cfg.n_kv_heads, cfg.norm_eps)
@@ -141,9 +143,8 @@ def _residual(g: Graph, cfg, w: dict, layer: int, x, y, post: str, fp: Fp16Plan,
 
 
 def _tap(taps, kind: str, *values):
-    """Records graph values for a caller that evaluates the definition on the host (the fp16 probe):
-    ``taps[kind]`` lists them ("stream": the residual after each sublayer; "branch": every sublayer value
-    the residual scale carries)."""
+    """Records graph values for a caller that evaluates the definition on the host (the fp16 probe, W8A8
+    calibration): ``taps[kind]`` lists them (see :func:`stage_graph`)."""
     if taps is not None:
         taps.setdefault(kind, []).extend(values)
 
@@ -152,7 +153,7 @@ def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora, fp: Fp16
           regions: bool = False, shared: bool = False, taps=None):
     attention = ops.region_attention if regions else ops.causal_attention
     a = attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask, scale=cfg.query_scale)
-    o = _lin(g, _scaled(a, fp), w, "wo", layer, lora, acts=acts, gain=fp.scale, shared=shared)
+    o = _lin(g, _scaled(a, fp), w, "wo", layer, lora, acts=acts, gain=fp.scale, shared=shared, taps=taps)
     _tap(taps, "branch", o)
     x = _residual(g, cfg, w, layer, x, o, "rms_att_post", fp, shared)
     _tap(taps, "stream", x)
@@ -165,11 +166,12 @@ def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora, fp: Fp16Plan, acts=None, s
     if lora is None and acts is None and cfg.mlp_act == "silu" and fp.scale == 1.0 and not shared and taps is None:
         f = ops.swiglu_ffn(h, g.weight(f"w1_{layer}", w[p + "w1"]), g.weight(f"w2_{layer}", w[p + "w2"]),
                            g.weight(f"w3_{layer}", w[p + "w3"]))
-    else:           # the same gated MLP, each linear possibly with an adapter / W8A8, the scale on the up branch
+    else:           # the same gated MLP, each linear possibly with an adapter / W8A8
         act = ops.silu if cfg.mlp_act == "silu" else ops.gelu
-        up = _scaled(_lin(g, h, w, "w3", layer, lora, acts=acts, shared=shared), fp)  # before act·up can overflow
-        gate = ops.mul(act(_lin(g, h, w, "w1", layer, lora, acts=acts, shared=shared)), up)
-        f = _lin(g, gate, w, "w2", layer, lora, acts=acts, gain=fp.scale, shared=shared)
+        # the scale on the up branch: before act·up can overflow
+        up = _scaled(_lin(g, h, w, "w3", layer, lora, acts=acts, shared=shared, taps=taps), fp)
+        gate = ops.mul(act(_lin(g, h, w, "w1", layer, lora, acts=acts, shared=shared, taps=taps)), up)
+        f = _lin(g, gate, w, "w2", layer, lora, acts=acts, gain=fp.scale, shared=shared, taps=taps)
         _tap(taps, "branch", up, gate, f)
     x = _residual(g, cfg, w, layer, x, f, "rms_ffn_post", fp, shared)
     _tap(taps, "stream", x)
@@ -208,7 +210,8 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
     them before each eval); the first or last stage takes this form when no split of it fits C18.
 
     ``taps``: a dict that receives graph values to evaluate on the host (:mod:`orion.models.host_run`):
-    ``"stream"`` the residual after each sublayer, ``"branch"`` the values the residual scale carries."""
+    ``"stream"`` the residual after each sublayer, ``"branch"`` the values the residual scale carries,
+    ``"input:<canonical linear name>"`` each linear's input (W8A8 calibration)."""
     if part is not None and (part not in PARTS or (stage == 0 and part != "qkv") or
                              (stage == cfg.n_layers and part == "qkv")):
         raise ValueError(f"stage {stage} has no part {part!r} (parts: {PARTS})")
@@ -239,7 +242,7 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
             return g
     cos = g.input("cos", (1, hd // 2, 1, S))
     sin = g.input("sin", (1, hd // 2, 1, S))
-    q, k, v = _qkv(g, cfg, w, stage, x, cos, sin, lora, fp, activations, shared)
+    q, k, v = _qkv(g, cfg, w, stage, x, cos, sin, lora, fp, activations, shared, taps)
     g.output("q", q)
     g.output("k", k)
     g.output("v", v)

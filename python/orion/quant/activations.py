@@ -11,9 +11,8 @@ half an fp32 ulp of a rounding tie unless it is one, so dividing in fp32 or exac
 NaN -> 0 (the simulator's choice; the hardware's is unknown). ``dequantize``: ``fp16(q * s)``, an exact
 product rounded once. The linear then multiplies those fp16 values like any fp16 input.
 
-Calibration (:func:`calibrate`): the scales come from running the float64 reference of the fp16 model
-(:func:`orion.models.reference.forward`, whose ``linear_input`` tap sees every linear's input) on
-calibration tokens. ``method="max"`` (the default): ``s`` is the smallest fp16 value with ``127 s >= max|x|``,
+Calibration (:func:`calibrate`): the scales come from running the fp16 model's definition in float64 on
+the host (:class:`orion.models.host_run.HostRun`, tapping every linear's input) on calibration tokens. ``method="max"`` (the default): ``s`` is the smallest fp16 value with ``127 s >= max|x|``,
 so no calibration value is clipped. Why max-abs by default: LLM activations carry a few large outlier
 features the model depends on (LLM.int8(), Dettmers et al. 2022), which a percentile clips; max-abs is also
 the statistic that needs no tuning. ``method="percentile"``: the ``percentile``-th percentile of ``|x|``
@@ -230,10 +229,11 @@ class _Tail:
 
 def calibrate(cfg, weights: dict, ids, names, *, method: str = "max", percentile: float = 99.99,
               window: int | None = None) -> ActivationScales:
-    """Scales of the inputs of the linears ``names`` (canonical weight names) from the float64 reference
-    of the model ``weights`` (the fp16 model) run on the token ``ids`` in windows of ``window`` tokens
-    (default: the context). Each scale is the smallest fp16 ``s`` with ``127 s >=`` the statistic."""
-    from ..models.reference import forward
+    """Scales of the inputs of the linears ``names`` (canonical weight names) from the model definition
+    evaluated in float64 on the host (:class:`orion.models.host_run.HostRun`; ``weights``: the fp16 model)
+    on the token ``ids`` in windows of ``window`` tokens (default: the context), read at each linear's input
+    tap. Each scale is the smallest fp16 ``s`` with ``127 s >=`` the statistic."""
+    from ..models.host_run import HostRun
     if method not in METHODS:
         raise InputError(f"calibration method must be one of {', '.join(METHODS)}, got {method!r}")
     p = None
@@ -254,13 +254,15 @@ def calibrate(cfg, weights: dict, ids, names, *, method: str = "max", percentile
     dims = {n: np.shape(weights[n])[1] for n in names}
     tails = {n: _Tail(p, len(ids) * dims[n]) for n in names}
 
-    def tap(name, x):
+    def tap(kind, arrays):
+        name = kind[len("input:"):] if kind.startswith("input:") else None
         if name in tails:
-            tails[name].add(x)
-        return x
+            for x in arrays:
+                tails[name].add(x)
 
     for i in range(0, len(ids), win):
-        forward(cfg, weights, ids[i:i + win], linear_input=tap)
+        chunk = ids[i:i + win]
+        HostRun(cfg, weights, len(chunk), on_tap=tap).feed(chunk)
     stat = np.array([tails[n].value() for n in names])
     scale = covering_scale(stat, _QMAX)
     return ActivationScales({n: float(s) for n, s in zip(names, scale)}, "int8", method, p, len(ids))
