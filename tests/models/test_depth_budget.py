@@ -146,3 +146,27 @@ def test_repr_and_info_show_the_plan(tmp_path, capsys):
     assert main(["info", "--model", path]) == 0
     out = capsys.readouterr().out
     assert "layers: shared" in out and "compiles per program set: 3" in out and "first generation" in out
+
+
+def test_a_failure_while_capturing_layer_weights_releases_the_shared_program(tmp_path, monkeypatch):
+    """A set that fails while capturing a layer's weights leaves no program loaded: every compile of it is
+    matched by a release by the time the error reaches the caller."""
+    from orion.models import engine as engine_mod
+    path = make_deep("qwen3", str(tmp_path / "deep"), layers=6)
+    m = load(path, device="sim", layers="shared")
+    real, calls = engine_mod.capture_weight_surfaces, []
+
+    def flaky(*a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            raise MemoryError("no surface for layer 3")
+        return real(*a, **k)
+    monkeypatch.setattr(engine_mod, "capture_weight_surfaces", flaky)
+    c0 = orion.counters()
+    try:
+        with pytest.raises(MemoryError):
+            m.generate(prompt_ids("qwen3"), max_tokens=1)
+        c1 = orion.counters()
+        assert c1["compiles"] > c0["compiles"] and c1["releases"] - c0["releases"] == c1["compiles"] - c0["compiles"]
+    finally:
+        m.release()

@@ -258,6 +258,8 @@ class Engine:
                 out.append(LayerStage(base, i, surf, owner=(i == 1)))
                 out[-1].build, out[-1].lora = (S, T, extra), self.graph_options.get("lora")
         except BaseException:
+            for st in out:                     # the first (the owner) releases the shared program
+                st.release()
             if not out:
                 base.release()
             raise
