@@ -53,3 +53,23 @@ def test_bad_config_value(name, patch, needle):
 def test_config_that_is_not_an_object():
     with pytest.raises(ModelFormatError, match="m/config.json: expected a JSON object"):
         config_from_hf([1, 2], "m/config.json")
+
+
+@pytest.mark.parametrize("layers", [10 ** 9, 10 ** 7, 3, 1])
+def test_a_layer_count_the_weights_do_not_have_is_refused_at_once(layers, tmp_path):
+    """Sizes come from the file only after the file agrees: num_hidden_layers 10^9 in a config.json used to
+    build per-layer tables for minutes (or run out of memory) before any tensor was compared (issue 28)."""
+    import shutil
+    import time
+    from orion.models.loaders import read_checkpoint
+    folder = tmp_path / "m"
+    shutil.copytree(os.path.join(FIXTURES, "llama3"), folder)
+    conf = _base("llama3")
+    conf["num_hidden_layers"] = layers
+    (folder / "config.json").write_text(json.dumps(conf))
+    before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    t = time.perf_counter()
+    with pytest.raises(ModelFormatError, match=rf"says {layers} layers .* the weights hold 2 \(layers 0\.\.1"):
+        read_checkpoint(str(folder))
+    assert time.perf_counter() - t < 1.0
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before          # nothing on disk changed

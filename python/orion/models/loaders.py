@@ -218,12 +218,29 @@ def to_fp16(arr, name: str, source: str) -> np.ndarray:
     return a32.astype(np.float16)
 
 
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h)\.(\d{1,12})\.")
+
+
+def check_depth(cfg: ModelConfig, names, source: str) -> None:
+    """The configuration's layer count against the layers the tensor names hold, before anything is sized
+    from it (a config.json saying 10^9 layers would otherwise build per-layer tables for minutes)."""
+    layer_of = {n: int(m.group(1)) for n in names if (m := _LAYER_INDEX.search(n))}
+    have = max(layer_of.values()) + 1 if layer_of else 0
+    if cfg.n_layers != have:
+        beyond = sorted(n for n, i in layer_of.items() if i >= cfg.n_layers)[:3]
+        raise ModelFormatError(f"{source}: the configuration says {cfg.n_layers} layers (num_hidden_layers / n_layer) "
+                               f"but the weights hold {have} (layers 0..{have - 1}"
+                               f"{'; beyond the configuration: ' + ', '.join(beyond) if beyond else ''}); the "
+                               f"config.json does not belong to these weights")
+
+
 def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict | None = None,
                     fp16: bool = False) -> dict:
     """Maps HF-named tensors (arrays, or zero-arg callables returning arrays) to canonical float32 arrays,
     validating names and shapes against ``cfg``. ``fp16``: each tensor is range-checked and stored as fp16
     as soon as it is converted, so a big checkpoint never exists in memory as float32 all at once."""
     names = list(tensors)
+    check_depth(cfg, names, source)
     nmap = _hf_name_map(cfg, names, source)
     exp = expected_shapes(cfg)
     out: dict[str, np.ndarray] = {}
