@@ -59,3 +59,16 @@ def test_the_engine_and_the_training_sample_do_not_run_the_oracle(monkeypatch, t
     from orion.train.sample import generate
     cfg, p = load_pretrained(os.path.join(FIXTURES, "gemma3"))
     assert len(generate(cfg, p, [2, 5, 7], 5)) == 5
+
+
+def test_a_single_pass_keeps_no_stage_weights_and_a_cached_run_gives_the_same_logits():
+    """The probe and calibration feed once: each stage's graph and float64 weights are dropped after it ran
+    (peak memory of one stage, not the model in float64); the sampler's cached run reuses them."""
+    ck = read_checkpoint(os.path.join(FIXTURES, "gemma3"))
+    ids = np.load(os.path.join(FIXTURES, "gemma3", "reference.npz"))["ids"][:12].tolist()
+    once = HostRun(ck.config, ck.weights, len(ids))
+    z = once.logits(ids)
+    assert not once._graphs and once._consts is None
+    kept = HostRun(ck.config, ck.weights, len(ids), cache=True)
+    assert np.array_equal(kept.logits(ids), z)
+    assert len(kept._graphs) == ck.config.n_layers + 1 and kept._consts

@@ -24,9 +24,11 @@ class HostRun:
     ``[n, d]``, ``logits(ids)`` -> ``[n, V]`` (soft-capped like the engine's). With ``peaks``, tracks
     ``max_abs_stream`` / ``max_abs_branch`` over everything fed (the fp16 probe); ``on_tap(kind, arrays)``
     receives every tapped value (kinds of :func:`orion.models.llama.stage_graph`'s ``taps``; W8A8
-    calibration reads ``"input:<linear>"``)."""
+    calibration reads ``"input:<linear>"``). ``cache``: keep each stage's graph and its float64 weights for
+    later feeds (the sampler's tokens); off, a stage's are dropped once evaluated, so a single pass (the
+    probe, calibration) holds one stage's weights in float64 at a time."""
 
-    def __init__(self, cfg, weights: dict, T: int, peaks: bool = False, on_tap=None):
+    def __init__(self, cfg, weights: dict, T: int, peaks: bool = False, on_tap=None, cache: bool = False):
         self.cfg, self.w, self.T = cfg, weights, int(T)
         self.fam = llama
         self.L = self.fam.n_stages(cfg) - 1
@@ -36,17 +38,21 @@ class HostRun:
         self.peaks, self.on_tap = peaks, on_tap
         self.max_abs_stream = 0.0
         self.max_abs_branch = 0.0
+        self.cache = cache
         self._graphs: dict = {}
-        self._consts: dict = {}
+        self._consts: dict | None = {} if cache else None
         self._cls = None
 
     def _graph(self, stage: int, S: int):
         key = (stage, S)
-        if key not in self._graphs:
-            taps: dict | None = {} if self.peaks or self.on_tap else None
-            g = self.fam.stage_graph(self.cfg, self.w, stage, S, self.T, taps=taps)
-            self._graphs[key] = (g, [v for vs in (taps or {}).values() for v in vs], taps or {})
-        return self._graphs[key]
+        if key in self._graphs:
+            return self._graphs[key]
+        taps: dict | None = {} if self.peaks or self.on_tap else None
+        g = self.fam.stage_graph(self.cfg, self.w, stage, S, self.T, taps=taps)
+        built = (g, [v for vs in (taps or {}).values() for v in vs], taps or {})
+        if self.cache:
+            self._graphs[key] = built
+        return built
 
     def feed(self, ids: Sequence[int]) -> np.ndarray:
         """Appends ``ids`` at positions pos..; returns the final-norm hidden states ``[n, d]`` (float64)."""

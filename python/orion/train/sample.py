@@ -24,7 +24,7 @@ class Generator:
         self.reset()
 
     def reset(self):
-        self.run = HostRun(self.cfg, self.p, self.T)
+        self.run = HostRun(self.cfg, self.p, self.T, cache=True)     # every token runs the same graphs
 
     @property
     def pos(self) -> int:
