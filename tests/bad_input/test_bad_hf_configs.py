@@ -73,3 +73,20 @@ def test_a_layer_count_the_weights_do_not_have_is_refused_at_once(layers, tmp_pa
         read_checkpoint(str(folder))
     assert time.perf_counter() - t < 1.0
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before          # nothing on disk changed
+
+
+def test_bad_engine_options_of_the_depth_and_fp16_work_are_typed_errors(tmp_path, capsys):
+    """layers=, probe_ids= and `orion info --model M --quantize Q` refuse bad values with typed errors before
+    any work (issue 25/26 options)."""
+    from orion.cli import main
+    from orion.errors import InputError
+    from orion.models import load
+    path = os.path.join(FIXTURES, "llama3")
+    with pytest.raises(InputError, match="layers must be one of auto, baked, shared"):
+        load(path, device="sim", layers="deep").engine
+    for bad in ([], [10 ** 6], ["a"], [1.5], [True], list(range(300)), 5):
+        with pytest.raises(InputError, match="probe_ids must be 1 to 256 integer token ids"):
+            load(path, device="sim", probe_ids=bad).engine
+    with pytest.raises(SystemExit) as e:                     # a bad flag: exit 2 before loading anything
+        main(["info", "--model", path, "--quantize", "int9"])
+    assert e.value.code == 2 and "invalid choice: 'int9'" in capsys.readouterr().err

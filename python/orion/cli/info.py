@@ -7,7 +7,9 @@ def add_info_parser(sub) -> None:
     i = sub.add_parser("info", help="build and simulator information; with --model, the model's compile plan")
     i.add_argument("--model", default=None,
                    help="a model path or ORG/NAME: print how many compiles each use of it costs (no compiling)")
-    i.add_argument("--quantize", default=None, help="with --model: compressed weights (int8, lut4, ...)")
+    from ..models.quantize import MODEL_SCHEMES
+    i.add_argument("--quantize", default=None, choices=MODEL_SCHEMES,
+                   help="with --model: the plan with compressed weights")
     i.set_defaults(func=cmd_info)
 
 

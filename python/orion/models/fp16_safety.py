@@ -90,12 +90,25 @@ def calibration_ids(cfg, tokenizer=None) -> list[int]:
     return ids[:max(1, min(MAX_PROBE_TOKENS, cfg.n_ctx))]
 
 
+def _checked_ids(cfg, ids) -> list[int]:
+    """Probe ids given by the caller: 1..n_ctx integer token ids of the vocabulary."""
+    try:
+        out = [int(i) for i in ids]
+        ok = all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in ids)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or not 1 <= len(out) <= cfg.n_ctx or not all(0 <= i < cfg.vocab_size for i in out):
+        raise InputError(f"probe_ids must be 1 to {cfg.n_ctx} integer token ids in [0, {cfg.vocab_size}), "
+                         f"got {str(ids)[:80]}")
+    return out
+
+
 def stream_peaks(cfg, weights: dict, ids=None) -> tuple[float, float]:
     """(largest |residual stream|, largest |sublayer value the scale carries|) on ``ids`` (default:
     :func:`calibration_ids` without a tokenizer): the model definition's stage graphs evaluated in float64
     on the host (:class:`~orion.models.host_run.HostRun`), read at their taps."""
     from .host_run import HostRun
-    ids = calibration_ids(cfg) if ids is None else [int(i) for i in ids]
+    ids = calibration_ids(cfg) if ids is None else _checked_ids(cfg, ids)
     run = HostRun(cfg, weights, len(ids), peaks=True)
     run.feed(ids)
     return run.max_abs_stream, run.max_abs_branch
