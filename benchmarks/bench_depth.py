@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 import os
 import subprocess
 import sys
@@ -33,10 +34,28 @@ def one(layers: str, quantize: str | None, n_prompt: int, n_tokens: int) -> dict
     cfg = llama_config(**SHAPE)
     w = {k: np.asarray(v, np.float16) for k, v in init_params(cfg, seed=0).items()}
     prompt = [int(t) for t in np.random.default_rng(1).integers(3, cfg.vocab_size, n_prompt)]
+    import resource
+
+    from orion.models import stages
     plan = Model(cfg, w, device="sim", quantize=quantize, layers=layers).compile_plan()    # lowering only
+    middle: list = []             # decode-time (1 live column) evals of the middle stages, seconds
+
+    def timed(run):
+        def wrapper(self, feed, live=None):
+            t = time.perf_counter()
+            out = run(self, feed, live)
+            if live == 1 and ("q_attn" in feed and "cos" in feed):      # a middle stage (attention + next qkv)
+                middle.append(time.perf_counter() - t)
+            return out
+        return wrapper
+    stages.Stage.run = timed(stages.Stage.run)
+    stages.LayerStage.run = timed(stages.LayerStage.run)
+    stages.SplitStage.run = timed(stages.SplitStage.run)     # its parts' feeds hold either q_attn or cos
     r = bench_orion(cfg, w, prompt, n_tokens, "sim", "cpu", 1, quantize=quantize, layers=layers)
     return dict(layers=layers, quantize=quantize, compiles=r["compiles"], plan=plan, compile_s=r["compile_s"],
-                prefill_s=r["prefill_s"], step_s=r["step_s"], tokens=r["tokens"])
+                prefill_s=r["prefill_s"], step_s=r["step_s"], tokens=r["tokens"],
+                middle_stage_ms=1e3 * float(np.median(middle)),
+                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 def main(argv=None) -> int:
@@ -62,18 +81,23 @@ def main(argv=None) -> int:
             res = json.loads(p.stdout.strip().splitlines()[-1])
             runs.setdefault((layers, q), []).append(res)
             print(f"round {r}: {layers:6s} {q or 'fp16':5s} decode {1 / res['step_s']:6.1f} tok/s  prefill "
-                  f"{a.prompt / res['prefill_s']:7.1f} tok/s  compiles {res['compiles']:3d}  compile {res['compile_s']:.1f} s",
-                  flush=True)
+                  f"{a.prompt / res['prefill_s']:7.1f} tok/s  compiles {res['compiles']:3d}  compile {res['compile_s']:.1f} s"
+                  f"  middle stage {res['middle_stage_ms']:.3f} ms  peak RSS {res['peak_rss_mb']:.0f} MB", flush=True)
     summary = {}
     for (layers, q), rs in runs.items():
         summary[f"{layers}/{q or 'fp16'}"] = dict(
             decode_tok_s=float(np.median([1 / x["step_s"] for x in rs])),
             prefill_tok_s=float(np.median([a.prompt / x["prefill_s"] for x in rs])),
-            compiles=rs[0]["compiles"], plan=rs[0]["plan"], same_tokens=all(x["tokens"] == rs[0]["tokens"] for x in rs))
-    for q in ("fp16", "int8"):
+            compiles=rs[0]["compiles"], plan=rs[0]["plan"], same_tokens=all(x["tokens"] == rs[0]["tokens"] for x in rs),
+            middle_stage_ms=float(np.median([x["middle_stage_ms"] for x in rs])),
+            peak_rss_mb=float(np.median([x["peak_rss_mb"] for x in rs])))
+    for q, qq in (("fp16", None), ("int8", "int8")):
         b, s = summary[f"baked/{q}"], summary[f"shared/{q}"]
         print(f"{q}: shared/baked decode {s['decode_tok_s'] / b['decode_tok_s']:.2f}x, prefill "
-              f"{s['prefill_tok_s'] / b['prefill_tok_s']:.2f}x, compiles {b['compiles']} -> {s['compiles']}")
+              f"{s['prefill_tok_s'] / b['prefill_tok_s']:.2f}x, compiles {b['compiles']} -> {s['compiles']}, middle "
+              f"stage {b['middle_stage_ms']:.3f} -> {s['middle_stage_ms']:.3f} ms, peak RSS {b['peak_rss_mb']:.0f} -> "
+              f"{s['peak_rss_mb']:.0f} MB, the same greedy tokens: "
+              f"{runs[('baked', qq)][0]['tokens'] == runs[('shared', qq)][0]['tokens']}")
     base = {k.split("/")[1]: v for k, v in summary.items() if k.startswith("baked")}
     print("int8/fp16 decode, shared:", round(summary["shared/int8"]["decode_tok_s"] / summary["shared/fp16"]["decode_tok_s"], 2),
           " baked:", round(base["int8"]["decode_tok_s"] / base["fp16"]["decode_tok_s"], 2))

@@ -6,7 +6,8 @@ a SmolLM2-135M-shaped Llama (30 layers, d_model 576, 9 / 3 heads, d_ff 1536, voc
 random fp16 weights; the smollm2 fixture's tokenizer and ChatML template) - generate with fp16, int8,
 lut4 and int4 weights, generate_batch of 8 prompts, speculative decoding with a 2-layer draft of the same
 shape, a LoRA adapter swap and Model.chat - then ``orion train --init M --lora r=8,alpha=16`` on it in a
-second process. Prints each step's compiles and time; exits 1 if the model alone needs more than 60.
+second process. Prints each step's compiles, time and the process's peak RSS; exits 1 if the model alone
+needs more than 60.
 
     PYTHONPATH=python:BUILD python scripts/check_real_depth.py [--keep DIR]
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -79,12 +81,15 @@ def main(argv=None) -> int:
         c0, t = used(), time.perf_counter()
         out = fn()
         rows.append((what, used() - c0, time.perf_counter() - t))
-        print(f"{what:55s} compiles +{rows[-1][1]:3d} (process {used():3d} of 119)  {rows[-1][2]:6.1f} s", flush=True)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"{what:55s} compiles +{rows[-1][1]:3d} (process {used():3d} of 119)  {rows[-1][2]:6.1f} s  "
+              f"peak RSS {rss:5.0f} MB", flush=True)
         return out
 
     m = load(path, device="sim")
     draft = load(draft_path, device="sim")
     print(repr(m))
+    step("engine: the fp16 probe on the definition (160 tokens)", lambda: m.engine)
     step("compile plan (no compiling)", m.compile_plan)
     step("generate 16 tokens, fp16", lambda: m.generate(prompt, max_tokens=16))
     step("generate_batch of 8 prompts", lambda: m.generate_batch([prompt[:20 + 5 * i] for i in range(8)], max_tokens=8))
