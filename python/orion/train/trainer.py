@@ -195,9 +195,10 @@ class Trainer:
             self.residual_scale = check_residual_scale(tc.residual_scale)
         elif resume is not None and "residual_scale" in resume.state:
             self.residual_scale = float(resume.state["residual_scale"])
-        elif tc.fixes:            # probed on the calibration text and the start of the training data
-            first = np.asarray(getattr(data, "train", ()), np.int64)[:min(tc.seq_len or cfg.n_ctx, PROBE_DATA_TOKENS)]
-            probe = calibration_ids(cfg, tokenizer) + [int(t) for t in first]
+        elif tc.fixes:            # probed on the calibration text and the start of the training data,
+            calib = calibration_ids(cfg, tokenizer)[:max(1, cfg.n_ctx // 2)]     # one sequence within the context
+            first = np.asarray(getattr(data, "train", ()), np.int64)[:min(cfg.n_ctx - len(calib), PROBE_DATA_TOKENS)]
+            probe = calib + [int(t) for t in first]
             self.residual_scale = resolve_fp16_plan(cfg, params, probe_ids=probe).scale
         else:
             self.residual_scale = 1.0
