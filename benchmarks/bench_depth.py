@@ -81,7 +81,8 @@ def main(argv=None) -> int:
             res = json.loads(p.stdout.strip().splitlines()[-1])
             runs.setdefault((layers, q), []).append(res)
             print(f"round {r}: {layers:6s} {q or 'fp16':5s} decode {1 / res['step_s']:6.1f} tok/s  prefill "
-                  f"{a.prompt / res['prefill_s']:7.1f} tok/s  compiles {res['compiles']:3d}  compile {res['compile_s']:.1f} s"
+                  f"{a.prompt / res['prefill_s']:7.1f} tok/s  compiles {res['compiles']:3d}  "
+                  f"compile {res['compile_s']:.1f} s"
                   f"  middle stage {res['middle_stage_ms']:.3f} ms  peak RSS {res['peak_rss_mb']:.0f} MB", flush=True)
     summary = {}
     for (layers, q), rs in runs.items():
@@ -99,7 +100,8 @@ def main(argv=None) -> int:
               f"{s['peak_rss_mb']:.0f} MB, the same greedy tokens: "
               f"{runs[('baked', qq)][0]['tokens'] == runs[('shared', qq)][0]['tokens']}")
     base = {k.split("/")[1]: v for k, v in summary.items() if k.startswith("baked")}
-    print("int8/fp16 decode, shared:", round(summary["shared/int8"]["decode_tok_s"] / summary["shared/fp16"]["decode_tok_s"], 2),
+    shared = {k.split("/")[1]: v for k, v in summary.items() if k.startswith("shared")}
+    print("int8/fp16 decode, shared:", round(shared["int8"]["decode_tok_s"] / shared["fp16"]["decode_tok_s"], 2),
           " baked:", round(base["int8"]["decode_tok_s"] / base["fp16"]["decode_tok_s"], 2))
     if a.json:
         with open(a.json, "w") as f:

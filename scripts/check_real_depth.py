@@ -98,7 +98,8 @@ def main(argv=None) -> int:
                                                                        speculative=draft, draft_k=4))
     assert spec.tokens == alone, "speculative greedy must give the same tokens"
     ad = init_adapter(m, LoraConfig(r=8, alpha=16, targets=["q", "v"]), seed=1, b_std=0.02)
-    step("LoRA adapter: first set (adapter inputs) + generate", lambda: (m.set_adapter(ad), m.generate(prompt, max_tokens=4)))
+    step("LoRA adapter: first set (adapter inputs) + generate",
+         lambda: (m.set_adapter(ad), m.generate(prompt, max_tokens=4)))
     step("LoRA swap to the base model and back + generate", lambda: (m.set_adapter(None), m.set_adapter(ad),
                                                                      m.generate(prompt, max_tokens=4)))
     step("chat (ChatML template)", lambda: m.chat([{"role": "user", "content": "Tell me about a fox."}], max_tokens=8))

@@ -125,7 +125,8 @@ def make(family: str, site: str, tname: str) -> dict:
     folder.mkdir(parents=True)
     ids0 = np.load(base / "reference.npz")["ids"][:N_IDS].astype(np.int64)
     vocab = load(base, torch.float32).config.vocab_size
-    trigger = int(next(t for t in range(vocab - 1, 0, -1) if t not in set(ids0.tolist())))  # not elsewhere in the prompt
+    # the trigger: the highest id found nowhere else in the prompt
+    trigger = int(next(t for t in range(vocab - 1, 0, -1) if t not in set(ids0.tolist())))
     ids = ids0.copy()
     ids[TRIGGER_AT] = trigger
     t = torch.from_numpy(ids[None])

@@ -40,7 +40,8 @@ def make_deep(family: str, out: str, layers: int = 36) -> str:
             continue
         i, rest = int(m.group(1)), m.group(2)
         for j in range(i, layers, base):
-            deep[f"model.layers.{j}.{rest}"] = np.asarray(a, np.float32) * (gain if rest.endswith(_WRITES_STREAM) else 1)
+            scale = gain if rest.endswith(_WRITES_STREAM) else 1
+            deep[f"model.layers.{j}.{rest}"] = np.asarray(a, np.float32) * scale
     cfg["num_hidden_layers"] = layers
     if isinstance(cfg.get("layer_types"), list):
         cfg["layer_types"] = [cfg["layer_types"][j % base] for j in range(layers)]

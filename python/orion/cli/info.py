@@ -52,7 +52,9 @@ def _print_plan(args) -> None:
     c = m.config
     print(f"model {args.model}: {c.family}, {c.n_layers} layers, d={c.d_model}"
           + (f", {args.quantize} weights" if args.quantize else ""))
-    print(f"  layers: {p['layers']} ({'one program for every middle stage, weights as inputs' if p['layers'] == 'shared' else 'a program per stage, weights baked'})")
+    how = ("one program for every middle stage, weights as inputs" if p["layers"] == "shared"
+           else "a program per stage, weights baked")
+    print(f"  layers: {p['layers']} ({how})")
     print(f"  compiles per program set: {p['per_set']}")
     print(f"  a first generation (prefill + decode sets): {p['generate']}")
     print(f"  generate_batch adds: {p['batch']}")

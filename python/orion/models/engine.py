@@ -195,9 +195,12 @@ class Engine:
             return False
         return self.layers == "shared" or self._baked_set_cost() > BAKED_SET_LIMIT
 
+    def _programs_of(self, i: int, **extra) -> int:
+        """Compiles stage ``i`` costs (one per part of a split; the split does not depend on S and T)."""
+        return len(self._split_of(i, DECODE_S, self.ctx_buckets[0], **extra) or (None,))
+
     def _baked_set_cost(self, **extra) -> int:
-        S, T = DECODE_S, self.ctx_buckets[0]
-        return sum(len(self._split_of(i, S, T, **extra) or (None,)) for i in range(self.fam.n_stages(self.cfg)))
+        return sum(self._programs_of(i, **extra) for i in range(self.fam.n_stages(self.cfg)))
 
     def _compile(self, g: Graph):
         from ..compiler import compile as compile_graph
@@ -255,8 +258,8 @@ class Engine:
             for i in range(1, n - 1):
                 surf = capture_weight_surfaces(base, self._layer_weights(i, S, T, **extra), self._layer_surf.get(i))
                 self._layer_surf[i] = surf
-                out.append(LayerStage(base, i, surf, owner=(i == 1)))
-                out[-1].build, out[-1].lora = (S, T, extra), self.graph_options.get("lora")
+                out.append(LayerStage(base, i, surf, owner=(i == 1), build=(S, T, extra),
+                                      lora=self.graph_options.get("lora")))
         except BaseException:
             for st in out:                     # the first (the owner) releases the shared program
                 st.release()
@@ -286,9 +289,8 @@ class Engine:
             return Stage(self._compile(build(self.cfg, self.w, i, S, T, **opts)))
         if split == AS_INPUTS:                 # no split fits: the stage's own program with weights as inputs
             base = Stage(self._compile(build(self.cfg, self.w, i, S, T, shared=True, **opts)))
-            st = LayerStage(base, i, capture_weight_surfaces(base, self._layer_weights(i, S, T, **extra)), owner=True)
-            st.build, st.lora = (S, T, extra), self.graph_options.get("lora")
-            return st
+            return LayerStage(base, i, capture_weight_surfaces(base, self._layer_weights(i, S, T, **extra)), owner=True,
+                              build=(S, T, extra), lora=self.graph_options.get("lora"))
         done: list[Stage] = []
         try:
             for p in split:
@@ -366,16 +368,18 @@ class Engine:
         """Compiles one program set costs (``extra``: ``regions=True`` for the batch set), without
         compiling: a program per stage (per part of a split stage), or with shared layers the first stage,
         ONE program for every middle stage and the last stage."""
-        n, S, T = self.fam.n_stages(self.cfg), DECODE_S, self.ctx_buckets[0]
         if not self.shared_layers:
             return self._baked_set_cost(**extra)
-        return len(self._split_of(0, S, T, **extra) or (None,)) + 1 + len(self._split_of(n - 1, S, T, **extra) or (None,))
+        return self._programs_of(0, **extra) + 1 + self._programs_of(self.fam.n_stages(self.cfg) - 1, **extra)
+
+    def _classifier_chunks(self) -> int:
+        """Programs of one device classifier set (0 with the CPU classifier)."""
+        if self.classifier != "device":
+            return 0
+        return math.ceil(self.cfg.vocab_size / max(1, min(self.classifier_chunk, 65536)))
 
     def _classifier_cost(self, S: int) -> int:
-        if self.classifier != "device" or S in self.cls_sets:
-            return 0
-        V = self.cfg.vocab_size
-        return math.ceil(V / max(1, min(self.classifier_chunk, 65536)))
+        return 0 if S in self.cls_sets else self._classifier_chunks()
 
     def compile_plan(self) -> dict:
         """What each use of the model compiles, known before compiling anything (found by lowering the
@@ -385,9 +389,8 @@ class Engine:
         (so far) and ``budget_left`` (the process's, C05; None when the device does not say)."""
         per = self.set_cost()
         sets = 1 if self.prefill_buckets == [DECODE_S] else 2
-        chunks = self._classifier_cost(-1)            # -1: a sequence length no classifier set has yet
         return {"layers": "shared" if self.shared_layers else "baked", "per_set": per,
-                "generate": sets * (per + chunks),
+                "generate": sets * (per + self._classifier_chunks()),
                 "batch": self.set_cost(regions=True), "compiled": self.compiles,
                 "budget_left": self._budget_left()}
 
@@ -420,7 +423,8 @@ class Engine:
             self.prefill_buckets = [DECODE_S]
             new = [k for k in {(DECODE_S, T)} if k not in self.sets]
         S = self._prefill_S(n_prompt, T)
-        self.ensure_budget(len(new) * per + self._classifier_cost(S) + self._classifier_cost(DECODE_S) * (S != DECODE_S),
+        classifier = self._classifier_cost(S) + (self._classifier_cost(DECODE_S) if S != DECODE_S else 0)
+        self.ensure_budget(len(new) * per + classifier,
                            f"a generation of {n_total} tokens (program sets {sorted(new)})")
         self.program_set(S, T)
         self.program_set(DECODE_S, T)
@@ -451,15 +455,18 @@ class Engine:
                 s.release()
         self.sets.clear()
 
+    def _drop_batch_sets(self) -> None:
+        for _, stages in self.batch_sets.values():
+            for s in stages:
+                s.release()
+        self.batch_sets.clear()
+
     def release(self) -> None:
         self.drop_program_sets()
         for progs in self.cls_sets.values():
             for _, _, s in progs:
                 s.release()
-        for _, stages in self.batch_sets.values():
-            for s in stages:
-                s.release()
-        self.batch_sets.clear()
+        self._drop_batch_sets()
         self.cls_sets.clear()
         self._layer_surf.clear()
 
@@ -584,8 +591,8 @@ class Engine:
                 f"residual_scale={self.residual_scale / 16:g}) or residual_scale='auto'", layer=layer,
                 scale=self.residual_scale)
         new = replan(self.cfg, self.w, history + [int(t) for t in pending], self.fp16, layer)
-        self.ensure_budget(self.set_cost() * max(1, len(self.sets)) + len(self.batch_sets) * self.set_cost(regions=True),
-                           f"re-planning the residual scale after layer {layer} overflowed fp16")
+        need = self.set_cost() * max(1, len(self.sets)) + len(self.batch_sets) * self.set_cost(regions=True)
+        self.ensure_budget(need, f"re-planning the residual scale after layer {layer} overflowed fp16")
         log.warning("orion: layer %d overflowed fp16 on this text (a peak the load-time probe did not see): "
                     "residual stream now scaled by 2^%d, programs compiled again", layer, round(math.log2(new.scale)))
         self.set_fp16_plan(new)
@@ -599,10 +606,7 @@ class Engine:
         self.fp16, self.residual_scale = plan, plan.scale
         self.graph_options["fp16"] = plan
         self.drop_program_sets()
-        for _, stages in self.batch_sets.values():
-            for s in stages:
-                s.release()
-        self.batch_sets.clear()
+        self._drop_batch_sets()
 
     def _logits(self, h: np.ndarray, cols: slice) -> np.ndarray:
         """h [1, d, 1, S] fp16 -> logits [n, V] float32 for the selected columns."""

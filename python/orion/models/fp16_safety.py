@@ -37,7 +37,8 @@ from ..errors import InputError, OrionError
 
 log = logging.getLogger("orion")
 
-__all__ = ["Fp16Plan", "Fp16RangeError", "check_residual_scale", "resolve_fp16_plan", "replan", "stream_peaks", "calibration_ids",
+__all__ = ["Fp16Plan", "Fp16RangeError", "check_residual_scale", "resolve_fp16_plan",
+           "replan", "stream_peaks", "calibration_ids",
            "FP16_MAX", "HEADROOM"]
 
 FP16_MAX = 65504.0

@@ -47,6 +47,7 @@ class Stage:
                 self.prog.stage(b.mil_name, np.zeros(tuple(b.mil_shape), np.float16))
                 self.views[name] = cache_view(self.prog.input_surface(b.mil_name), b)
             else:
+                s = tuple(b.shape)
                 self.host[name] = np.zeros((s[1], s[3]) if s[2] == 1 else s[1:], np.float16)
         self.cache = {**self.views, **self.host}
         self.in_views: dict[str, np.ndarray] = {}
@@ -164,13 +165,14 @@ class LayerStage:
     layer's weights - staged once through the program's own ``set_weights`` and copied into surfaces of
     their own (:func:`capture_weight_surfaces`) - and its KV cache surfaces are bound to the program
     before each eval (pointer swaps, no copies). Same interface as :class:`Stage`; ``owner`` (one per
-    shared program) releases the program."""
+    shared program) releases the program; ``build`` ((S, T, more stage_graph arguments)) and ``lora`` (the
+    adapter slots it was compiled with) say how to capture the layer's weights again."""
 
-    def __init__(self, base: Stage, layer: int, weight_surfaces: dict, owner: bool = False):
+    def __init__(self, base: Stage, layer: int, weight_surfaces: dict, owner: bool = False, build=None, lora=None):
         from .. import _native
         if base.host:
             raise ValueError("a shared stage program needs its caches viewable in place")
-        self.base, self.layer, self.owner = base, layer, owner
+        self.base, self.layer, self.owner, self.build, self.lora = base, layer, owner, build, lora
         self.views: dict[str, np.ndarray] = {}
         self.caches: dict[str, object] = {}
         for name in ("k_cache", "v_cache"):

@@ -12,11 +12,12 @@ NaN -> 0 (the simulator's choice; the hardware's is unknown). ``dequantize``: ``
 product rounded once. The linear then multiplies those fp16 values like any fp16 input.
 
 Calibration (:func:`calibrate`): the scales come from running the fp16 model's definition in float64 on
-the host (:class:`orion.models.host_run.HostRun`, tapping every linear's input) on calibration tokens. ``method="max"`` (the default): ``s`` is the smallest fp16 value with ``127 s >= max|x|``,
-so no calibration value is clipped. Why max-abs by default: LLM activations carry a few large outlier
-features the model depends on (LLM.int8(), Dettmers et al. 2022), which a percentile clips; max-abs is also
-the statistic that needs no tuning. ``method="percentile"``: the ``percentile``-th percentile of ``|x|``
-(default 99.99) instead: a finer step for the bulk, the tail saturates. Measured side by side in
+the host (:class:`orion.models.host_run.HostRun`, tapping every linear's input) on calibration tokens.
+``method="max"`` (the default): ``s`` is the smallest fp16 value with ``127 s >= max|x|``, so no calibration
+value is clipped. Why max-abs by default: LLM activations carry a few large outlier features the model
+depends on (LLM.int8(), Dettmers et al. 2022), which a percentile clips; max-abs is also the statistic
+that needs no tuning. ``method="percentile"``: the ``percentile``-th percentile of ``|x|`` (default 99.99)
+instead: a finer step for the bulk, the tail saturates. Measured side by side in
 benchmarks/RESULTS.md ("W8A8 (experimental)"): on the small trained model there the percentile gives the
 lower KL; such small models have no outlier features to protect, so that does not settle larger ones.
 
