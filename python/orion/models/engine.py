@@ -180,7 +180,7 @@ class Engine:
         self.compile_seconds = 0.0
         self.graph_options: dict = {}                    # extra stage_graph arguments (orion.lora: adapter slots)
         self._layer_surf: dict[int, dict] = {}           # shared layers: each middle stage's weight surfaces
-        self._splits: dict[tuple, tuple | None] = {}     # kind of stage + options -> its parts (_split_of)
+        self._splits: dict[tuple, tuple] = {}            # kind of stage + options -> (options, its parts)
         if self.fp16 != Fp16Plan():
             self.graph_options["fp16"] = self.fp16
 
@@ -309,9 +309,11 @@ class Engine:
         from ..compiler import check
         n = self.fam.n_stages(self.cfg)
         kind = "first" if i == 0 else "last" if i == n - 1 else "middle"
-        key = (kind, tuple(sorted(extra.items())), *(id(v) for v in self.graph_options.values()))
-        if key in self._splits:
-            return self._splits[key]
+        key = (kind, tuple(sorted(extra.items())), tuple(self.graph_options))
+        opts_now = tuple(self.graph_options.values())
+        hit = self._splits.get(key)
+        if hit is not None and len(hit[0]) == len(opts_now) and all(a is b for a, b in zip(hit[0], opts_now)):
+            return hit[1]           # the same option objects (held here, so their identity cannot be reused)
         build, opts = self.fam.stage_graph, {**self.graph_options, **extra}
         kw = dict(device=self.device, profile=self.profile, **self.compile_options)
         found, last_error = None, None
@@ -334,7 +336,7 @@ class Engine:
                 raise last_error
             found = AS_INPUTS                  # weights as program inputs take no weight-file slot (C18)
             log.info("orion: stage %d fits no split: its weights become program inputs", i)
-        self._splits[key] = found
+        self._splits[key] = (opts_now, found)
         return found
 
     def _classifier_set(self, S: int):
