@@ -157,30 +157,30 @@ def layer_norm(x: Value, gamma=None, beta=None, eps: float = 1e-5, axis: int = 1
 NORM_TINY = 2.0 ** -14      # floor of the stable RMSNorm's prescale (1/NORM_TINY stays finite in fp16)
 
 
-def rms_norm(x: Value, weight=None, eps: float = 1e-5, axis: int = 1, name: str | None = None,
-             stable: bool = False) -> Value:
-    """RMSNorm over ``axis``: ``x * (mean(x^2) + eps)^-0.5 * weight`` (mil-dialect.md example 5.3, pre-scaled).
-
-    ``stable``: prescale by 1/max|x| first, so the sum of squares can neither overflow fp16 (the plain
-    form returns zeros once the RMS exceeds ~256) nor underflow for small inputs (it is >= 1/n); costs
-    two reductions and a few elementwise ops."""
+def inv_rms(x: Value, eps: float, axis: int = 1, stable: bool = True) -> Value:
+    """``(mean(x^2, axis) + eps)^-1/2``. ``stable``: prescaled by 1/max|x| first, so the sum of squares can
+    neither overflow fp16 (the plain form returns zeros once the RMS exceeds ~256) nor underflow for small
+    inputs (it is >= 1/n); costs two reductions and a few elementwise ops. Plain: prescaled by 1/sqrt(n)."""
     axis = axis % x.rank
     n = x.shape[axis]
-    if stable:
-        m = ops.add(ops.relu(ops.reduce_max(x, [axis])), ops.relu(ops.reduce_max(ops.mul(x, -1.0), [axis])))
-        inv = ops.pow(ops.add(m, NORM_TINY), -1.0)                                   # <= 16384
-        t = ops.mul(x, ops.mul(inv, 1.0 / math.sqrt(n)))                             # |t| <= 1/sqrt(n)
-        ms = ops.reduce_sum(ops.mul(t, t), [axis])                                   # <= 1
-        e = ops.mul(inv, math.sqrt(eps))
-        y = ops.mul(x, ops.mul(inv, ops.pow(ops.add(ms, ops.mul(e, e)), -0.5)))
-        if weight is not None:
-            y = ops.mul(y, _channel_param(y, weight, axis, "rms_norm weight"))
-        return ops.identity(y, name=name) if name else y
-    xs = ops.mul(x, 1.0 / math.sqrt(n))
-    ms = ops.reduce_sum(ops.mul(xs, xs), [axis])
-    y = ops.mul(x, ops.rsqrt(ops.add(ms, float(eps))))
+    if not stable:
+        xs = ops.mul(x, 1.0 / math.sqrt(n))
+        return ops.rsqrt(ops.add(ops.reduce_sum(ops.mul(xs, xs), [axis]), float(eps)))
+    m = ops.add(ops.relu(ops.reduce_max(x, [axis])), ops.relu(ops.reduce_max(ops.mul(x, -1.0), [axis])))  # >= max|x|
+    inv = ops.pow(ops.add(m, NORM_TINY), -1.0)                                       # <= 16384
+    t = ops.mul(x, ops.mul(inv, 1.0 / math.sqrt(n)))                                 # |t| <= 1/sqrt(n)
+    ms = ops.reduce_sum(ops.mul(t, t), [axis])                                       # <= 1
+    e = ops.mul(inv, math.sqrt(eps))                                                 # <= 52
+    return ops.mul(inv, ops.pow(ops.add(ms, ops.mul(e, e)), -0.5))                   # <= 1/sqrt(eps)
+
+
+def rms_norm(x: Value, weight=None, eps: float = 1e-5, axis: int = 1, name: str | None = None,
+             stable: bool = False) -> Value:
+    """RMSNorm over ``axis``: ``x * (mean(x^2) + eps)^-0.5 * weight`` (mil-dialect.md example 5.3, pre-scaled);
+    ``stable``: :func:`inv_rms`'s overflow-proof form."""
+    y = ops.mul(x, inv_rms(x, eps, axis, stable))
     if weight is not None:
-        y = ops.mul(y, _channel_param(y, weight, axis, "rms_norm weight"))
+        y = ops.mul(y, _channel_param(y, weight, axis % x.rank, "rms_norm weight"))
     if name:
         y = ops.identity(y, name=name)
     return y
@@ -204,13 +204,16 @@ def _heads(what: str, d: int, n_heads: int, n_kv_heads: int | None) -> tuple[int
 
 
 def causal_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int | None = None,
-                     mask="causal", name: str | None = None, scale: float | None = None) -> Value:
+                     mask="causal", name: str | None = None, scale: float | None = None,
+                     clamp: float | None = None) -> Value:
     """Multi-head attention on [1, D, 1, S] tensors with an explicit additive mask (never SDPA, C06).
 
     ``mask``: "causal" (a baked [1, 1, Sq, Skv] const, queries aligned to the end of the keys),
     None, or an additive mask (array or Value broadcastable to [1, H, Sq, Skv]).
     ``n_kv_heads`` < ``n_heads`` gives grouped-query attention (rank-5 broadcasting); ``scale``: the query
-    scaling (default ``head_dim ** -0.5``; Gemma: ``query_pre_attn_scalar ** -0.5``)."""
+    scaling (default ``head_dim ** -0.5``; Gemma: ``query_pre_attn_scalar ** -0.5``). ``clamp``: scores
+    are clipped to ±clamp before the mask (an overflowed score becomes a saturated softmax input instead
+    of inf - inf = NaN; keep clamp below -MASK_VALUE / 2 so the mask still dominates)."""
     for t, nm in ((q, "q"), (k, "k"), (v, "v")):
         if t.rank != 4 or t.shape[0] != 1 or t.shape[2] != 1:
             raise GraphError(f"causal_attention: {nm}{list(t.shape)} must be [1, D, 1, S]")
@@ -233,15 +236,17 @@ def causal_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int
         mshape = (1, 1, 1, s_q, s_kv)
     qh = ops.mul(qh, 1.0 / math.sqrt(hd) if scale is None else float(scale))   # scale Q first (C36)
     scores = ops.matmul(qh, kh, transpose_x=True)             # [.., Sq, Skv]
+    if clamp is not None:
+        scores = ops.clip(scores, -float(clamp), float(clamp))     # inf -> +-clamp, NaN stays
     if isinstance(mask, str):
         if mask != "causal":
             raise GraphError(f"causal_attention: mask must be 'causal', None, an array or a Value, got {mask!r}")
         scores = ops.add(scores, _const_like(scores, causal_mask(s_q, s_kv).reshape(mshape)))
     elif mask is not None:
-        m = mask if isinstance(mask, Value) else _const_like(scores, np.asarray(mask, np.float32))
-        if m.rank < len(mshape) and m.rank == 4 and len(mshape) == 5:
-            m = ops.reshape(m, (1,) + m.shape)
-        scores = ops.add(scores, m)
+        m = mask if isinstance(mask, Value) else np.asarray(mask, np.float32)
+        if (m.rank if isinstance(m, Value) else m.ndim) == 4 and len(mshape) == 5:   # [1, 1, Sq, Skv], grouped heads
+            m = ops.reshape(m, (1,) + tuple(m.shape)) if isinstance(m, Value) else m.reshape((1,) + m.shape)
+        scores = ops.add(scores, m if isinstance(m, Value) else _const_like(scores, m))
     p = ops.softmax(scores, axis=-1)
     o = ops.matmul(vh, p, transpose_y=True)                   # [.., hd, Sq]
     return ops.reshape(o, (1, d, 1, s_q), name=name)

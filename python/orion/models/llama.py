@@ -1,6 +1,14 @@
 """Llama and its descendants (llama2.c "Stories", Llama 3, SmolLM, Qwen 2.5/3, Mistral, Gemma 3, Phi-3) as
 ANE programs (reference/model-formats.md §3); the variants' switches are fields of ``LlamaConfig``.
 
+The decoder block is written once here - :func:`qkv`, :func:`attention`, :func:`mlp` and the residual
+adds - over a view of the layer's tensors (:mod:`orion.models.layer_params`: baked per layer, program
+inputs shared by every layer, or the training programs'). Every program and host evaluation of a Llama
+is cut from it: the inference stages below, the training forward programs (:mod:`orion.train.programs`,
+which output the intermediate values its hand-written backward needs), and the float64 host runs of the
+fp16 probe, W8A8 calibration and the sample after training (:mod:`orion.models.host_run`). The
+independent oracles (transformers fixtures, ``models/reference.py``, the float64 training tape) are not.
+
 Same staging as :mod:`orion.models.gpt2`: stage 0 = RMSNorm → Wq/Wk/Wv + RoPE of layer 0; stage ``l`` =
 attention of layer ``l-1`` over the KV cache (a program input; grouped-query heads broadcast) + Wo +
 residual + RMSNorm + SwiGLU + residual, then the next layer's projections; stage L ends with the final
@@ -21,11 +29,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, ops
-from ..lora import graph_linear
 from .fp16_safety import Fp16Plan
+from .layer_params import BakedLayer, layer_view
 
-__all__ = ["stage_graph", "embed", "classifier_weight", "rope_tables", "n_stages", "USES_ROPE", "QKV_FUSED",
-           "SHARED_STAGES"]
+__all__ = ["stage_graph", "embed", "classifier_weight", "rope_tables", "n_stages", "qkv", "attention", "mlp",
+           "USES_ROPE", "QKV_FUSED", "SHARED_STAGES"]
 
 USES_ROPE = True
 QKV_FUSED = False
@@ -58,40 +66,16 @@ def rope_tables(cfg, positions, layer: int = 0) -> tuple[np.ndarray, np.ndarray]
             np.sin(ang).astype(np.float32).reshape(1, hd // 2, 1, -1))
 
 
-def _param(g: Graph, w: dict, key: str, layer: int, shared: bool, shape=None, factor: float | None = None):
-    """Layer ``layer``'s tensor ``key`` (times ``factor``): the array, baked into the program, or - in a
-    program that every layer shares (``shared``) - a program input named ``key`` whose value each layer
-    binds (``shape``: its graph shape). A compressed weight enters a shared program decoded to fp16: the
-    ``constexpr_*`` ops that keep it compressed take constant operands only."""
-    a = w[f"layers.{layer}.{key}"]
-    if factor is not None:
-        a = np.asarray(a, np.float32) * np.float32(factor)
-    if not shared:
-        return a
-    return g.weight(key, np.array(a, np.float32), shape=shape, dynamic=True)
-
-
-def _vec(g: Graph, w: dict, key: str, layer: int, shared: bool, factor: float | None = None, axis: int = 1):
-    """A per-channel vector (norm weight, bias) as :func:`_param` gives it, shaped for ``axis`` of a
-    ``[1, C, H, S]`` tensor when shared."""
-    n = np.shape(w[f"layers.{layer}.{key}"])[0]
-    return _param(g, w, key, layer, shared, (1, n, 1, 1) if axis == 1 else (1, 1, n, 1), factor)
-
-
-def _lin(g: Graph, x, w: dict, key: str, layer: int, lora, bias: str | None = None, acts=None,
-         gain: float = 1.0, shared: bool = False, taps=None):
-    """``W x (+ b)`` for ``layers.{layer}.{key}`` (plus its LoRA branch when ``lora`` has slots for it);
-    ``acts`` (W8A8: :class:`orion.quant.activations.ActivationScales`) quantizes ``x`` to int8 first;
-    ``gain``: the factor ``x`` already carries (the residual scale), which the int8 step scales by too;
-    ``shared``: weights as program inputs named by ``key`` (see :func:`_param`)."""
-    name = f"layers.{layer}.{key}"
-    b = _vec(g, w, bias, layer, shared) if bias else None
+def _lin(g: Graph, x, lw, key: str, bias: str | None = None, acts=None, gain: float = 1.0, taps=None):
+    """``W x (+ b)`` for the layer's linear ``key`` as the view ``lw`` gives it (baked, an input, plus its
+    LoRA branch when the view has a slot for it); ``acts`` (W8A8: :class:`orion.quant.activations.ActivationScales`)
+    quantizes ``x`` to int8 first; ``gain``: the factor ``x`` already carries (the residual scale), which the
+    int8 step scales by too."""
+    name = lw.canonical(key)
     _tap(taps, f"input:{name}", x)
     if acts is not None:
         x = acts.graph_input(x, name, gain=gain)
-    if shared:
-        return graph_linear(g, x, key, _param(g, w, key, layer, True), b, slots=lora, canonical=name)
-    return graph_linear(g, x, f"{key}_{layer}", w[name], b, slots=lora, canonical=name)
+    return lw.linear(g, x, key, bias)
 
 
 def _scaled(x, fp: Fp16Plan):
@@ -110,36 +94,75 @@ def _norm(cfg, x, weight, fp: Fp16Plan):
     return ops.rms_norm(x, weight, eps=cfg.norm_eps * fp.scale * fp.scale, stable=fp.stable_norms)
 
 
-def _head_norm(x, weight, n_heads: int, eps: float):
+def _head_norm(x, weight, n_heads: int, eps: float, stable: bool):
     """Per-head RMSNorm over head_dim (Qwen 3 / Gemma 3 q/k norms) on ``[1, heads * hd, 1, S]``."""
     d, s = x.shape[1], x.shape[3]
-    h = ops.rms_norm(ops.reshape(x, (1, n_heads, d // n_heads, s)), weight, eps=eps, axis=2)
+    h = ops.rms_norm(ops.reshape(x, (1, n_heads, d // n_heads, s)), weight, eps=eps, axis=2, stable=stable)
     return ops.reshape(h, (1, d, 1, s))
 
 
-def _qkv(g: Graph, cfg, w: dict, layer: int, x, cos, sin, lora, fp: Fp16Plan, acts=None, shared: bool = False,
-         taps=None):
-    h = _norm(cfg, x, _vec(g, w, "rms_att", layer, shared), fp)
+def qkv(g: Graph, cfg, lw, x, cos, sin, fp: Fp16Plan, acts=None, taps=None) -> dict:
+    """The attention sublayer up to its cache entries: ``xn`` (normed input), the projections ``ql``/``kl``
+    (before the q/k norms), ``q``/``k`` (normed and rotated) and ``v``."""
+    xn = _norm(cfg, x, lw.vec(g, "rms_att"), fp)
     bias = cfg.qkv_bias
-    q = _lin(g, h, w, "wq", layer, lora, "bq" if bias else None, acts, shared=shared, taps=taps)
-    k = _lin(g, h, w, "wk", layer, lora, "bk" if bias else None, acts, shared=shared, taps=taps)
-    v = _lin(g, h, w, "wv", layer, lora, "bv" if bias else None, acts, shared=shared, taps=taps)
+    ql = _lin(g, xn, lw, "wq", "bq" if bias else None, acts, taps=taps)
+    kl = _lin(g, xn, lw, "wk", "bk" if bias else None, acts, taps=taps)
+    v = _lin(g, xn, lw, "wv", "bv" if bias else None, acts, taps=taps)
+    q, k = ql, kl
     if cfg.qk_norm:
-        q = _head_norm(q, _vec(g, w, "q_norm", layer, shared, axis=2), cfg.n_heads, cfg.norm_eps)
-        k = _head_norm(k, _vec(g, w, "k_norm", layer, shared, axis=2), cfg.n_kv_heads, cfg.norm_eps)
+        q = _head_norm(q, lw.vec(g, "q_norm", axis=2), cfg.n_heads, cfg.norm_eps, fp.stable_norms)
+        k = _head_norm(k, lw.vec(g, "k_norm", axis=2), cfg.n_kv_heads, cfg.norm_eps, fp.stable_norms)
     q = ops.rope(q, cfg.n_heads, cos=cos, sin=sin, layout="adjacent")
     k = ops.rope(k, cfg.n_kv_heads, cos=cos, sin=sin, layout="adjacent")
-    return q, k, v
+    return {"xn": xn, "ql": ql, "kl": kl, "q": q, "k": k, "v": v}
 
 
-def _residual(g: Graph, cfg, w: dict, layer: int, x, y, post: str, fp: Fp16Plan, shared: bool = False):
+def attention(g: Graph, cfg, lw, q, kc, vc, mask, fp: Fp16Plan, acts=None, regions: bool = False,
+              clamp: float | None = None, taps=None) -> dict:
+    """The attention sublayer from its queries and keys/values (a KV cache, or the sequence's own) to the
+    value it adds to the stream: ``att`` (the heads' output, unscaled) and ``o`` (Wo of it, carrying the
+    residual scale). ``clamp``: the attention scores' clip (:func:`orion.ops.causal_attention`)."""
+    if regions:
+        a = ops.region_attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask, scale=cfg.query_scale)
+    else:
+        a = ops.causal_attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask, scale=cfg.query_scale,
+                                 clamp=clamp)
+    o = _lin(g, _scaled(a, fp), lw, "wo", acts=acts, gain=fp.scale, taps=taps)
+    _tap(taps, "branch", o)
+    return {"att": a, "o": o}
+
+
+def mlp(g: Graph, cfg, lw, x, fp: Fp16Plan, acts=None, taps=None, parts: bool = False) -> dict:
+    """The gated MLP sublayer (SwiGLU, or GeGLU with tanh GELU): ``xn`` (normed input), ``h1``/``h3`` (gate
+    and up projections, unscaled), ``g`` (act(h1)·s·h3) and ``f`` (W2 g, carrying the residual scale).
+    Without LoRA, W8A8, residual scale, shared weights and ``parts`` (every value but ``f`` wanted) a plain
+    SwiGLU is the fused composite (``f`` only)."""
+    xn = _norm(cfg, x, lw.vec(g, "rms_ffn"), fp)
+    if (not parts and lw.lora is None and acts is None and cfg.mlp_act == "silu" and fp.scale == 1.0 and
+            taps is None and isinstance(lw, BakedLayer)):
+        ws = {k: g.weight(f"{k}_{lw.layer}", lw.array(k)) for k in ("w1", "w2", "w3")}
+        return {"xn": xn, "f": ops.swiglu_ffn(xn, ws["w1"], ws["w2"], ws["w3"])}
+    act = ops.silu if cfg.mlp_act == "silu" else ops.gelu
+    h3 = _lin(g, xn, lw, "w3", acts=acts, taps=taps)
+    up = _scaled(h3, fp)                                 # the scale on the up branch: before act·up can overflow
+    h1 = _lin(g, xn, lw, "w1", acts=acts, taps=taps)
+    gate = ops.mul(act(h1), up)
+    f = _lin(g, gate, lw, "w2", acts=acts, gain=fp.scale, taps=taps)
+    _tap(taps, "branch", up, gate, f)
+    return {"xn": xn, "h1": h1, "h3": h3, "g": gate, "f": f}
+
+
+def _residual(g: Graph, cfg, lw, x, y, post: str, fp: Fp16Plan, taps=None):
     """``x + y`` for a sublayer output ``y`` that already carries the residual scale (:func:`_scaled`);
     Gemma's sandwich norm (scale-invariant once its eps is scaled by scale²) takes the scale into its
     weight."""
     if cfg.sandwich_norms:
-        weight = _vec(g, w, post, layer, shared, factor=fp.scale)
-        return ops.add(x, ops.rms_norm(y, weight, eps=cfg.norm_eps * fp.scale * fp.scale, stable=fp.stable_norms))
-    return ops.add(x, y)
+        weight = lw.vec(g, post, factor=fp.scale)
+        y = ops.rms_norm(y, weight, eps=cfg.norm_eps * fp.scale * fp.scale, stable=fp.stable_norms)
+    x = ops.add(x, y)
+    _tap(taps, "stream", x)
+    return x
 
 
 def _tap(taps, kind: str, *values):
@@ -147,35 +170,6 @@ def _tap(taps, kind: str, *values):
     calibration): ``taps[kind]`` lists them (see :func:`stage_graph`)."""
     if taps is not None:
         taps.setdefault(kind, []).extend(values)
-
-
-def _attn(g: Graph, cfg, w: dict, layer: int, x, q, kc, vc, mask, lora, fp: Fp16Plan, acts=None,
-          regions: bool = False, shared: bool = False, taps=None):
-    attention = ops.region_attention if regions else ops.causal_attention
-    a = attention(q, kc, vc, cfg.n_heads, cfg.n_kv_heads, mask=mask, scale=cfg.query_scale)
-    o = _lin(g, _scaled(a, fp), w, "wo", layer, lora, acts=acts, gain=fp.scale, shared=shared, taps=taps)
-    _tap(taps, "branch", o)
-    x = _residual(g, cfg, w, layer, x, o, "rms_att_post", fp, shared)
-    _tap(taps, "stream", x)
-    return x
-
-
-def _ffn(g: Graph, cfg, w: dict, layer: int, x, lora, fp: Fp16Plan, acts=None, shared: bool = False, taps=None):
-    p = f"layers.{layer}."
-    h = _norm(cfg, x, _vec(g, w, "rms_ffn", layer, shared), fp)
-    if lora is None and acts is None and cfg.mlp_act == "silu" and fp.scale == 1.0 and not shared and taps is None:
-        f = ops.swiglu_ffn(h, g.weight(f"w1_{layer}", w[p + "w1"]), g.weight(f"w2_{layer}", w[p + "w2"]),
-                           g.weight(f"w3_{layer}", w[p + "w3"]))
-    else:           # the same gated MLP, each linear possibly with an adapter / W8A8
-        act = ops.silu if cfg.mlp_act == "silu" else ops.gelu
-        # the scale on the up branch: before act·up can overflow
-        up = _scaled(_lin(g, h, w, "w3", layer, lora, acts=acts, shared=shared, taps=taps), fp)
-        gate = ops.mul(act(_lin(g, h, w, "w1", layer, lora, acts=acts, shared=shared, taps=taps)), up)
-        f = _lin(g, gate, w, "w2", layer, lora, acts=acts, gain=fp.scale, shared=shared, taps=taps)
-        _tap(taps, "branch", up, gate, f)
-    x = _residual(g, cfg, w, layer, x, f, "rms_ffn_post", fp, shared)
-    _tap(taps, "stream", x)
-    return x
 
 
 PARTS = ("attn", "ffn", "qkv", "body")
@@ -228,12 +222,15 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
         kc = g.input("k_cache", (1, rows, T, hd) if regions else (1, kv, 1, T))
         vc = g.input("v_cache", (1, rows, T, hd) if regions else (1, kv, 1, T))
         mask = g.input("mask", (1, 1, S, T))
-        x = _attn(g, cfg, w, stage - 1, x, q, kc, vc, mask, lora, fp, activations, regions, shared, taps)
+        lw = layer_view(w, stage - 1, lora, shared)
+        o = attention(g, cfg, lw, q, kc, vc, mask, fp, activations, regions, taps=taps)["o"]
+        x = _residual(g, cfg, lw, x, o, "rms_att_post", fp, taps)
         if part == "attn":
             g.output("x_mid", x)
             return g
     if stage > 0 and part in (None, "ffn", "body"):
-        x = _ffn(g, cfg, w, stage - 1, x, lora, fp, activations, shared, taps)
+        lw = layer_view(w, stage - 1, lora, shared)
+        x = _residual(g, cfg, lw, x, mlp(g, cfg, lw, x, fp, activations, taps)["f"], "rms_ffn_post", fp, taps)
         if stage == L:
             g.output("h", _norm(cfg, x, w["rms_final"], fp))
             return g
@@ -242,8 +239,7 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
             return g
     cos = g.input("cos", (1, hd // 2, 1, S))
     sin = g.input("sin", (1, hd // 2, 1, S))
-    q, k, v = _qkv(g, cfg, w, stage, x, cos, sin, lora, fp, activations, shared, taps)
-    g.output("q", q)
-    g.output("k", k)
-    g.output("v", v)
+    t = qkv(g, cfg, layer_view(w, stage, lora, shared), x, cos, sin, fp, activations, taps)
+    for name in ("q", "k", "v"):
+        g.output(name, t[name])
     return g

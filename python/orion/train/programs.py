@@ -3,12 +3,12 @@
 Four programs per layer, on ``[1, C, 1, S]`` fp16 tensors, every result a NAMED output (the runtime binds
 by name, so the C03 slot order can never swap them — training-on-ane.md §4.1):
 
-``attn_fwd``  x → RMSNorm → Wq/Wk/Wv (+ biases) → (per-head q/k RMSNorm) → RoPE (llama2.c adjacent pairs,
-              the layer's :class:`orion.models.rope.Rope`) → causal (or sliding-window) attention with the
-              config's query scale → Wo; outputs ``xn`` (normed input), ``q``/``k`` (after RoPE), ``v``,
-              ``att`` (pre-Wo), ``o``, and with q/k norms ``ql``/``kl`` (the projections before the norm)
-``ffn_fwd``   x → RMSNorm → W1/W3 → SwiGLU or GeGLU (tanh GELU) → W2; outputs ``xn``, ``h1``, ``h3``, ``g``,
-              ``f``
+``attn_fwd``  the decoder definition's attention sublayer (:func:`orion.models.llama.qkv` + ``attention``)
+              over the sequence itself, causal (or sliding-window) with the score clamp; outputs ``xn``
+              (normed input), ``q``/``k`` (after RoPE), ``v``, ``att`` (pre-Wo), ``o``, and with q/k norms
+              ``ql``/``kl`` (the projections before the norm)
+``ffn_fwd``   the definition's MLP (:func:`orion.models.llama.mlp`, SwiGLU or GeGLU); outputs ``xn``, ``h1``,
+              ``h3``, ``g``, ``f``
 ``attn_bwd``  (dout, q, k, v[, ql, kl]) → da = Woᵀ dout → recomputed P → dV, dP, dS → dQ, dK → inverse
               RoPE → (q/k norm backward) → outputs ``dq``/``dk`` (at Wq/Wk's outputs), ``dv``,
               ``dxn = Wqᵀdq + Wkᵀdk + Wvᵀdv`` and with q/k norms ``gqn``/``gkn`` (dy·x̂, summed on the CPU into
@@ -50,7 +50,9 @@ import numpy as np
 
 from ..ir import Graph, ops
 from ..ir.composites import MASK_VALUE, causal_mask
+from ..models import llama
 from ..models.config import LlamaConfig
+from ..models.fp16_safety import Fp16Plan
 from .errors import StrategyUnavailable, TrainError
 
 KINDS = ("attn_fwd", "ffn_fwd", "attn_bwd", "ffn_bwd")
@@ -75,36 +77,9 @@ class BudgetExhausted(TrainError):
 
 
 # ------------------------------------------------------------------------------------ graph pieces
-def inv_rms(x, eps: float, axis: int = 1):
-    """``(mean(x^2, axis) + eps)^-1/2``, prescaled by 1/max|x| so the sum of squares can never overflow
-    fp16 (the plain composite overflows once the RMS exceeds ~256 and then returns zeros)."""
-    n = x.shape[axis]
-    m = ops.add(ops.relu(ops.reduce_max(x, [axis])), ops.relu(ops.reduce_max(ops.mul(x, -1.0), [axis])))  # >= max|x|
-    inv = ops.pow(ops.add(m, NORM_TINY), -1.0)                                                        # <= 16384
-    t = ops.mul(x, ops.mul(inv, 1.0 / math.sqrt(n)))                                                  # |t| <= 1/sqrt(n)
-    ms = ops.reduce_sum(ops.mul(t, t), [axis])                                                         # <= 1
-    e = ops.mul(inv, math.sqrt(eps))                                                                   # <= 52
-    return ops.mul(inv, ops.pow(ops.add(ms, ops.mul(e, e)), -0.5))                        # 1/rms <= 1/sqrt(eps)
-
-
-def rms_norm(x, weight, eps: float, stable: bool = True, axis: int = 1):
-    """RMSNorm over ``axis`` (channels). ``stable``: :func:`inv_rms`'s prescaled form."""
-    if not stable:
-        return ops.rms_norm(x, weight, eps, axis=axis)
-    return ops.mul(ops.mul(x, inv_rms(x, eps, axis)), weight)
-
-
 def _per_head(t, heads: int):
     d, s = t.shape[1], t.shape[3]
     return ops.reshape(t, (1, heads, d // heads, s))
-
-
-def head_norm(x, weight, heads: int, eps: float, stable: bool = True):
-    """Per-head RMSNorm over head_dim (Qwen 3 / Gemma 3 q/k norms) of ``[1, heads*hd, 1, S]``; ``weight``
-    ``[1, hd, 1, 1]``."""
-    xh = _per_head(x, heads)
-    w = ops.reshape(weight, (1, 1, xh.shape[2], 1))
-    return ops.reshape(rms_norm(xh, w, eps, stable, axis=2), tuple(x.shape))
 
 
 def head_norm_backward(x, weight, dy, heads: int, eps: float, stable: bool = True):
@@ -112,8 +87,7 @@ def head_norm_backward(x, weight, dy, heads: int, eps: float, stable: bool = Tru
     over heads and positions on the CPU into the weight's gradient."""
     xh, dyh = _per_head(x, heads), _per_head(dy, heads)
     hd = xh.shape[2]
-    r = inv_rms(xh, eps, 2) if stable else ops.pow(
-        ops.add(ops.mul(ops.reduce_sum(ops.mul(xh, xh), [2]), 1.0 / hd), eps), -0.5)
+    r = ops.inv_rms(xh, eps, 2, stable)                     # the forward's (models.llama's head norm)
     xhat = ops.mul(xh, r)
     dxh = ops.mul(dyh, ops.reshape(weight, (1, 1, hd, 1)))
     m = ops.mul(ops.reduce_sum(ops.mul(dxh, xhat), [2]), 1.0 / hd)
@@ -173,14 +147,12 @@ def layer_weights(kind: str, params: dict, layer: int) -> dict[str, np.ndarray]:
     biases and q/k norms when the model has them."""
     p = f"layers.{layer}."
 
-    def pick(*keys, rms=None):
-        out = {"rms": params[p + rms]} if rms else {}
-        out.update({k: params[p + k] for k in keys if p + k in params})
-        return out
+    def pick(*keys):
+        return {k: params[p + k] for k in keys if p + k in params}
     if kind == "attn_fwd":
-        return pick("wq", "wk", "wv", "wo", "bq", "bk", "bv", "q_norm", "k_norm", rms="rms_att")
+        return pick("rms_att", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "q_norm", "k_norm")
     if kind == "ffn_fwd":
-        return pick("w1", "w2", "w3", rms="rms_ffn")
+        return pick("rms_ffn", "w1", "w2", "w3")
     if kind == "attn_bwd":
         return pick("wo", "wq", "wk", "wv", "q_norm", "k_norm")
     if kind == "ffn_bwd":
@@ -192,15 +164,6 @@ def attn_variant(cfg: LlamaConfig, layer: int) -> tuple:
     """What makes ``layer``'s attention programs differ from another layer's besides weights: its window
     (None: full causal) and its RoPE (Gemma 3's sliding layers have their own base)."""
     return (cfg.sliding_window if cfg.layer_sliding(layer) else None, cfg.layer_rope(layer))
-
-
-def _w(g: Graph, name: str, arr: np.ndarray, dynamic: bool = False):
-    # an orion.quant.QuantizedArray (a compressed LoRA base) stays one when baked; as a program input it
-    # enters decoded (constexpr operands must be constants)
-    arr = np.asarray(arr, np.float32) if dynamic else np.asanyarray(arr)
-    if arr.ndim == 1:
-        return g.weight(name, arr, shape=(1, arr.shape[0], 1, 1), dynamic=dynamic)
-    return g.weight(name, arr, dynamic=dynamic)
 
 
 def lean_baked(cfg: LlamaConfig, dynamic: bool) -> bool:
@@ -225,6 +188,55 @@ def _linear(x, w, transpose: bool, dynamic: bool, lora=None):
     if lora is not None:
         y = ops.add(y, ops.lora_branch(x, lora[0], lora[1], transpose=transpose))
     return y
+
+
+class TrainingLayer:
+    """The training programs' view of one layer (see :mod:`orion.models.layer_params`): the forward programs
+    are the decoder definition's sublayers (:func:`orion.models.llama.qkv` / ``attention`` / ``mlp``) on it,
+    the backward programs use its linears transposed. Weights are named by key; with ``dynamic`` the
+    compiler makes each a program input (one program for every layer), otherwise baked (``lean``: the
+    vectors as inputs, :func:`lean_baked`); ``lora``: ``{key: (A, scale·B)}`` as inputs ``<key>_lora_a/_b``."""
+
+    def __init__(self, g: Graph, weights: dict, layer: int, dynamic: bool, lean: bool, lora: dict | None):
+        self.g, self.weights, self.layer, self.dynamic, self.lean = g, weights, layer, dynamic, lean
+        self.lora = lora or None
+        self._made: dict = {}
+
+    def canonical(self, key: str) -> str:
+        return f"layers.{self.layer}.{key}"
+
+    def has(self, key: str) -> bool:
+        return key in self.weights
+
+    def weight(self, key: str):
+        if key not in self._made:
+            arr = self.weights[key]
+            # an orion.quant.QuantizedArray (a compressed LoRA base) stays one when baked; as a program input
+            # it enters decoded (constexpr operands must be constants)
+            dyn = self.lean and np.ndim(arr) == 1
+            arr = np.asarray(arr, np.float32) if dyn else np.asanyarray(arr)
+            shape = (1, arr.shape[0], 1, 1) if arr.ndim == 1 else None
+            self._made[key] = self.g.weight(key, arr, shape=shape, dynamic=dyn)
+        return self._made[key]
+
+    def vec(self, g, key: str, factor: float | None = None, axis: int = 1):
+        if factor is not None:
+            raise TrainError("training keeps Gemma's sandwich norms on the CPU (step.py); no scaled vectors")
+        return self.weight(key)
+
+    def _adapter(self, key: str):
+        if self.lora is None or key not in self.lora:
+            return None
+        name = f"{key}_lora_ab"
+        if name not in self._made:
+            a, b = self.lora[key]
+            self._made[name] = (self.g.weight(f"{key}_lora_a", a, dynamic=True),
+                                self.g.weight(f"{key}_lora_b", b, dynamic=True))
+        return self._made[name]
+
+    def linear(self, g, x, key: str, bias: str | None = None, transpose: bool = False):
+        y = _linear(x, self.weight(key), transpose, self.dynamic, self._adapter(key))
+        return ops.add(y, self.weight(bias)) if bias else y
 
 
 def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.ndarray], fixes: bool = True,
@@ -252,45 +264,29 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
     scale, eps, qkn = cfg.query_scale, cfg.norm_eps, cfg.qk_norm
     g = Graph(kind)
     lean = lean_baked(cfg, dynamic)
-    w = {n: _w(g, n, a, dynamic=lean and np.ndim(a) == 1) for n, a in weights.items()}
+    lw = TrainingLayer(g, weights, layer, dynamic, lean, lora)
     if lean and kind.startswith("attn"):
         cos, sin, mask = (g.weight(n, np.asarray(a, np.float32), dynamic=True)
                           for n, a in (("rope_cos", cos), ("rope_sin", sin), ("attn_mask", mask)))
     neg_sin = ops.mul(sin, -1.0) if lean and kind.startswith("attn") else -sin
-    lw = {n: (g.weight(f"{n}_lora_a", a, dynamic=True), g.weight(f"{n}_lora_b", b, dynamic=True))
-          for n, (a, b) in (lora or {}).items()}
+    fp = Fp16Plan(scale=residual_scale, stable_norms=fixes)
     out32 = _FP32_OUT[kind]
 
-    def lin(x, name, transpose=False, bias=None):
-        y = _linear(x, w[name], transpose, dynamic, lw.get(name))
-        return ops.add(y, w[bias]) if bias in w else y
+    def lin(x, name, transpose=False):
+        return lw.linear(g, x, name, transpose=transpose)
 
     def out(name, v):
         g.output(name, v, dtype="fp32" if name in out32 else None)
 
-    if kind == "attn_fwd":
-        x = g.input("x", (1, d, 1, S))
-        xn = rms_norm(x, w["rms"], eps * residual_scale ** 2, stable=fixes)
-        ql = lin(xn, "wq", bias="bq")
-        q = _rope(head_norm(ql, w["q_norm"], H, eps, fixes) if qkn else ql, H, cos, sin)
-        kl = lin(xn, "wk", bias="bk")
-        k = _rope(head_norm(kl, w["k_norm"], KV, eps, fixes) if qkn else kl, KV, cos, sin)
-        v = lin(xn, "wv", bias="bv")
-        p = _probs(_heads(q, H, KV, hd, S, False), _heads(k, H, KV, hd, S, True), scale, S, rank5, clamp, mask)
-        att = ops.reshape(ops.matmul(_heads(v, H, KV, hd, S, True), p, transpose_y=True), (1, qd, 1, S))
-        att_s = att if residual_scale == 1.0 else ops.mul(att, float(residual_scale))
-        outs = [("xn", xn), ("q", q), ("k", k), ("v", v), ("att", att), ("o", lin(att_s, "wo"))]
-        for name, val in outs + ([("ql", ql), ("kl", kl)] if qkn else []):
-            out(name, val)
-    elif kind == "ffn_fwd":
-        x = g.input("x", (1, d, 1, S))
-        xn = rms_norm(x, w["rms"], eps * residual_scale ** 2, stable=fixes)
-        h1 = lin(xn, "w1")
-        h3 = lin(xn, "w3")
-        h3_s = h3 if residual_scale == 1.0 else ops.mul(h3, float(residual_scale))
-        gate = ops.mul(ops.silu(h1) if cfg.mlp_act == "silu" else ops.gelu(h1), h3_s)
-        for name, val in (("xn", xn), ("h1", h1), ("h3", h3), ("g", gate), ("f", lin(gate, "w2"))):
-            out(name, val)
+    if kind == "attn_fwd":                  # the definition's attention sublayer over the sequence itself
+        t = llama.qkv(g, cfg, lw, g.input("x", (1, d, 1, S)), cos, sin, fp)
+        t.update(llama.attention(g, cfg, lw, t["q"], t["k"], t["v"], mask, fp, clamp=clamp))
+        for name in ("xn", "q", "k", "v", "att", "o") + (("ql", "kl") if qkn else ()):
+            out(name, t[name])
+    elif kind == "ffn_fwd":                 # the definition's MLP, every intermediate value the backward needs
+        t = llama.mlp(g, cfg, lw, g.input("x", (1, d, 1, S)), fp, parts=True)
+        for name in ("xn", "h1", "h3", "g", "f"):
+            out(name, t[name])
     elif kind == "attn_bwd":
         dout = g.input("dout", (1, d, 1, S))
         q = g.input("q", (1, qd, 1, S))
@@ -311,8 +307,8 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
         dv = ops.reshape(dv, (1, kvd, 1, S))
         norm_grads = []
         if qkn:                                                                  # back through the q/k norms
-            dq, gqn = head_norm_backward(g.input("ql", (1, qd, 1, S)), w["q_norm"], dq, H, eps, fixes)
-            dk, gkn = head_norm_backward(g.input("kl", (1, kvd, 1, S)), w["k_norm"], dk, KV, eps, fixes)
+            dq, gqn = head_norm_backward(g.input("ql", (1, qd, 1, S)), lw.weight("q_norm"), dq, H, eps, fixes)
+            dk, gkn = head_norm_backward(g.input("kl", (1, kvd, 1, S)), lw.weight("k_norm"), dk, KV, eps, fixes)
             norm_grads = [("gqn", gqn), ("gkn", gkn)]
         dxn = ops.add(ops.add(lin(dq, "wq", True), lin(dk, "wk", True)), lin(dv, "wv", True))
         for name, val in [("dq", dq), ("dk", dk), ("dv", dv), ("dxn", dxn)] + norm_grads:

@@ -9,7 +9,7 @@ Where overflow really occurs, and what is done about it:
   (``boundary_clamps``); NaN and inf are never rewritten (they propagate and the step is counted and
   skipped).
 * RMSNorm on the device: the sum of squares overflows fp16 once the RMS of a column exceeds ~256 and the
-  plain norm silently returns zeros. The programs prescale by 1/max|x| (programs.rms_norm); columns that
+  plain norm silently returns zeros. The programs prescale by 1/max|x| (ops.inv_rms); columns that
   the plain norm would have broken are counted (``norm_rescues``) from the fp32 copy on the host.
 * attention scores before the softmax: Q·Kᵀ beyond the fp16 range is inf and the softmax turns it into
   NaN. The programs clamp scores to ±SCORE_CLAMP; the clamped elements are counted (``score_clamps``)

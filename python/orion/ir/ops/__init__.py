@@ -31,8 +31,8 @@ from .quantization import (  # noqa: F401
 )
 from . import normalization  # noqa: F401  (normalization.layer_norm: the MIL op; ops.layer_norm: the composite)
 
-_COMPOSITES = ("causal_attention", "causal_mask", "layer_norm", "linear", "lora_branch", "lora_linear", "matmul_linear",
-               "region_attention", "rms_norm", "rope", "rope_tables", "swiglu_ffn")
+_COMPOSITES = ("causal_attention", "causal_mask", "inv_rms", "layer_norm", "linear", "lora_branch", "lora_linear",
+               "matmul_linear", "region_attention", "rms_norm", "rope", "rope_tables", "swiglu_ffn")
 BUILDERS.update(_COMPOSITES + ("getitem",))
 
 # schema op -> the builder that emits it ("Graph.const" for const: consts and weights are graph methods)
