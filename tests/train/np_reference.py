@@ -205,10 +205,11 @@ def attention(q, k, v, heads, kv_heads, clamp=None, scale=None, window=None):
 
 
 def loss_and_grads(cfg, params: dict, tokens: np.ndarray, targets: np.ndarray):
-    """Mean cross-entropy over all B*S tokens and float64 gradients of every parameter."""
+    """Mean cross-entropy over the B*S targets that count (a target of -1 does not: masked prompt tokens,
+    padding) and float64 gradients of every parameter."""
     P = {k: T(np.asarray(v, np.float64)) for k, v in params.items()}
     total = None
-    n = targets.size
+    n = int(np.count_nonzero(targets >= 0))
     for b in range(tokens.shape[0]):
         x = mul(take_rows(P["tok_emb"], tokens[b]), float(getattr(cfg, "embed_scale", 1.0)))
         S = tokens.shape[1]
@@ -246,9 +247,10 @@ def loss_and_grads(cfg, params: dict, tokens: np.ndarray, targets: np.ndarray):
         if cap:
             logits = mul(tanh(mul(logits, 1.0 / cap)), cap)
         lse = add(log(sum_(exp(add(logits, mul(max_const(logits, -1), -1.0))), -1)), max_const(logits, -1))
+        counts = (targets[b] >= 0).astype(np.float64)[:, None]           # [S, 1]: 1 where the target counts
         onehot = np.zeros(logits.shape)
-        onehot[np.arange(len(targets[b])), targets[b]] = 1.0
-        lb = sum_(add(lse, mul(sum_(mul(logits, onehot), -1), -1.0)), (0, 1))
+        onehot[np.arange(len(targets[b])), np.maximum(targets[b], 0)] = 1.0
+        lb = sum_(mul(add(lse, mul(sum_(mul(logits, onehot), -1), -1.0)), counts), (0, 1))
         total = lb if total is None else add(total, lb)
     loss = mul(total, 1.0 / n)
     backward(loss)

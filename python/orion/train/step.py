@@ -24,6 +24,7 @@ import numpy as np
 
 from ..models.config import LlamaConfig
 from ..models.fp16_safety import Fp16RangeError
+from .examples import IGNORE
 from .model import classifier
 from .programs import SCALED_OUTPUTS, LayerPrograms
 from .stability import (StabilityStats, count_norm_overflow, count_score_clamps, grad_fits_fp16,
@@ -64,6 +65,19 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, 
     loss = lse - logits[np.arange(len(targets)), targets]
     e /= z
     return loss, e
+
+
+def counted(targets: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(targets with :data:`IGNORE` replaced by 0, the mask of those that count - None when all do): a
+    target of IGNORE (a prompt token under --mask-prompt, padding) adds nothing to the loss or gradients."""
+    if (targets >= 0).all():
+        return targets, None
+    valid = targets != IGNORE
+    return np.where(valid, targets, 0), valid
+
+
+def n_counted(targets: np.ndarray) -> int:
+    return int(np.count_nonzero(targets != IGNORE))
 
 
 def softcap(z: np.ndarray, cap: float | None) -> np.ndarray | None:
@@ -254,9 +268,10 @@ class StepEngine:
             xf, _ = rms_forward(x[b], self.params["rms_final"], self.cfg.norm_eps)
             z = xf.T @ W.T
             softcap(z, self.cfg.final_softcap)
-            loss, _ = cross_entropy(z, targets[b])
-            total += float(loss.sum())
-        return total, targets.size
+            tb, valid = counted(targets[b])
+            loss, _ = cross_entropy(z, tb)
+            total += float(loss.sum() if valid is None else loss[valid].sum())
+        return total, n_counted(targets)
 
     # ---------------------------------------------------------------------------------- fwd + bwd
     def microbatch(self, tokens: np.ndarray, targets: np.ndarray, grads, grad_scale: float) -> MicroResult:
@@ -280,9 +295,12 @@ class StepEngine:
             xf, r = rms_forward(x[b], P["rms_final"], cfg.norm_eps)
             z = self._logits(xf, W)
             t = softcap(z, cfg.final_softcap)
-            loss, prob = cross_entropy(z, targets[b])
-            total += float(loss.sum())
-            prob[np.arange(S), targets[b]] -= 1.0
+            tb, valid = counted(targets[b])
+            loss, prob = cross_entropy(z, tb)
+            total += float(loss.sum() if valid is None else loss[valid].sum())
+            prob[np.arange(S), tb] -= 1.0
+            if valid is not None:
+                prob[~valid] = 0.0                                               # positions that do not count
             prob *= grad_scale                                                   # dlogits [S, V] (scaled)
             if t is not None:                                                    # through cap·tanh(z/cap)
                 t *= t
@@ -294,7 +312,7 @@ class StepEngine:
             self._add(acc, "rms_final", dn)
         if not np.isfinite(total):
             stats.nonfinite_loss += 1
-            return self._done(total, B * S, False, t0, ev0, stats)
+            return self._done(total, n_counted(targets), False, t0, ev0, stats)
         for layer in reversed(range(cfg.n_layers)):
             p = f"layers.{layer}."
             x_in, att, h, ffn = saved[layer]
@@ -305,7 +323,7 @@ class StepEngine:
                 df = self._post_backward(acc, _flat(ffn[b]["f"]), layer, "rms_ffn_post", dx[b])
                 if not grad_fits_fp16(df):
                     stats.grad_overflows += 1
-                    return self._done(total, B * S, False, t0, ev0, stats)
+                    return self._done(total, n_counted(targets), False, t0, ev0, stats)
                 dfs.append(df)
                 bwd.append(run("ffn_bwd", layer, df=_dev(df), h1=ffn[b]["h1"], h3=ffn[b]["h3"]))
             for b in range(B):
@@ -326,7 +344,7 @@ class StepEngine:
                 dout = self._post_backward(acc, _flat(a["o"]), layer, "rms_att_post", dh[b])
                 if not grad_fits_fp16(dout):
                     stats.grad_overflows += 1
-                    return self._done(total, B * S, False, t0, ev0, stats)
+                    return self._done(total, n_counted(targets), False, t0, ev0, stats)
                 douts.append(dout)
                 extra = {"ql": a["ql"], "kl": a["kl"]} if cfg.qk_norm else {}
                 bwd.append(run("attn_bwd", layer, dout=_dev(dout), q=a["q"], k=a["k"], v=a["v"], **extra))
@@ -355,7 +373,7 @@ class StepEngine:
             ge = acc.target("tok_emb")
             for b in range(B):
                 np.add.at(ge, tokens[b], dx[b].T if cfg.embed_scale == 1.0 else dx[b].T * np.float32(cfg.embed_scale))
-        return self._done(total, B * S, True, t0, ev0, stats)
+        return self._done(total, n_counted(targets), True, t0, ev0, stats)
 
     def _done(self, total, n, finite, t0, ev0, stats) -> MicroResult:
         self._drain()
