@@ -311,7 +311,8 @@ def read_splits(path: str, val_fraction: float = 0.1) -> dict[str, list[tuple[st
     """``{split: [(where, example), ...]}``: a folder's ``train.jsonl`` / ``valid.jsonl`` / ``test.jsonl``, or
     one file whose last ``val_fraction`` of examples is the validation split; each file one format."""
     if os.path.isdir(path):
-        files = {s: os.path.join(path, f"{s}.jsonl") for s in SPLITS if os.path.isfile(os.path.join(path, f"{s}.jsonl"))}
+        files = {s: os.path.join(path, f"{s}.jsonl") for s in SPLITS}
+        files = {s: fn for s, fn in files.items() if os.path.isfile(fn)}
         if "train" not in files:
             raise DataError(f"data {path}: a folder of JSON Lines data needs train.jsonl (and valid.jsonl, "
                             f"optionally test.jsonl)")
@@ -321,7 +322,7 @@ def read_splits(path: str, val_fraction: float = 0.1) -> dict[str, list[tuple[st
         n_val = int(len(rows) * val_fraction) if val_fraction > 0 else 0
         n_val = n_val if len(rows) - n_val >= 1 else 0
         out = {"train": rows[:len(rows) - n_val], "valid": rows[len(rows) - n_val:]}
-    for split, rows in out.items():
+    for rows in out.values():
         if rows:
             first = detect_format(rows[0][1], rows[0][0])
             for where, obj in rows[1:]:
