@@ -110,6 +110,47 @@ def save_blob_file(path: str | os.PathLike, arrays: Sequence[np.ndarray]) -> lis
     return offsets
 
 
+def _check_read_args(data, offset, dtype, shape, strict, ignore_sentinel):
+    """:func:`read_blob`'s arguments, typed before any of them reaches native code: (byte length of
+    ``data``, offset, dtype code or None, shape tuple or None); anything else is a BlobFormatError."""
+    try:
+        nbytes = memoryview(data).nbytes
+    except TypeError:
+        raise BlobFormatError(f"blob data must be bytes or another buffer, got {type(data).__name__}") from None
+    offset = _index(offset, "offset")
+    if offset < 0:
+        raise BlobFormatError(f"blob metadata offset {offset} is negative")
+    for name, flag in (("strict", strict), ("ignore_sentinel", ignore_sentinel)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise BlobFormatError(f"{name} must be True or False, got {flag!r}")
+    want = None
+    if dtype is not None:
+        try:
+            want = _code_for(np.dtype(dtype))
+        except TypeError:
+            raise BlobFormatError(f"dtype {dtype!r} is not a numpy dtype") from None
+    if shape is not None:
+        if isinstance(shape, np.ndarray) and shape.ndim <= 1:
+            dims = list(shape.reshape(-1))
+        elif isinstance(shape, (tuple, list)):
+            dims = list(shape)
+        elif isinstance(shape, (int, np.integer)):
+            dims = [shape]
+        else:
+            raise BlobFormatError(f"shape must be an integer or a tuple of integers, got {shape!r:.60}")
+        shape = tuple(_index(s, "shape dimension") for s in dims)
+        if any(s < 0 for s in shape):
+            raise BlobFormatError(f"shape {shape} has a negative dimension")
+    return nbytes, offset, want, shape
+
+
+def _index(v, what: str) -> int:
+    """An integer argument (Python or numpy; not a bool, a float or a string that would convert)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise BlobFormatError(f"{what} must be an integer, got {v!r}")
+    return int(v)
+
+
 def read_blob(data, offset: int, dtype=None, shape=None, strict: bool = False,
               ignore_sentinel: bool = False) -> np.ndarray:
     """Read the tensor whose metadata record sits at ``offset`` (the MIL ``BLOBFILE`` offset).
@@ -121,12 +162,17 @@ def read_blob(data, offset: int, dtype=None, shape=None, strict: bool = False,
     spec deviations into errors; ``ignore_sentinel`` accepts a record without the 0xDEADBEEF sentinel
     (C08 permissive; ``dtype`` is then required). Returns a read-only array.
     """
-    want = None if dtype is None else _code_for(np.dtype(dtype))
-    if shape is not None:
-        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
-        if any(s < 0 for s in shape):
-            raise BlobFormatError(f"shape {shape} has a negative dimension")
+    nbytes, offset, want, shape = _check_read_args(data, offset, dtype, shape, strict, ignore_sentinel)
     count = None if shape is None else math.prod(shape)
+    if count is not None:
+        # the byte count against the data before native code sees it: a declaration larger than the file is
+        # refused here, whatever its size (the native reader takes 64-bit counts only)
+        need = count * (np.dtype(dtype).itemsize if want is not None else 1)
+        avail = max(0, nbytes - offset - 64)
+        if need > avail:
+            what = f"{need} payload bytes" if want is not None else f"at least {need} payload bytes"
+            raise BlobFormatError(f"blob metadata at offset {offset}: shape {shape} needs {what}, but only {avail} "
+                                  f"follow the record in the {nbytes}-byte file")
     declared = (want, count) if want is not None and count is not None else None
     rec = _native.blob_read(data, offset, strict, ignore_sentinel, declared)
     _warn(rec["warnings"])

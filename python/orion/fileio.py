@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import tempfile
 
 
@@ -93,17 +94,115 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
         f.write(data)
 
 
-def read_json(path: str, error: type[Exception], missing: str = "no such file", invalid: str = "not valid JSON"):
-    """Parsed JSON from ``path``; failures raise ``error`` (an orion error class) as "<path>: <missing>" or
-    "<path>: <invalid> (<reason>)"."""
+# Bounds of the JSON orion reads from users' files (configs, tokenizers, adapters, scales, bench results):
+# the largest tokenizer.json files are tens of MB; no configuration nests more than a dozen levels, and
+# Python's parser recurses once per level (a deeply nested file is a RecursionError, not a parse error).
+MAX_JSON_BYTES = 256 << 20
+MAX_JSON_DEPTH = 100
+MAX_JSONL_LINE_BYTES = 1 << 20           # one record of a log
+
+_BRACKETS_AND_QUOTES = b'"[]{}'
+_DROP_OTHERS = bytes(b for b in range(256) if b not in _BRACKETS_AND_QUOTES)
+_STRING = re.compile(rb'"[^"]*"')
+
+
+def json_nesting_depth(data: bytes) -> int:
+    """How deeply the arrays/objects of the JSON text ``data`` nest (brackets inside strings do not count),
+    found at C speed without parsing: escaped backslashes and quotes go first, then every byte but quotes
+    and brackets, then the (now escape-free) strings."""
+    import numpy as np
+    s = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _DROP_OTHERS)
+    s = _STRING.sub(b"", s)
+    if not s:
+        return 0
+    a = np.frombuffer(s, np.uint8)
+    return int(np.cumsum(np.where((a == ord("[")) | (a == ord("{")), 1, -1)).max())
+
+
+def _check_depth(data: bytes, where: str, error: type[Exception], invalid: str) -> None:
+    depth = json_nesting_depth(data)
+    if depth > MAX_JSON_DEPTH:
+        raise error(f"{where}: {invalid} (nested too deeply: {depth} levels, more than the {MAX_JSON_DEPTH} a data "
+                    f"file can need)")
+
+
+def _loads(data: bytes, where: str, error: type[Exception], invalid: str):
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise error(f"{where}: {invalid} (not UTF-8 text: byte 0x{data[e.start]:02x} at byte offset {e.start})") \
+            from None
+    try:
+        return json.loads(text)
+    except ValueError as e:      # JSONDecodeError, and an integer literal of more than 4300 digits
+        raise error(f"{where}: {invalid} ({e})") from None
+    except RecursionError:       # the depth scan is exact on valid JSON; malformed text may fool it
+        raise error(f"{where}: {invalid} (nested too deeply)") from None
+
+
+def parse_json(data: bytes | str, where: str, error: type[Exception], invalid: str = "not valid JSON"):
+    """Parsed JSON text of at most :data:`MAX_JSON_DEPTH` levels; anything else raises ``error`` as
+    "<where>: <invalid> (<reason>)" (an undecodable byte is named by its offset)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    _check_depth(data, where, error, invalid)
+    return _loads(data, where, error, invalid)
+
+
+def read_json(path: str, error: type[Exception], missing: str = "no such file", invalid: str = "not valid JSON",
+              max_bytes: int = MAX_JSON_BYTES):
+    """Parsed JSON from ``path`` (at most ``max_bytes``, checked before reading; :func:`parse_json`'s depth
+    bound); failures raise ``error`` (an orion error class) as "<path>: <missing>" or
+    "<path>: <invalid> (<reason>)"."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > max_bytes:
+                raise error(f"{path}: {invalid} ({size} bytes, more than the {max_bytes} a JSON file of this kind "
+                            f"can need)")
+            data = f.read(max_bytes + 1)          # st_size is 0 for pipes and /proc files
     except FileNotFoundError:
         raise error(f"{path}: {missing}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise error(f"{path}: {invalid} ({e})") from None
-    except RecursionError:
-        raise error(f"{path}: {invalid} (nested too deeply to be a configuration file)") from None
     except IsADirectoryError:
         raise error(f"{path}: is a folder, expected a JSON file") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read it ({e.strerror or e})") from None
+    if len(data) > max_bytes:
+        raise error(f"{path}: {invalid} (more than the {max_bytes} bytes a JSON file of this kind can need)")
+    return parse_json(data, path, error, invalid)
+
+
+def iter_jsonl(path: str, error: type[Exception], skip_invalid: bool = False,
+               max_line_bytes: int = MAX_JSONL_LINE_BYTES):
+    """``(line number, value)`` of every non-blank line of a JSON Lines file, read a line at a time (each at
+    most ``max_line_bytes``, :func:`parse_json`'s depth bound). A line that is not JSON raises ``error``
+    naming the file and line, or is skipped with ``skip_invalid`` (a log whose writer was killed mid-line);
+    an over-long or over-deep line always raises: no writer produces one."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            yield from _jsonl_records(f, path, error, skip_invalid, max_line_bytes)
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a folder, expected a JSON Lines file") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read it ({e.strerror or e})") from None
+
+
+def _jsonl_records(f, path: str, error: type[Exception], skip_invalid: bool, max_line_bytes: int):
+    for n, raw in enumerate(iter(lambda: f.readline(max_line_bytes + 1), b""), 1):
+        where = f"{path}, line {n}"
+        if len(raw) > max_line_bytes:
+            raise error(f"{where}: longer than {max_line_bytes} bytes (not a JSON Lines record)")
+        if not raw.strip():
+            continue
+        _check_depth(raw, where, error, "not valid JSON")
+        try:
+            value = _loads(raw, where, error, "not valid JSON")
+        except error:
+            if skip_invalid:
+                continue
+            raise
+        yield n, value

@@ -96,3 +96,47 @@ def test_bad_adapter(tmp_path, good, name, spec, exc, needle):
     with pytest.raises(exc) as e:
         L.load(str(d), cfg)
     assert needle in str(e.value) and str(d) in str(e.value)
+
+
+# adapter_config.json values of the wrong type (issue 28 class 8): each a typed AdapterConfigError naming the
+# file, the key and the pattern entry, before any tensor is read; nothing in the folder changes.
+# (key, value, words of the message)
+TYPE_CASES = [
+    ("rank_pattern", {"q_proj": "8"}, ["rank_pattern['q_proj']", "positive integer rank", "'8'"]),
+    ("rank_pattern", {"q_proj": 8.5}, ["rank_pattern['q_proj']", "positive integer rank", "8.5"]),
+    ("rank_pattern", {"q_proj": -4}, ["rank_pattern['q_proj']", "positive integer rank", "-4"]),
+    ("rank_pattern", {"q_proj": 0}, ["rank_pattern['q_proj']", "positive integer rank"]),
+    ("rank_pattern", {"q_proj": True}, ["rank_pattern['q_proj']", "positive integer rank", "True"]),
+    ("rank_pattern", {"q_proj": {"r": 4}}, ["rank_pattern['q_proj']", "positive integer rank", "{'r': 4}"]),
+    ("rank_pattern", {"q_proj(": 4}, ["rank_pattern", "'q_proj('", "not a valid regex"]),
+    ("rank_pattern", {"": 4}, ["rank_pattern", "non-empty"]),
+    ("alpha_pattern", {"v_proj": "16"}, ["alpha_pattern['v_proj']", "positive finite number", "'16'"]),
+    ("alpha_pattern", {"v_proj": -1.5}, ["alpha_pattern['v_proj']", "positive finite number", "-1.5"]),
+    ("alpha_pattern", {"v_proj": False}, ["alpha_pattern['v_proj']", "positive finite number", "False"]),
+    ("alpha_pattern", {"v_proj": float("inf")}, ["alpha_pattern['v_proj']", "positive finite number", "inf"]),
+    ("alpha_pattern", {"v_proj": 10 ** 400}, ["alpha_pattern['v_proj']", "positive finite number"]),
+    ("alpha_pattern", {"v_proj": [16]}, ["alpha_pattern['v_proj']", "positive finite number", "[16]"]),
+    ("lora_alpha", True, ["lora_alpha", "positive finite number", "True"]),
+    ("lora_alpha", 10 ** 400, ["lora_alpha", "positive finite number"]),
+    ("r", 4.0, ["rank r", "positive integer", "4.0"]),
+    ("r", True, ["rank r", "positive integer", "True"]),
+    ("target_modules", ["q_proj", 7], ["target_modules", "[\'q_proj\', 7]"]),
+    ("target_modules", {"q_proj": 1}, ["target_modules"]),
+    ("use_rslora", "yes", ["use_rslora", "true or false", "'yes'"]),
+    ("base_model_name_or_path", 5, ["base_model_name_or_path", "5"]),
+]
+
+
+@pytest.mark.parametrize("key,value,needles", TYPE_CASES, ids=[f"{c[0]}={c[1]!r:.30}" for c in TYPE_CASES])
+def test_adapter_config_value_of_the_wrong_type(tmp_path, good, key, value, needles):
+    cfg, conf, tensors, meta = good
+    d = tmp_path / "ad"
+    d.mkdir()
+    (d / L.ADAPTER_CONFIG).write_text(json.dumps(dict(conf, **{key: value})))
+    write_safetensors(str(d / L.ADAPTER_WEIGHTS), dict(tensors), meta)
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    with pytest.raises(L.AdapterConfigError) as e:
+        L.load(str(d), cfg)
+    msg = str(e.value)
+    assert str(d / L.ADAPTER_CONFIG) in msg and all(w in msg for w in needles), msg
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before

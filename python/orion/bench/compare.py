@@ -12,6 +12,7 @@ cancels in them: they are the headline numbers and the ones worth gating on.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -34,17 +35,57 @@ class Finding:
                 f"({self.change:+.1%}, noise {self.noise:.0%})")
 
 
-def _check(doc, what: str) -> dict:
+def check_result(doc, what: str) -> dict:
+    """The ``benchmarks`` of a result document, after checking every part :func:`compare` reads has the
+    type the schema gives it (a baseline is checked this way before the benchmarks run, so a bad file
+    fails in a second, not after the run); ``what`` names the document in the errors."""
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), dict):
         raise InputError(f"{what}: not an orion bench result (no 'benchmarks' object); write one with "
                          f"`orion bench --json FILE`")
+    if "quick" in doc and not isinstance(doc["quick"], bool):
+        raise InputError(f"{what}: 'quick' must be true or false, got {doc['quick']!r}")
+    for bench, section in doc["benchmarks"].items():
+        where = f"{what}: benchmarks.{bench}"
+        if not isinstance(section, dict):
+            raise InputError(f"{where} must be an object, got {type(section).__name__}")
+        metrics = section.get("metrics")
+        if metrics is None:
+            continue
+        if not isinstance(metrics, dict):
+            raise InputError(f"{where}.metrics must be an object metric -> {{value, unit, better, spread}}, got "
+                             f"{type(metrics).__name__}")
+        for name, m in metrics.items():
+            _check_metric(m, f"{where}.metrics.{name}")
     return doc["benchmarks"]
+
+
+def _real(v) -> bool:
+    """A JSON number Python can divide (not a bool; an integer within float range)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        float(v)
+    except OverflowError:
+        return False
+    return True
+
+
+def _check_metric(m, where: str) -> None:
+    if not isinstance(m, dict):
+        raise InputError(f"{where} must be an object {{value, unit, better, spread}}, got {type(m).__name__}")
+    if not _real(m.get("value")):
+        raise InputError(f"{where}.value must be a number, got {m.get('value')!r:.60}")
+    if m.get("better", "higher") not in ("higher", "lower"):
+        raise InputError(f"{where}.better must be 'higher' or 'lower', got {m.get('better')!r:.60}")
+    spread = m.get("spread")
+    if spread is not None and not (_real(spread) and 0 <= spread < math.inf):
+        raise InputError(f"{where}.spread must be a finite number >= 0, got {spread!r:.60}")
 
 
 def compare(result: dict, baseline: dict, floor: float = NOISE_FLOOR) -> list[Finding]:
     """Every metric present in both, judged as the module docstring says (metrics only one side has are
     skipped: a benchmark not run, or torch absent on one machine)."""
-    new_b, old_b = _check(result, "result"), _check(baseline, "baseline")
+    new_b, old_b = check_result(result, "result"), check_result(baseline, "baseline")
     out = []
     for bench, section in new_b.items():
         old_metrics = (old_b.get(bench) or {}).get("metrics") or {}
@@ -62,4 +103,4 @@ def compare(result: dict, baseline: dict, floor: float = NOISE_FLOOR) -> list[Fi
 
 
 def _usable(m) -> bool:
-    return isinstance(m, dict) and isinstance(m.get("value"), (int, float)) and m["value"] > 0
+    return 0 < m["value"] < math.inf         # a failed measurement (0, NaN, inf) has no ratio

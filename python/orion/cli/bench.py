@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from .common import UsageError, check_writable_target
+from .common import check_writable_target, float_in
 
 EXIT_REGRESSION = 3
 
@@ -36,7 +36,7 @@ def add_bench_parser(sub) -> None:
     b.add_argument("--json", metavar="OUT", help="write the result document to OUT (schema orion-bench/1)")
     b.add_argument("--compare", metavar="BASELINE", help="a result written by --json earlier: report each metric's "
                    f"change and exit {EXIT_REGRESSION} when one got worse by more than the noise")
-    b.add_argument("--noise", type=float, default=NOISE_FLOOR, metavar="FRACTION",
+    b.add_argument("--noise", type=float_in(0.0, 1.0), default=NOISE_FLOOR, metavar="FRACTION",
                    help="smallest relative change that counts (the run-to-run spread measured raises it)")
     b.add_argument("--no-torch", action="store_true", help="skip the PyTorch sides even when torch is installed")
     b.set_defaults(func=cmd_bench)
@@ -44,15 +44,16 @@ def add_bench_parser(sub) -> None:
 
 def cmd_bench(args) -> int:
     from ..bench import run
-    from ..bench.compare import compare
+    from ..bench.compare import check_result, compare
     from ..errors import InputError
     from ..fileio import atomic_write, read_json
 
-    if not 0 <= args.noise < 1:
-        raise UsageError(f"--noise must be in [0, 1), got {args.noise}")
-    baseline = read_json(args.compare, InputError) if args.compare else None   # fail before the long run
     if args.json:
         check_writable_target("--json", args.json, folder=False)
+    baseline = None
+    if args.compare:                 # the whole baseline is checked before the long run, not after it
+        baseline = read_json(args.compare, InputError)
+        check_result(baseline, f"--compare {args.compare}")
     doc = run(args.only, quick=args.quick, use_torch=not args.no_torch,
               log=lambda m: print(m, file=sys.stderr, flush=True))
     for name, section in doc["benchmarks"].items():

@@ -62,6 +62,18 @@ def int_at_least(lo: int):
     return parse
 
 
+def int_in(lo: int, hi: int):
+    """An integer in [lo, hi]: limits the library defines (one decode eval's columns...), checked at parse time
+    so a bad value exits 2 before any model is loaded."""
+    def parse(text: str) -> int:
+        v = _number(int, text)
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"must be in [{lo}, {hi}], got {v}")
+        return v
+    parse.__name__ = f"integer in [{lo}, {hi}]"
+    return parse
+
+
 positive_int = int_at_least(1)
 nonneg_int = int_at_least(0)
 

@@ -26,16 +26,19 @@ end.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ..errors import InputError
-from .common import CHIPS, float_in, int_at_least, nonneg_float, nonneg_int
+from .common import CHIPS, UsageError, check_writable_target, float_in, int_in, nonneg_float, nonneg_int
 from .w8a8 import add_activation_flags, check_activation_flags, load_w8a8, read_text
 
 __all__ = ["add_generate_parser", "cmd_generate"]
 
 
 def add_generate_parser(subparsers):
+    from ..models.batch import MAX_BATCH
+    from ..models.speculative import MAX_DRAFT
     g = subparsers.add_parser("generate", help="generate text with a GPT-2 or Llama checkpoint",
                               description="Generate text with a Hugging Face GPT-2/Llama folder (config.json + "
                               "model.safetensors) or a llama2.c .bin, on the ANE or its simulator.")
@@ -51,17 +54,18 @@ def add_generate_parser(subparsers):
                    "of tokenizer_config.json (instruct models); stops at the end of the answer's turn")
     g.add_argument("--prompts-file", default=None, metavar="FILE", help="one prompt per line (blank lines "
                    "skipped; token ids separated by spaces for models without a tokenizer), generated as a batch")
-    g.add_argument("--batch", type=int_at_least(1), default=16,
-                   help="with --prompts-file: sequences per decode eval (at most 16, one per decode column)")
+    g.add_argument("--batch", type=int_in(1, MAX_BATCH), default=None,
+                   help=f"with --prompts-file: sequences per decode eval (1..{MAX_BATCH}, one per decode column; "
+                   f"default {MAX_BATCH})")
     g.add_argument("--speculative", default=None, choices=["prompt-lookup"], help="speculative decoding with "
-                   "n-gram drafts from the prompt and the text, up to 15 verified per eval (greedy: the same tokens; "
-                   "sampling: the same distribution)")
+                   f"n-gram drafts from the prompt and the text, up to {MAX_DRAFT} verified per eval (greedy: the "
+                   "same tokens; sampling: the same distribution)")
     g.add_argument("--draft", default=None, metavar="PATH_OR_NAME", help="speculative decoding with this smaller "
                    "model of the same tokenizer proposing --draft-k tokens per target eval (as --model: path, "
                    "name or Hub id; --tokenizer applies to it too; greedy: the same tokens, sampling: the same "
                    "distribution)")
-    g.add_argument("--draft-k", type=int_at_least(1), default=4, metavar="K",
-                   help="with --draft: tokens the draft proposes per round (1..15; default 4)")
+    g.add_argument("--draft-k", type=int_in(1, MAX_DRAFT), default=None, metavar="K",
+                   help=f"with --draft: tokens the draft proposes per round (1..{MAX_DRAFT}; default 4)")
     g.add_argument("--max-tokens", "-m", type=nonneg_int, default=64,
                    help="tokens to generate at most (fewer when the model's context ends first)")
     g.add_argument("--temp", "--temperature", dest="temperature", type=nonneg_float, default=0.0,
@@ -71,7 +75,7 @@ def add_generate_parser(subparsers):
                    help="nucleus sampling: the smallest set of tokens with this much probability (1: all)")
     g.add_argument("--repetition-penalty", type=float_in(0.0, lo_open=True), default=1.0,
                    help="divide the logits of tokens already seen by this (1: off)")
-    g.add_argument("--seed", type=int, default=None, help="sampling seed (default: a fresh one each run)")
+    g.add_argument("--seed", type=nonneg_int, default=None, help="sampling seed (default: a fresh one each run)")
     g.add_argument("--stop-token", type=int, action="append", default=None, help="stop at this token id "
                    "(repeatable; default: the model's end-of-text)")
     g.add_argument("--device", default="auto", choices=["auto", "sim", "ane"],
@@ -93,25 +97,66 @@ def add_generate_parser(subparsers):
     return g
 
 
+def check_generate_flags(args):
+    """Every flag of ``orion generate`` checked before any model is loaded: combinations (exit 2), then the
+    files the flags name (exit 1). Returns (prompt ids of --prompt-ids or None, lines of --prompts-file or
+    None)."""
+    chat, batch_file = getattr(args, "chat", False), getattr(args, "prompts_file", None)
+    draft_path, lookup = getattr(args, "draft", None), getattr(args, "speculative", None)
+    if chat and args.prompt_ids is not None:
+        raise InputError("--chat takes the message as --prompt text, not --prompt-ids")
+    if args.prompt and args.prompt_ids is not None:
+        raise UsageError("give the prompt as --prompt text or as --prompt-ids, not both")
+    if draft_path and lookup:
+        raise UsageError("--draft and --speculative prompt-lookup are two kinds of drafts: give either")
+    if chat and (draft_path or lookup):
+        raise UsageError("--chat is not supported with --speculative / --draft")
+    if getattr(args, "draft_k", None) is not None and not draft_path:
+        raise UsageError("--draft-k is only used with --draft (the tokens a draft model proposes per round)")
+    if batch_file:
+        if draft_path or lookup:
+            raise UsageError("--prompts-file generates a batch, without speculative decoding: drop --speculative / "
+                             "--draft")
+        if chat:
+            raise UsageError("--chat is not supported with --prompts-file")
+        if args.prompt or args.prompt_ids is not None:
+            raise UsageError("--prompts-file holds the prompts: drop --prompt / --prompt-ids")
+    elif getattr(args, "batch", None) is not None:
+        raise UsageError("--batch is only used with --prompts-file (the sequences of one decode eval)")
+    if getattr(args, "cache_dir", None) is not None:
+        if getattr(args, "no_cache", False):
+            raise UsageError("--cache-dir is not used with --no-cache (which neither reads nor writes the cache)")
+        check_writable_target("--cache-dir", args.cache_dir, folder=True)
+    check_activation_flags(args)
+    ids = None
+    if args.prompt_ids is not None:
+        try:
+            ids = [int(t) for t in args.prompt_ids.replace(",", " ").split()]
+        except ValueError:
+            raise InputError(f"--prompt-ids must be integers separated by spaces, got {args.prompt_ids!r}") from None
+        if any(t < 0 for t in ids):
+            raise InputError(f"--prompt-ids must be token ids (integers >= 0), got {args.prompt_ids!r}")
+    if args.tokenizer and not os.path.exists(args.tokenizer):
+        raise InputError(f"--tokenizer {args.tokenizer}: no such file or folder")
+    if getattr(args, "adapter", None):
+        from ..lora.files import read_config
+        read_config(args.adapter)
+    return ids, (_read_prompt_lines(batch_file) if batch_file else None)
+
+
 def cmd_generate(args, out=None, err=None) -> int:
     from ..models import load
     from ..sim import Profile, get_profile
 
     out = out or sys.stdout
     err = err or sys.stderr
+    prompt_ids, prompt_lines = check_generate_flags(args)
     chat = getattr(args, "chat", False)
-    if chat and args.prompt_ids is not None:
-        raise InputError("--chat takes the message as --prompt text, not --prompt-ids")
     draft_path, lookup = getattr(args, "draft", None), getattr(args, "speculative", None)
-    if draft_path and lookup:
-        raise InputError("--draft and --speculative prompt-lookup are two kinds of drafts: give either")
-    if getattr(args, "prompts_file", None) and (draft_path or lookup):
-        raise InputError("--prompts-file generates a batch, without speculative decoding: drop --speculative / --draft")
     profile = None
     if getattr(args, "chip", None):
         base = get_profile()
         profile = Profile(chip=args.chip, strictness=base.strictness)
-    check_activation_flags(args)
     calib = read_text("--calibration", args.calibration) if getattr(args, "calibration", None) else None
     model = load_w8a8(load, args.model, err, tokenizer=args.tokenizer, device=args.device, profile=profile,
                       cache=args.cache_dir, use_cache=not getattr(args, "no_cache", False), classifier=args.classifier,
@@ -121,15 +166,10 @@ def cmd_generate(args, out=None, err=None) -> int:
         model.set_adapter(args.adapter)
     kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
               repetition_penalty=args.repetition_penalty, seed=args.seed, stop_tokens=args.stop_token)
-    if getattr(args, "prompts_file", None):
-        if chat:
-            raise InputError("--chat is not supported with --prompts-file")
-        return _generate_file(model, args, kw, out, err)
-    if args.prompt_ids is not None:
-        try:
-            prompt = [int(t) for t in args.prompt_ids.replace(",", " ").split()]
-        except ValueError:
-            raise InputError(f"--prompt-ids must be integers separated by spaces, got {args.prompt_ids!r}") from None
+    if prompt_lines is not None:
+        return _generate_file(model, args, _prompts(prompt_lines, args.prompts_file, model), kw, out, err)
+    if prompt_ids is not None:
+        prompt = prompt_ids
     elif model.tokenizer is None:
         if args.prompt:
             raise InputError(f"{args.model}: no tokenizer found next to the checkpoint; pass --tokenizer FILE or "
@@ -139,8 +179,6 @@ def cmd_generate(args, out=None, err=None) -> int:
     else:
         prompt = args.prompt
     if draft_path or lookup:
-        if chat:
-            raise InputError("--chat is not supported with --speculative / --draft")
         spec = lookup
         if draft_path:
             spec = load(draft_path, tokenizer=args.tokenizer, device=args.device, profile=profile,
@@ -205,35 +243,44 @@ def _stats(r) -> str:
             f"{r.compile_seconds:.2f} s; stop: {r.stop_reason}")
 
 
-def _read_prompts(path: str, model) -> list:
+def _read_prompt_lines(path: str) -> list[tuple[int, str]]:
+    """(line number, text) of the non-blank lines of --prompts-file, read before the model loads."""
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = [ln.rstrip("\r\n") for ln in f]
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise InputError(f"--prompts-file {path}: cannot read it ({e.strerror})") from None
-    prompts = []
-    for no, ln in enumerate(lines, 1):
-        if not ln.strip():
-            continue
-        if model.tokenizer is None:
-            try:
-                prompts.append([int(t) for t in ln.replace(",", " ").split()])
-            except ValueError:
-                raise InputError(f"--prompts-file {path}, line {no}: the model has no tokenizer, so each line must be "
-                                 f"token ids separated by spaces; got {ln[:40]!r}") from None
-        else:
-            prompts.append(ln)
-    if not prompts:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"--prompts-file {path}: not UTF-8 text (byte 0x{data[e.start]:02x} at byte offset "
+                         f"{e.start}); give one prompt per line as text") from None
+    lines = [(no, ln.rstrip("\r")) for no, ln in enumerate(text.split("\n"), 1) if ln.strip()]
+    if not lines:
         raise InputError(f"--prompts-file {path} holds no prompt (one per line; blank lines are skipped)")
+    return lines
+
+
+def _prompts(lines: list[tuple[int, str]], path: str, model) -> list:
+    """The prompts of --prompts-file for ``model``: texts, or token ids when it has no tokenizer."""
+    if model.tokenizer is not None:
+        return [ln for _, ln in lines]
+    prompts = []
+    for no, ln in lines:
+        try:
+            prompts.append([int(t) for t in ln.replace(",", " ").split()])
+        except ValueError:
+            raise InputError(f"--prompts-file {path}, line {no}: the model has no tokenizer, so each line must be "
+                             f"token ids separated by spaces; got {ln[:40]!r}") from None
     return prompts
 
 
-def _generate_file(model, args, kw, out, err) -> int:
-    from ..models.batch import BatchStats
+def _generate_file(model, args, prompts, kw, out, err) -> int:
+    from ..models.batch import MAX_BATCH, BatchStats
     from ..runtime import resolve_device
-    prompts = _read_prompts(args.prompts_file, model)
+    batch = args.batch or MAX_BATCH
     st = BatchStats()
-    gens = model.generate_batch(prompts, max_batch=args.batch, stats=st, **kw)
+    gens = model.generate_batch(prompts, max_batch=batch, stats=st, **kw)
     for i, (p, g) in enumerate(zip(prompts, gens)):
         body = g.text if model.tokenizer is not None else " ".join(str(t) for t in g.tokens)
         out.write(f"--- [{i}] ---\n{p if isinstance(p, str) else ''}{body}\n")
@@ -241,7 +288,7 @@ def _generate_file(model, args, kw, out, err) -> int:
     for i, g in enumerate(gens):
         print(f"[{i}] {_stats(g)} (decode per stream)", file=err)
     cols = sum(st.columns_used) / len(st.columns_used) if st.columns_used else 0.0
-    print(f"[{model.name} on {resolve_device(model.device)}] {st.sequences} sequences, batch {args.batch}: "
+    print(f"[{model.name} on {resolve_device(model.device)}] {st.sequences} sequences, batch {batch}: "
           f"{st.generated} tokens in {st.seconds:.2f} s = {_rate(st.generated, st.seconds)} aggregate over "
           f"{st.decode_evals} decode evals ({cols:.1f} sequences per eval); compile {st.compile_seconds:.2f} s", file=err)
     return 0

@@ -16,6 +16,10 @@ def add_info_parser(sub) -> None:
 def cmd_info(args) -> int:
     from .. import __version__, _native
     from ..sim import compile_budget, get_profile
+    from .common import UsageError
+
+    if args.quantize and not args.model:
+        raise UsageError(f"--quantize {args.quantize} is only used with --model (the plan of that model)")
 
     print(f"orion {__version__}")
     print(f"  native module: {_native.__file__}")

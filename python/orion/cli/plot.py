@@ -14,5 +14,8 @@ def add_plot_parser(sub) -> None:
 
 def cmd_plot(args) -> int:
     from ..train.plot import plot_run
+    from .common import check_writable_target
+    if args.output is not None:
+        check_writable_target("--output", args.output, folder=False)     # before the log is read
     print(f"wrote {plot_run(args.run, args.output)}")
     return 0

@@ -48,10 +48,12 @@ class LoraConfig:
             object.__setattr__(self, "targets", tuple(str(t) for t in self.targets))
         if self.layers is not None:
             object.__setattr__(self, "layers", tuple(int(i) for i in self.layers))
-        if isinstance(self.r, bool) or not isinstance(self.r, (int, np.integer)) or self.r < 1:
-            raise AdapterConfigError(f"LoRA rank r must be a positive integer, got {self.r!r}")
-        if not (isinstance(self.alpha, (int, float, np.number)) and math.isfinite(self.alpha) and self.alpha > 0):
-            raise AdapterConfigError(f"lora_alpha must be a positive number, got {self.alpha!r}")
+        if not _is_rank(self.r):
+            raise AdapterConfigError(f"LoRA rank r must be a positive integer, got {self.r!r:.60}")
+        if not _is_alpha(self.alpha):
+            raise AdapterConfigError(f"lora_alpha must be a positive finite number, got {self.alpha!r:.60}")
+        _check_pattern(self.rank_pattern, "rank_pattern", _is_rank, "a positive integer rank")
+        _check_pattern(self.alpha_pattern, "alpha_pattern", _is_alpha, "a positive finite number")
         if not 0.0 <= float(self.dropout) < 1.0:
             raise AdapterConfigError(f"lora_dropout must be in [0, 1), got {self.dropout!r}")
         if not self.targets:
@@ -193,6 +195,39 @@ def _check_peft_types(d: Mapping, source: str, layers, targets) -> None:
     for key in ("rank_pattern", "alpha_pattern"):
         if d.get(key) is not None and not isinstance(d.get(key), Mapping):
             bad(key, "an object module pattern -> value")
+    if not isinstance(d.get("use_rslora", False), bool):
+        bad("use_rslora", "true or false")
+    if not isinstance(d.get("base_model_name_or_path"), (str, type(None))):
+        bad("base_model_name_or_path", "a model name or path")
+
+
+def _is_rank(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
+
+
+def _is_alpha(v) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.number)):
+        return False
+    try:
+        return math.isfinite(v) and v > 0
+    except OverflowError:                   # an integer beyond float range
+        return False
+
+
+def _check_pattern(table, key: str, valid, want: str) -> None:
+    """PEFT's per-module overrides: module pattern (a regex matched against module paths) -> value; each
+    entry is checked here, once, instead of failing bare (or silently) when a module is looked up."""
+    if not isinstance(table, Mapping):
+        raise AdapterConfigError(f"{key} must be an object module pattern -> value, got {type(table).__name__}")
+    for k, v in table.items():
+        if not isinstance(k, str) or not k:
+            raise AdapterConfigError(f"{key}: pattern {k!r} must be a non-empty module name or regex")
+        try:
+            re.compile(k)
+        except re.error as e:
+            raise AdapterConfigError(f"{key}: pattern {k!r} is not a valid regex ({e})") from None
+        if not valid(v):
+            raise AdapterConfigError(f"{key}[{k!r}] must be {want}, got {v!r:.60}")
 
 
 def _pattern(table: Mapping, path: str | None, default):

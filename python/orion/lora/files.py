@@ -11,7 +11,7 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import ModelFormatError
-from ..fileio import read_json
+from ..fileio import parse_json, read_json
 from .adapter import _DIM_KEYS, Adapter, _dims
 from .config import ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraConfig
 from .errors import AdapterConfigError, AdapterFormatError, AdapterMismatch, AdapterShapeError
@@ -93,6 +93,29 @@ def save(adapter: Adapter, path: str | os.PathLike, dtype=np.float32, base_model
     return folder
 
 
+def _adapter_files(path) -> tuple[str, str, str]:
+    """(folder, tensor file, config file) of an adapter given as its folder or its ``.safetensors``."""
+    p = os.path.abspath(os.fspath(path))
+    if os.path.isdir(p):
+        folder, tfile = p, os.path.join(p, ADAPTER_WEIGHTS)
+        if not os.path.exists(tfile) and os.path.exists(os.path.join(p, "adapter_model.bin")):
+            raise AdapterFormatError(f"{p}: adapter_model.bin (pickle) is not read; convert it to "
+                                     f"adapter_model.safetensors")
+    elif os.path.isfile(p):
+        folder, tfile = os.path.dirname(p), p
+    else:
+        raise AdapterFormatError(f"{p}: no such adapter folder or file")
+    return folder, tfile, os.path.join(folder, ADAPTER_CONFIG)
+
+
+def read_config(path: str | os.PathLike) -> LoraConfig:
+    """The :class:`LoraConfig` of a PEFT adapter (folder or its ``.safetensors``), checked without reading
+    the tensors or any model: what a command validates before it loads one."""
+    cpath = _adapter_files(path)[2]
+    raw = read_json(cpath, AdapterFormatError, "missing (a PEFT adapter needs adapter_config.json next to the tensors)")
+    return LoraConfig.from_peft(raw, cpath)
+
+
 def load(path: str | os.PathLike, model, weights: Mapping[str, np.ndarray] | None = None, *,
          check_base: bool = True, name: str | None = None) -> Adapter:
     """Reads a PEFT adapter (a folder with ``adapter_config.json`` + ``adapter_model.safetensors``, or the
@@ -104,20 +127,8 @@ def load(path: str | os.PathLike, model, weights: Mapping[str, np.ndarray] | Non
     cfg = model_config(model)
     if weights is None and getattr(model, "weights", None) is not None and getattr(model, "config", None) is not None:
         weights = model.weights
-    p = os.path.abspath(os.fspath(path))
-    if os.path.isdir(p):
-        folder, tfile = p, os.path.join(p, ADAPTER_WEIGHTS)
-        if not os.path.exists(tfile) and os.path.exists(os.path.join(p, "adapter_model.bin")):
-            raise AdapterFormatError(f"{p}: adapter_model.bin (pickle) is not read; convert it to "
-                                     f"adapter_model.safetensors")
-    elif os.path.isfile(p):
-        folder, tfile = os.path.dirname(p), p
-    else:
-        raise AdapterFormatError(f"{p}: no such adapter folder or file")
-    cpath = os.path.join(folder, ADAPTER_CONFIG)
-    raw_cfg = read_json(cpath, AdapterFormatError,
-                        "missing (a PEFT adapter needs adapter_config.json next to the tensors)")
-    lcfg = LoraConfig.from_peft(raw_cfg, cpath)
+    folder, tfile, cpath = _adapter_files(path)
+    lcfg = read_config(path)
     try:
         st = SafetensorsFile(tfile)
     except ModelFormatError as e:
@@ -166,9 +177,9 @@ def load(path: str | os.PathLike, model, weights: Mapping[str, np.ndarray] | Non
     meta = st.metadata
     if "orion.model" in meta:
         try:
-            dims = json.loads(meta["orion.model"])
-        except ValueError:
-            dims = None
+            dims = parse_json(meta["orion.model"], f"{tfile}: metadata orion.model", AdapterFormatError)
+        except AdapterFormatError:
+            dims = None                  # optional: a foreign writer's value is not ours to judge
         if isinstance(dims, dict):
             mine = _dims(cfg)
             diff = [f"{k} {dims.get(k)} vs {mine[k]}" for k in _DIM_KEYS if k in dims and dims[k] != mine[k]]

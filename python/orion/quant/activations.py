@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError, ModelFormatError
-from ..fileio import write_bytes_atomic
+from ..fileio import read_json, write_bytes_atomic
 from .common import covering_scale
 
 __all__ = ["ACTIVATION_DTYPES", "METHODS", "SCALES_FILE", "ActivationScales", "calibrate", "fake_quant",
@@ -62,9 +62,12 @@ def _fp16_scale(v, where: str, error=ModelFormatError) -> float:
     """``v`` as a Python float when it is a positive finite value exactly representable in fp16."""
     if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)):
         raise error(f"{where}: a scale must be a number, got {v!r}")
-    f = float(v)
+    try:
+        f = float(v)
+    except OverflowError:                       # an integer beyond float range (JSON has no bound)
+        f = math.inf
     if not (math.isfinite(f) and f > 0) or float(np.float16(f)) != f:
-        raise error(f"{where}: a scale must be a positive finite fp16 value, got {f!r}")
+        raise error(f"{where}: a scale must be a positive finite fp16 value, got {v!r:.40}")
     return f
 
 
@@ -167,14 +170,9 @@ class ActivationScales:
         p = os.fspath(path)
         if not p.endswith(".json"):
             p = scales_path(p)
-        try:
-            with open(p, encoding="utf-8") as f:
-                obj = json.load(f)
-        except FileNotFoundError:
-            raise ModelFormatError(f"{p}: no activation scales; calibrate them (calibration=TEXT or token ids, "
-                                   f"or orion ... --calibration FILE) and save them with ActivationScales.save") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ModelFormatError(f"{p}: cannot read the activation scales ({e})") from None
+        obj = read_json(p, ModelFormatError, missing="no activation scales; calibrate them (calibration=TEXT or "
+                        "token ids, or orion ... --calibration FILE) and save them with ActivationScales.save",
+                        invalid="cannot read the activation scales")
         return cls.from_json(obj, p)
 
 

@@ -35,24 +35,37 @@ def _smooth(ys: list[float], w: int) -> list[float]:
     return list((c[hi] - c[lo]) / (hi - lo))
 
 
+def _points(records: list[dict], key: str) -> list[tuple[float, float]]:
+    """(step, value) of the records where both are real numbers matplotlib can draw (a hand-edited or
+    foreign log may hold strings, booleans or integers beyond float range: those records are skipped)."""
+    def real(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return None
+        try:
+            return float(v)
+        except OverflowError:
+            return None
+    pts = [(real(d.get("step")), real(d.get(key))) for d in records]
+    return [(x, y) for x, y in pts if x is not None and y is not None]
+
+
 def plot_run(run: str, out: str | None = None) -> str:
     """Writes the plot of ``run`` (a run folder or a JSONL log) to ``out`` (default: ``loss.png`` beside the
     log); returns its path."""
     log = os.path.join(run, LOG_NAME) if os.path.isdir(run) else run
     steps, vals = read_log(log)
-    if not steps and not vals:
-        raise TrainError(f"{log}: no step records yet (nothing to plot)")
+    pts, vp, tp = _points(steps, "loss"), _points(vals, "val_loss"), _points(steps, "tokens_per_s")
+    if not pts and not vp:
+        raise TrainError(f"{log}: no step records with a loss yet (nothing to plot)")
     plt = _pyplot()
     out = out or os.path.join(os.path.dirname(os.path.abspath(log)), "loss.png")
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    pts = [(d["step"], d["loss"]) for d in steps if isinstance(d.get("loss"), (int, float))]
     if pts:
         x, y = zip(*pts)
         w = min(50, len(y) // 10)
         ax.plot(x, y, color="tab:blue", alpha=0.35 if w > 1 else 1.0, lw=1, label="train loss")
         if w > 1:
             ax.plot(x, _smooth(list(y), w), color="tab:blue", lw=1.5, label=f"train loss (mean of {w} steps)")
-    vp = [(d["step"], d["val_loss"]) for d in vals if isinstance(d.get("val_loss"), (int, float))]
     if vp:
         vx, vy = zip(*vp)
         ax.plot(vx, vy, "o-", color="tab:orange", label="validation loss")
@@ -60,7 +73,6 @@ def plot_run(run: str, out: str | None = None) -> str:
     ax.set_title(os.path.basename(os.path.dirname(os.path.abspath(log))) or log)
     ax.grid(alpha=0.3)
     ax.legend()
-    tp = [(d["step"], d["tokens_per_s"]) for d in steps if isinstance(d.get("tokens_per_s"), (int, float))]
     if tp:
         tx, ty = zip(*tp)
         ax2.plot(tx, ty, color="tab:green", lw=1)

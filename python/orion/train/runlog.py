@@ -12,7 +12,7 @@ import json
 import math
 import os
 
-from ..fileio import atomic_write
+from ..fileio import atomic_write, iter_jsonl
 
 LOG_NAME = "train_log.jsonl"
 
@@ -71,16 +71,11 @@ def read_log(path: str) -> tuple[list[dict], list[dict]]:
     if not os.path.isfile(path):
         raise DataError(f"{path}: no training log here (orion train writes {LOG_NAME} into its run folder)")
     steps, vals = {}, {}
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for n, line in enumerate(f, 1):
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue                            # a line cut short by a kill
-            if not isinstance(d, dict) or not isinstance(d.get("step"), int):
-                continue
-            if "val_loss" in d:
-                vals[d["step"]] = d
-            elif "loss" in d:
-                steps[d["step"]] = d
+    for _, d in iter_jsonl(path, DataError, skip_invalid=True):     # skipped: a line cut short by a kill
+        if not isinstance(d, dict) or not isinstance(d.get("step"), int):
+            continue
+        if "val_loss" in d:
+            vals[d["step"]] = d
+        elif "loss" in d:
+            steps[d["step"]] = d
     return [steps[k] for k in sorted(steps)], [vals[k] for k in sorted(vals)]
