@@ -112,7 +112,7 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--prompt", default=None, help="sample prompt (default: 'Once upon a time')")
     s.add_argument("--export-bin", metavar="PATH", help="also write the trained model as a llama2.c .bin")
     s.add_argument("--export-hf", metavar="DIR", help="also write a Hugging Face folder (the family's config.json, "
-                                                      "model.safetensors, the --init folder's tokenizer files)")
+                                                      "model.safetensors, the run's tokenizer files)")
     s.add_argument("--log-jsonl", metavar="PATH",
                    help="one JSON record per step and validation pass, flushed per step (default: "
                         "<ckpt-dir>/train_log.jsonl; `orion plot` draws it)")
@@ -218,23 +218,25 @@ def _prepare(args):
     data_path = args.data or (resume.state.get("data_source") if resume is not None else None) or default_corpus()
     data_path = os.path.abspath(data_path)
     ck.protect(data_path)
-    tok = None
-    if resume is not None and resume.tokenizer is not None:
-        tok = D.SentencePieceTokenizer(resume.tokenizer)
+    # a resumed run keeps the tokenizer its checkpoint carries (its data were tokenized with it); its --init
+    # folder is not read for it again (it may have changed or gone since the start)
+    tok = _run_tokenizer(resume.path, resume.state, cfg) if resume is not None else None
+    if tok is not None:
+        if args.tokenizer:
+            from .common import UsageError
+            raise UsageError(f"--tokenizer {args.tokenizer}: the run in {resume.path} carries its own tokenizer, "
+                             f"which a resumed run keeps (its data were tokenized with it); drop --tokenizer, or "
+                             f"start a new run")
     elif args.tokenizer:
         # a SentencePiece .model stays the trainer's class (its bytes go into checkpoints); tokenizer.json,
         # tokenizer.bin, vocab.json: read as orion generate reads them
         tok = D.load_tokenizer(args.tokenizer) if args.tokenizer.endswith(".model") else \
             load_tokenizer(args.tokenizer, cfg.vocab_size)
-    elif resume is not None and find_tokenizer(resume.path, cfg) is not None:
-        tok = find_tokenizer(resume.path, cfg)              # a checkpoint carries its tokenizer's files
-    elif init_path or (resume is not None and resume.state.get("init")):
-        src = init_path or resume.state["init"]             # a resumed run re-reads its --init's tokenizer
-        init_tok = _checkpoint_tokenizer(src) if os.path.isdir(src) else None
-        if init_tok is not None:                            # an orion train checkpoint carries its tokenizer
-            tok = D.SentencePieceTokenizer(init_tok)
+    elif init_path and resume is None:
+        if ck.is_run(init_path):                            # an orion train checkpoint carries its tokenizer
+            tok = _run_tokenizer(ck.resolve(init_path), ck.read_state(init_path), cfg)
         else:                                               # found as orion generate finds it (tokenizer.json first)
-            tok = find_tokenizer(src, cfg)
+            tok = find_tokenizer(init_path, cfg)
     if data_path.endswith(".bin"):
         tokens = D.read_token_bin(data_path)
     else:
@@ -290,17 +292,18 @@ def _total_steps(args, resume, steps: int) -> int:
     return steps
 
 
-def _checkpoint_tokenizer(path: str) -> bytes | None:
-    from ..train import checkpoint as ck
-    try:
-        folder = ck.resolve(path)
-    except Exception:  # noqa: BLE001 - not an orion checkpoint: no tokenizer from it
-        return None
-    p = os.path.join(folder, "tokenizer.model")
-    if not os.path.isfile(p):
-        return None
-    with open(p, "rb") as f:
-        return f.read()
+def _run_tokenizer(folder: str, state: dict, cfg):
+    """The tokenizer an orion train checkpoint (step folder) carries, as its run used it: the SentencePiece
+    model the run trained or was given, else the files it read (tokenizer.json first, as orion generate
+    does); an HF tokenizer.json shipped beside a tokenizer.model stays the HF tokenizer. None: no tokenizer."""
+    from ..models.tokenizers import find_tokenizer
+    from ..train import data as D
+    used = state.get("tokenizer") or ""                  # the fingerprint: "spm:", "hf:", "bin:" + hash
+    spm = os.path.join(folder, "tokenizer.model")
+    if os.path.isfile(spm) and not used.startswith(("hf:", "bin:")):
+        with open(spm, "rb") as f:
+            return D.SentencePieceTokenizer(f.read())
+    return find_tokenizer(folder, cfg)
 
 
 # ---------------------------------------------------------------------------------------- run

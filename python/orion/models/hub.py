@@ -13,19 +13,36 @@ import re
 
 from ..errors import ModelFormatError
 
-__all__ = ["ALLOW_PATTERNS", "is_repo_id", "hub_cache_dir", "hub_offline", "resolve_repo"]
+__all__ = ["ALLOW_PATTERNS", "is_repo_id", "repo_id_problem", "hub_cache_dir", "hub_offline", "resolve_repo"]
 
 # What orion reads from a checkpoint folder; nothing else is downloaded (no .bin/.pt/.gguf duplicates).
 ALLOW_PATTERNS = ["config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
                   "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                   "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja"]
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$", re.ASCII)
 
 
 def is_repo_id(name: str) -> bool:
-    """``org/name`` as on the Hub (one slash, no leading dot or slash, no '..', no '--')."""
-    return bool(_REPO_ID.match(name)) and ".." not in name and "--" not in name and not name.endswith(".")
+    """``org/name`` shaped as on the Hub (one slash, no leading dot or slash, no '..', no '--'). A name of
+    that shape with non-ASCII characters counts too, so that :func:`resolve_repo` can say what is wrong
+    with it (:func:`repo_id_problem`) instead of a plain "no such file"."""
+    shape = "".join(c if c.isascii() else "x" for c in name)
+    return bool(_REPO_ID.match(shape)) and ".." not in name and "--" not in name and not name.endswith(".")
+
+
+def repo_id_problem(name: str) -> str | None:
+    """Why ``name`` is not a valid Hub id (None when it is): the Hub allows org/name in ASCII letters,
+    digits, '-', '_' and '.' only, which look-alike characters pasted from a web page often are not."""
+    for i, c in enumerate(name):
+        if not c.isascii():
+            import unicodedata
+            what = unicodedata.name(c, "unnamed")
+            return (f"the character {c!r} (U+{ord(c):04X} {what}) at position {i + 1} is not ASCII; Hub ids are "
+                    f"org/name in ASCII letters, digits, '-', '_' and '.' (retype it)")
+    if not is_repo_id(name):
+        return "Hub ids are org/name in ASCII letters, digits, '-', '_' and '.', without '--' or '..'"
+    return None
 
 
 def hub_cache_dir() -> str:
@@ -45,9 +62,18 @@ def hub_offline() -> bool:
 def resolve_repo(repo_id: str, revision: str | None = None) -> str:
     """The local snapshot folder of ``repo_id``: from the cache when it is there, else downloaded
     (unless offline). Raises :class:`ModelFormatError` saying how to fix it."""
+    problem = repo_id_problem(repo_id)
+    if problem:                              # before the cache: huggingface_hub's refusal would be blamed on it
+        raise ModelFormatError(f"{repo_id!r}: no such local file or folder, and not a valid Hugging Face Hub id: "
+                               f"{problem}")
     try:
         from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+        from huggingface_hub.errors import (
+            HFValidationError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
     except ImportError:
         raise ModelFormatError(f"{repo_id}: loading models by Hub name needs the 'huggingface_hub' package "
                                f"(pip install huggingface_hub), or pass a local folder") from None
@@ -61,6 +87,9 @@ def resolve_repo(repo_id: str, revision: str | None = None) -> str:
         partial = folder
     except LocalEntryNotFoundError:
         pass
+    except HFValidationError as e:           # an id or revision the Hub refuses, whatever the cache holds
+        raise ModelFormatError(f"{repo_id!r}{f' (revision {revision!r})' if revision else ''}: not a valid Hugging "
+                               f"Face Hub id or revision: {str(e).splitlines()[0]}") from None
     except Exception as e:  # noqa: BLE001 - a malformed cache entry: report it, do not hide it
         raise ModelFormatError(f"{repo_id}: the Hugging Face cache entry in {cache} is unusable "
                                f"({type(e).__name__}: {e}); delete models--{repo_id.replace('/', '--')} there") from None

@@ -41,7 +41,8 @@ from ..safetensors import SafetensorsFile, write_safetensors
 log = logging.getLogger("orion")
 
 __all__ = ["Checkpoint", "read_checkpoint", "load_weights", "expected_shapes", "cache_dir",
-           "hf_to_canonical", "canonical_to_hf", "to_canonical_tensor", "to_hf_tensor", "read_llama2c", "LLAMA2C_MAGIC", "CONVERTER_VERSION"]
+           "hf_to_canonical", "canonical_to_hf", "hf_tensor_name", "to_canonical_tensor", "to_hf_tensor",
+           "read_llama2c", "LLAMA2C_MAGIC", "CONVERTER_VERSION"]
 
 CONVERTER_VERSION = "orion-weights-2"   # 2: Llama-family variants (norm offsets folded)
 LLAMA2C_MAGIC = 0x616B3432
@@ -55,6 +56,7 @@ class Checkpoint:
     path: str                           # the file or folder given
     files: list = field(default_factory=list)   # source files whose content defines the checkpoint
     cache_file: str | None = None
+    source_names: dict = field(default_factory=dict)   # canonical name -> the file's own name (for messages)
 
 
 # -------------------------------------------------------------------------------- expected shapes
@@ -90,23 +92,27 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple]:
     return out
 
 
-def check_weights(cfg: ModelConfig, w: dict, source: str) -> None:
+def check_weights(cfg: ModelConfig, w: dict, source: str, shown=None) -> None:
+    """Names and shapes of canonical weights ``w`` against ``cfg``. ``shown``: canonical name -> the name the
+    user's file has for it (messages name what the user can find in the file, never orion's own names)."""
+    name = shown or (lambda k: k)
     exp = expected_shapes(cfg)
-    missing = [k for k in exp if k not in w]
+    missing = [name(k) for k in exp if k not in w]
     if missing:
         raise ModelFormatError(f"{source}: missing tensor(s) {missing[:5]}{' ...' if len(missing) > 5 else ''}")
-    extra = [k for k in w if k not in exp]
+    extra = [name(k) for k in w if k not in exp]
     if extra:
         raise ModelFormatError(f"{source}: unexpected tensor(s) {extra[:5]}")
     for k, shape in exp.items():
         if tuple(w[k].shape) != shape:
-            raise ModelFormatError(f"{source}: tensor {k!r} has shape {list(w[k].shape)}, expected {list(shape)} "
-                                   f"for the configuration")
+            raise ModelFormatError(f"{source}: tensor {name(k)!r} has shape {list(w[k].shape)}, expected "
+                                   f"{list(shape)} for the configuration")
 
 
 # ------------------------------------------------------------------------------------- HF naming
 _GPT2_CONV1D = {"wqkv", "wo", "wfc", "wproj"}        # stored [in, out]
 _GPT2_IGNORE = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
+_LLAMA_TOP = {"model.embed_tokens.weight": "tok_emb", "model.norm.weight": "rms_final", "lm_head.weight": "wcls"}
 _LLAMA_IGNORE = re.compile(r"^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$")
 
 
@@ -134,12 +140,8 @@ def _hf_name_map(cfg: ModelConfig, names: list[str], source: str) -> dict[str, s
                 else:
                     unknown.append(n)
         else:
-            if n == "model.embed_tokens.weight":
-                m[n] = "tok_emb"
-            elif n == "model.norm.weight":
-                m[n] = "rms_final"
-            elif n == "lm_head.weight":
-                m[n] = "wcls"
+            if n in _LLAMA_TOP:
+                m[n] = _LLAMA_TOP[n]
             elif _LLAMA_IGNORE.match(n):
                 m[n] = ""
             else:
@@ -155,6 +157,42 @@ def _hf_name_map(cfg: ModelConfig, names: list[str], source: str) -> dict[str, s
         raise ModelFormatError(f"{source}: unknown tensor name(s) for a {cfg.family} checkpoint: {unknown[:5]}"
                                f"{' ...' if len(unknown) > 5 else ''}")
     return m
+
+
+def hf_tensor_name(cfg: ModelConfig, canon: str, prefix: str = "") -> str:
+    """The Hugging Face name of canonical tensor ``canon`` in ``cfg``'s family (the inverse of
+    :func:`_hf_name_map`; ``prefix``: GPT-2's optional ``transformer.``). A part of a fused tensor (Phi-3's
+    qkv_proj) is named as that tensor with its rows: ``model.layers.0.self_attn.qkv_proj.weight (k rows)``."""
+    if cfg.family == "gpt2":
+        if canon in ("wte", "wpe"):
+            return f"{prefix}{canon}.weight"
+        if canon.startswith("ln_f."):
+            return f"{prefix}ln_f.{'weight' if canon.endswith('g') else 'bias'}"
+        inv = {v: k for k, v in _GPT2_LAYER.items()}
+        parts = canon.split(".", 2)
+        return f"{prefix}h.{parts[1]}.{inv[parts[2]]}" if len(parts) == 3 and parts[2] in inv else canon
+    top = {v: k for k, v in _LLAMA_TOP.items()}
+    if canon in top:
+        return top[canon]
+    parts = canon.split(".", 2)
+    if len(parts) != 3 or parts[0] != "layers":
+        return canon
+    for hf, spec in family_module(cfg.model_type).layer_tensors(cfg).items():
+        if spec == parts[2]:
+            return f"model.layers.{parts[1]}.{hf}"
+        if isinstance(spec, tuple) and parts[2] in [k for k, _ in spec]:
+            return _fused_part(f"model.layers.{parts[1]}.{hf}", parts[2])
+    return canon
+
+
+_FUSED_ROLE = {"wq": "q", "wk": "k", "wv": "v", "w1": "gate", "w3": "up"}
+
+
+def _fused_part(hf: str, canon: str) -> str:
+    """How messages name the rows of fused tensor ``hf`` that hold canonical ``canon`` (``...qkv_proj.weight
+    (k rows)``)."""
+    key = canon.rsplit(".", 1)[-1]
+    return f"{hf} ({_FUSED_ROLE.get(key, key)} rows)"
 
 
 def permute_rotate_half_to_adjacent(w: np.ndarray, n_heads: int) -> np.ndarray:
@@ -235,13 +273,25 @@ def check_depth(cfg: ModelConfig, names, source: str) -> None:
 
 
 def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict | None = None,
-                    fp16: bool = False) -> dict:
+                    fp16: bool = False, source_names: dict | None = None) -> dict:
     """Maps HF-named tensors (arrays, or zero-arg callables returning arrays) to canonical float32 arrays,
     validating names and shapes against ``cfg``. ``fp16``: each tensor is range-checked and stored as fp16
-    as soon as it is converted, so a big checkpoint never exists in memory as float32 all at once."""
+    as soon as it is converted, so a big checkpoint never exists in memory as float32 all at once.
+    ``source_names``: filled with canonical name -> the file's name (what messages about a tensor say)."""
     names = list(tensors)
     check_depth(cfg, names, source)
     nmap = _hf_name_map(cfg, names, source)
+    shown = {} if source_names is None else source_names
+    for hf, canon in nmap.items():
+        if isinstance(canon, tuple):
+            for k, _ in canon:
+                shown[k] = _fused_part(hf, k)
+        elif canon:
+            shown.setdefault(canon, hf)
+    prefix = "transformer." if any(n.startswith("transformer.") for n in names) else ""
+
+    def file_name(k: str) -> str:
+        return shown.get(k) or hf_tensor_name(cfg, k, prefix)
     exp = expected_shapes(cfg)
     out: dict[str, np.ndarray] = {}
     lm_head = None
@@ -261,7 +311,7 @@ def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict |
                                        f"for the configuration")
             arr, r0 = np.asarray(arr, np.float32), 0
             for k, r in canon:
-                out[k] = _store(to_canonical_tensor(cfg, k, arr[r0:r0 + r]), k, source, fp16)
+                out[k] = _store(to_canonical_tensor(cfg, k, arr[r0:r0 + r]), file_name(k), source, fp16)
                 r0 += r
             continue
         if canon == "lm_head":
@@ -289,7 +339,7 @@ def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict |
             arr = np.asarray(arr, np.float32)
             if cfg.family == "llama":
                 arr = to_canonical_tensor(cfg, canon, arr)
-        out[canon] = _store(arr, canon, source, fp16)
+        out[canon] = _store(arr, hf, source, fp16)
     if cfg.family == "gpt2" and lm_head is not None and "wte" in out:
         if not np.array_equal(np.asarray(lm_head[1], np.float32), out["wte"]):
             raise ModelFormatError(f"{source}: tensor {lm_head[0]!r} differs from wte.weight; GPT-2 with an untied "
@@ -298,7 +348,7 @@ def hf_to_canonical(cfg: ModelConfig, tensors: dict, source: str, shapes: dict |
         if not np.array_equal(np.asarray(lm_head[1], np.float32), out["tok_emb"]):
             raise ModelFormatError(f"{source}: config says tie_word_embeddings=true but {lm_head[0]!r} differs from "
                                    f"model.embed_tokens.weight")
-    check_weights(cfg, out, source)
+    check_weights(cfg, out, source, file_name)
     return out
 
 
@@ -379,8 +429,9 @@ def _read_hf(directory: str, fp16: bool = False) -> Checkpoint:
                                    f"(convert with safetensors first)")
         raise ModelFormatError(f"{single}: no such file (expected model.safetensors or "
                                f"model.safetensors.index.json next to config.json)")
-    w = hf_to_canonical(cfg, tensors, files[-1] if len(files) == 2 else directory, fp16=fp16)
-    return Checkpoint(cfg, w, "hf", directory, files)
+    shown: dict = {}
+    w = hf_to_canonical(cfg, tensors, files[-1] if len(files) == 2 else directory, fp16=fp16, source_names=shown)
+    return Checkpoint(cfg, w, "hf", directory, files, source_names=shown)
 
 
 # ------------------------------------------------------------------------------------ llama2.c .bin
@@ -534,7 +585,7 @@ def read_checkpoint(path: str, fp16: bool = False) -> Checkpoint:
         ck = read_llama2c(path)
     for k, a in ck.weights.items():
         if not np.isfinite(a).all():
-            raise ModelFormatError(f"{ck.path}: tensor {k!r} contains NaN or inf")
+            raise ModelFormatError(f"{ck.path}: tensor {ck.source_names.get(k, k)!r} contains NaN or inf")
     return ck
 
 
@@ -668,7 +719,7 @@ def load_weights(path: str, *, cache: str | None = None, use_cache: bool = True)
     ck = read_checkpoint(path, fp16=True)
     w16 = {}
     for k in list(ck.weights):                      # llama2.c views / v2 dequantised arrays: one at a time
-        w16[k] = to_fp16(ck.weights.pop(k), k, path)
+        w16[k] = to_fp16(ck.weights.pop(k), ck.source_names.get(k, k), path)
     ck.weights = w16
     if entry:
         try:

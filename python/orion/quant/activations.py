@@ -66,8 +66,21 @@ def _fp16_scale(v, where: str, error=ModelFormatError) -> float:
         f = float(v)
     except OverflowError:                       # an integer beyond float range (JSON has no bound)
         f = math.inf
-    if not (math.isfinite(f) and f > 0) or float(np.float16(f)) != f:
-        raise error(f"{where}: a scale must be a positive finite fp16 value, got {v!r:.40}")
+    if not (math.isfinite(f) and f > 0):
+        raise error(f"{where}: a scale must be a positive finite number, got {v!r:.40}")
+    with np.errstate(over="ignore"):
+        f16 = float(np.float16(f))
+    if f16 != f:
+        # the programs hold the scale as fp16: only a value fp16 stores exactly keeps the host reference equal
+        if f > 65504.0:
+            near = "the largest fp16 value is 65504"
+        elif f16 == 0.0:
+            near = f"the smallest positive fp16 value is 2**-24 = {2.0 ** -24!r}"
+        else:
+            near = f"the nearest fp16 value is {f16!r}"
+        pow2 = 2.0 ** min(15, max(-24, round(math.log2(f))))
+        raise error(f"{where}: a scale must be exactly representable in fp16 (the programs hold it as fp16), and "
+                    f"{f!r} is not: {near} (a power of two such as {pow2!r} always is)")
     return f
 
 

@@ -43,6 +43,7 @@ FORMAT = "orion-train-checkpoint"
 VERSION = 2
 LATEST = "latest.json"
 MANIFEST = "manifest.json"
+CORE_FILES = ("config.json", "model.safetensors", "optim.safetensors", "state.json", MANIFEST)  # the rest: tokenizer
 EXACT = "exact."
 _protected: set[str] = set()
 
@@ -104,6 +105,21 @@ class Checkpoint:
             return None
         with open(p, "rb") as f:
             return f.read()
+
+    def tokenizer_files(self) -> dict[str, bytes]:
+        """The run's own tokenizer files (every file of the manifest besides the model, optimizer and state),
+        as verified against the manifest: what a resumed run carries on, whatever became of its --init."""
+        out = {}
+        for fn, info in sorted(self.files.items()):
+            if fn in CORE_FILES:
+                continue
+            with open(confined(self.path, fn, f"checkpoint {self.path}: manifest"), "rb") as f:
+                data = f.read()
+            if len(data) != info["size"] or hashlib.sha256(data).hexdigest() != info["sha256"]:
+                raise CheckpointError(f"checkpoint {self.path}: {fn} changed since the checkpoint was read "
+                                      f"(sha256 mismatch)")
+            out[fn] = data
+        return out
 
 
 def _model_files(cfg, params: dict) -> tuple[dict, dict]:

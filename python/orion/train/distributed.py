@@ -2,6 +2,11 @@
 
 Only a process launched by an MPI launcher (PMI_RANK/PMI_SIZE: MPICH, Intel MPI; OMPI_COMM_WORLD_*: Open
 MPI; MV2_COMM_WORLD_*: MVAPICH) with more than one rank imports mpi4py; everything else trains as before.
+The launcher's variables are checked before any work (:func:`launched`): a value that is no rank/size, or
+two launchers' variables that disagree, is a :class:`LaunchError`; so is an MPI world that is not the one
+they describe (:func:`from_env`: e.g. ``PMI_SIZE=2`` exported by hand, or a launcher of another MPI than
+mpi4py's, both of which give every process a 1-rank world). Such a run is refused rather than trained as
+one process: every process of such a launch would believe it is alone and write the same checkpoints.
 
 Each rank runs its own device programs on its own share of every step:
 
@@ -28,6 +33,7 @@ import hashlib
 import os
 import pickle
 import queue
+import re
 import sys
 import threading
 import time
@@ -42,20 +48,56 @@ DEFAULT_TIMEOUT = 300.0      # seconds a rank waits for the others (a step's ske
 _TAG_SCATTER, _TAG_GATHER = 11, 12
 
 
+class LaunchError(TrainError):
+    """The MPI launcher's environment variables are malformed or do not describe this process's MPI world."""
+
+
+_INT = re.compile(r"\s*-?\d{1,12}\s*")
+
+
+def _env_int(name: str) -> int:
+    raw = os.environ[name]
+    if not _INT.fullmatch(raw):
+        raise LaunchError(f"the MPI launcher variable {name}={raw!r} is not an integer; it is set by mpiexec (do not "
+                          f"set it by hand): unset it for a single-process run, or launch with mpiexec -n N")
+    return int(raw)
+
+
 def launched() -> tuple[int, int] | None:
-    """(rank, size) when an MPI launcher started this process with more than one rank, else None."""
+    """(rank, size) when an MPI launcher started this process with more than one rank, else None. The
+    variables of every launcher present must be a rank in [0, size) with size >= 1, and agree with each other
+    (some launchers set two sets); anything else is a :class:`LaunchError` naming the variables."""
+    seen: list[tuple[str, str, int, int]] = []
     for rv, sv in ENV:
-        if rv in os.environ and sv in os.environ:
-            try:
-                rank, size = int(os.environ[rv]), int(os.environ[sv])
-            except ValueError:
-                continue
-            return (rank, size) if size > 1 else None
-    return None
+        if rv not in os.environ or sv not in os.environ:
+            continue
+        rank, size = _env_int(rv), _env_int(sv)
+        if size < 1 or not 0 <= rank < size:
+            why = f"{sv} must be >= 1" if size < 1 else f"{rv} must be in [0, {sv}) = [0, {size})"
+            raise LaunchError(f"the MPI launcher variables {rv}={os.environ[rv].strip()} {sv}={os.environ[sv].strip()} "
+                              f"describe no rank of a job ({why}); they are set by mpiexec (do not set them by "
+                              f"hand): unset them for a single-process run, or launch with mpiexec -n N")
+        seen.append((rv, sv, rank, size))
+    if not seen:
+        return None
+    rv, sv, rank, size = seen[0]
+    for rv2, sv2, rank2, size2 in seen[1:]:
+        if (rank2, size2) != (rank, size):
+            raise LaunchError(f"two MPI launchers' variables disagree: {rv}={rank} {sv}={size} but {rv2}={rank2} "
+                              f"{sv2}={size2} (left over from another job, or a launcher run inside another): "
+                              f"unset the stale ones")
+    return (rank, size) if size > 1 else None
+
+
+def _env_names() -> str:
+    """The launcher variables that are set, as NAME=value."""
+    return " ".join(f"{rv}={os.environ[rv].strip()} {sv}={os.environ[sv].strip()}" for rv, sv in ENV
+                    if rv in os.environ and sv in os.environ)
 
 
 def from_env(timeout: float | None = None) -> "Comm | None":
-    """The MPI world of this process (mpi4py imported only here), or None when not launched by MPI."""
+    """The MPI world of this process (mpi4py imported only here), or None when not launched by MPI. Raises
+    :class:`LaunchError` when the launcher's variables are malformed or describe another world than MPI's."""
     w = launched()
     if w is None:
         return None
@@ -64,6 +106,17 @@ def from_env(timeout: float | None = None) -> "Comm | None":
     except ImportError as e:
         raise TrainError(f"launched as MPI rank {w[0]} of {w[1]}, but mpi4py cannot be imported ({e}); install "
                          f"the distributed extra: pip install \"orion-ane[distributed]\"") from None
+    world = MPI.COMM_WORLD
+    actual = (world.Get_rank(), world.Get_size())
+    if actual != w:
+        mpi_name = " ".join(MPI.Get_library_version().splitlines()[0].split())
+        # each process would train alone (or index ranks that do not exist) while all write the same files
+        raise LaunchError(f"the launcher variables {_env_names()} say this is MPI rank {w[0]} of {w[1]}, but "
+                          f"MPI (mpi4py: {mpi_name}) reports rank "
+                          f"{actual[0]} of {actual[1]}: this process was not started by that launcher's mpiexec "
+                          f"(variables set by hand or left over from another job, or an mpiexec of another MPI "
+                          f"than mpi4py's). Launch with mpiexec -n {w[1]} of the MPI mpi4py was built with, or "
+                          f"unset them for a single-process run")
     return Comm(MPI, DEFAULT_TIMEOUT if timeout is None else float(timeout))
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import safetensors as st
 from ..errors import ModelFormatError
-from ..models.config import LlamaConfig, config_from_dict
+from ..models.config import LlamaConfig, check_config_dict, config_from_dict
 from .errors import CheckpointError, TrainError
 
 # the llama2.c names of the constructor / old state.json files -> LlamaConfig fields
@@ -75,23 +75,28 @@ def resized(cfg: LlamaConfig, **over) -> LlamaConfig:
 def config_from_state(d: dict, source: str = "state.json") -> LlamaConfig:
     """The ``"model"`` entry of a checkpoint's state.json: ``LlamaConfig.to_dict()``, or the older form with
     llama2.c names (dim, hidden_dim, seq_len, multiple_of), converted on read."""
+    where = source if os.path.basename(source) == "state.json" else os.path.join(source, "state.json")
     if not isinstance(d, dict):
-        raise CheckpointError(f"{source}: 'model' must be an object, got {type(d).__name__}")
+        raise CheckpointError(f"{where}: 'model' must be an object, got {type(d).__name__}")
     if "family" not in d:                                    # written before training used LlamaConfig
         known = set(inspect.signature(llama_config).parameters) - {"features"}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise CheckpointError(f"{source}: unknown model keys {unknown} (expected {sorted(known)})")
+            raise CheckpointError(f"{where}: unknown model keys {unknown} (expected {sorted(known)})")
         try:
             return llama_config(**d)
         except TrainError as e:
-            raise CheckpointError(f"{source}: {e}") from None
+            raise CheckpointError(f"{where}: {e}") from None
     try:
-        cfg = config_from_dict(d)
+        check_config_dict(d, where, "model.")           # an unknown key or a wrong type, named
+    except ModelFormatError as e:
+        raise CheckpointError(str(e)) from None
+    try:
+        cfg = config_from_dict(d, where)
     except (ModelFormatError, TypeError) as e:
-        raise CheckpointError(f"{source}: model config: {e}") from None
+        raise CheckpointError(f"{where}: model config: {e}") from None
     if cfg.family != "llama":
-        raise CheckpointError(f"{source}: orion train trains Llama-style models, got family {cfg.family!r}")
+        raise CheckpointError(f"{where}: orion train trains Llama-style models, got family {cfg.family!r}")
     return cfg
 
 

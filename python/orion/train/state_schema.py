@@ -82,6 +82,19 @@ def validate_state(state, where: str) -> None:
     if not all(v is None or _is(v, _NUM) for v in state.get("history", [])):
         raise CheckpointError(f"{where}: key 'history' must be a list of numbers (or null for a skipped step)")
     _check_train(state["train"], where)
+    _check_model(state["model"], where)
+
+
+def _check_model(model: dict, where: str) -> None:
+    """The ``model`` section: a ``LlamaConfig.to_dict()`` (unknown keys and wrong types named here, not as a
+    constructor's TypeError); the older llama2.c-named form (no ``family``) is checked where it is read."""
+    from ..errors import ModelFormatError
+    from ..models.config import check_config_dict
+    if "family" in model:
+        try:
+            check_config_dict(model, where, "model.")
+        except ModelFormatError as e:
+            raise CheckpointError(str(e)) from None
 
 
 def _check_train(train: dict, where: str) -> None:

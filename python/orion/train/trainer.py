@@ -208,7 +208,14 @@ class Trainer:
         self.stability = StabilityStats()
         self.step = 0
         self.history: list = []
-        self._tokenizer_files = None
+        # the run's tokenizer files, read once here and carried by every checkpoint and export: a resumed run
+        # takes them from its checkpoint, a new one from where its tokenizer came from (the --init folder is
+        # not read after the start, so a changed or deleted --init never slips a foreign tokenizer in)
+        from .tokenizer_files import tokenizer_files
+        if resume is not None:
+            self._tokenizer_files = resume.tokenizer_files() or tokenizer_files(tokenizer)
+        else:
+            self._tokenizer_files = tokenizer_files(tokenizer, self.extra_state.get("init"))
         if resume is not None:                                  # weights + state first ...
             check_resume(resume.state, cfg, tc, data.state(), self.extra_state.get("lora"))
             old_base = resume.state.get("lora_base")
@@ -253,16 +260,13 @@ class Trainer:
     def save(self) -> str | None:
         if not self.tc.ckpt_dir or (self.dist is not None and not self.dist.is_root):
             return None
-        if self._tokenizer_files is None:
-            self._tokenizer_files = self.tokenizer_files()
         # a full-training checkpoint is a model (HF layout of its family); a LoRA one holds the adapters only
         return ckpt_mod.save(self.tc.ckpt_dir, self.step, self.trainable, self.opt.state_tensors(), self.state(),
                              self._tokenizer_files, keep=self.tc.keep, cfg=None if self.lora is not None else self.cfg)
 
     def tokenizer_files(self) -> dict:
-        """The files of the run's tokenizer (checkpoints and exports carry them)."""
-        from .tokenizer_files import tokenizer_files
-        return tokenizer_files(self.tokenizer, self.extra_state.get("init"))
+        """The files of the run's tokenizer (checkpoints and exports carry them), as read at the start."""
+        return dict(self._tokenizer_files)
 
     # -------------------------------------------------------------------------------- evaluation
     def evaluate(self, max_batches: int | None = None) -> float | None:
