@@ -162,5 +162,6 @@ def test_cli_draft_prints_the_plain_greedy_text(tmp_path):
     assert out.getvalue() == "Once upon a time" + m.generate("Once upon a time", max_tokens=12).text + "\n"
     assert "tokens per eval" in err.getvalue() and "draft evals" in err.getvalue()
     args = p.parse_args(["generate", "--model", fx, "--draft", draft, "--speculative", "prompt-lookup"])
-    with pytest.raises(InputError, match="either"):
+    from orion.cli.common import UsageError
+    with pytest.raises(UsageError, match="either"):          # a contradictory pair of flags: exit 2, before loading
         cmd_generate(args, out=out, err=err)

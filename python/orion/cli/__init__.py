@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .constraints import add_constraints_parser
     from .demo import add_demo_parser
     from .doctor import add_doctor_parser
+    from .fuse import add_fuse_parser
     from .generate import add_generate_parser
     from .info import add_info_parser
     from .plot import add_plot_parser
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_constraints_parser(sub)
     add_train_parser(sub)
     add_generate_parser(sub)
+    add_fuse_parser(sub)
     add_quality_parser(sub)
     add_plot_parser(sub)
     add_doctor_parser(sub)

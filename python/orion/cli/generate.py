@@ -158,12 +158,20 @@ def cmd_generate(args, out=None, err=None) -> int:
         base = get_profile()
         profile = Profile(chip=args.chip, strictness=base.strictness)
     calib = read_text("--calibration", args.calibration) if getattr(args, "calibration", None) else None
+    run_adapter = None
+    if not getattr(args, "adapter", None):
+        from ..lora.runs import is_lora_run, run_adapter as read_run
+        if is_lora_run(args.model):         # an orion train --lora run: its base model + its adapters
+            base, run_adapter = read_run(args.model)
+            print(f"orion generate: {args.model} is a LoRA run: its base {base} with the adapter of "
+                  f"{run_adapter.name}", file=err)
+            args.model = base
     model = load_w8a8(load, args.model, err, tokenizer=args.tokenizer, device=args.device, profile=profile,
                       cache=args.cache_dir, use_cache=not getattr(args, "no_cache", False), classifier=args.classifier,
                       quantize=getattr(args, "quantize", None), activations=getattr(args, "activations", None),
                       calibration=calib)
-    if getattr(args, "adapter", None):
-        model.set_adapter(args.adapter)
+    if getattr(args, "adapter", None) or run_adapter is not None:
+        model.set_adapter(run_adapter or args.adapter)
     kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
               repetition_penalty=args.repetition_penalty, seed=args.seed, stop_tokens=args.stop_token)
     if prompt_lines is not None:

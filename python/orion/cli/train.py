@@ -56,8 +56,12 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     lo.add_argument("--export-adapter", metavar="DIR", default=None,
                     help="write the trained adapter as a PEFT folder (default: <ckpt-dir>/adapter)")
     d = p.add_argument_group("data")
-    d.add_argument("--data", metavar="PATH", help="text file/folder, or pretokenized uint16 .bin (default: the "
-                                                  "shipped corpus)")
+    d.add_argument("--data", metavar="PATH", help="text file/folder, pretokenized uint16 .bin, a .jsonl file or a "
+                                                  "folder with train.jsonl / valid.jsonl / test.jsonl (lines "
+                                                  "{\"text\"}, {\"prompt\", \"completion\"} or {\"messages\"}; "
+                                                  "default: the shipped corpus)")
+    d.add_argument("--mask-prompt", action="store_true",
+                   help="JSONL data: the loss counts only completions / assistant turns (not the prompts)")
     d.add_argument("--tokenizer", metavar="PATH", help="tokenizer for text data: SentencePiece .model, tokenizer.json, "
                                                        "llama2.c tokenizer.bin; default: the --init checkpoint's own, "
                                                        "else train one on the data (vocab = --vocab)")
@@ -107,6 +111,8 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
                    help="steps between validation passes (default 100)")
     r.add_argument("--eval-batches", type=positive_int, default=None, help="batches per validation pass (default 4)")
     s = p.add_argument_group("output")
+    s.add_argument("--test", action="store_true",
+                   help="after training, report the loss and perplexity on the data's test split (test.jsonl)")
     s.add_argument("--sample-tokens", type=nonneg_int, default=80, help="tokens of the final sample (0: none)")
     s.add_argument("--temperature", "--temp", type=nonneg_float, default=0.8, help="sampling temperature (0: greedy)")
     s.add_argument("--prompt", default=None, help="sample prompt (default: 'Once upon a time')")
@@ -237,7 +243,27 @@ def _prepare(args):
             tok = _run_tokenizer(ck.resolve(init_path), ck.read_state(init_path), cfg)
         else:                                               # found as orion generate finds it (tokenizer.json first)
             tok = find_tokenizer(init_path, cfg)
-    if data_path.endswith(".bin"):
+    from ..train import examples as E
+    jsonl = E.is_jsonl_data(data_path)
+    mask_prompt = bool(args.mask_prompt or (resume is not None and resume.state.get("mask_prompt")))
+    if (mask_prompt or args.test) and not jsonl:
+        from .common import UsageError
+        raise UsageError(f"--{'mask-prompt' if mask_prompt else 'test'} needs JSON Lines data (a .jsonl file, or a "
+                         f"folder with train.jsonl{'' if mask_prompt else ' and test.jsonl'}); --data is {data_path}")
+    splits = None
+    if jsonl:
+        splits = E.read_splits(data_path, base["val_fraction"])
+        if args.test and not splits.get("test"):
+            from .common import UsageError
+            raise UsageError(f"--test: {data_path} has no test split (test.jsonl beside train.jsonl)")
+        if tok is None:
+            if init_path or resume is not None:
+                raise VocabMismatch("JSONL data with a pretrained or resumed model needs that model's tokenizer: "
+                                    "pass --tokenizer PATH")
+            tok = D.train_sentencepiece(E.texts_of(splits), cfg.vocab_size)
+            if tok.vocab_size != cfg.vocab_size:
+                cfg = dataclasses.replace(cfg, vocab_size=tok.vocab_size)
+    elif data_path.endswith(".bin"):
         tokens = D.read_token_bin(data_path)
     else:
         docs = D.read_texts(data_path)
@@ -259,12 +285,19 @@ def _prepare(args):
         params = init_params(cfg, int(base["seed"]))
     base["ckpt_dir"] = ckpt_dir
     # a pretrained model's context (32k-128k today) is no training window: --init starts at INIT_SEQ_LEN
-    seq = base.get("seq_len") or (min(cfg.n_ctx, INIT_SEQ_LEN) if init_path else cfg.n_ctx)
-    base["seq_len"] = seq
+    cap = min(cfg.n_ctx, INIT_SEQ_LEN) if init_path else cfg.n_ctx
+    if jsonl:       # JSONL: one example per window, by default as long as the longest example needs (up to cap)
+        dataset = E.load_examples(data_path, tok, base.get("seq_len"), cfg.vocab_size, mask_prompt,
+                                  int(base["seed"]), base["val_fraction"], splits, max_seq_len=cap)
+        base["seq_len"] = dataset.seq_len
+    base["seq_len"] = seq = base.get("seq_len") or cap
     tc = TrainConfig(**{k: v for k, v in base.items() if k in fields})
-    dataset = D.TokenDataset(tokens, seq, cfg.vocab_size, tc.val_fraction, tc.seed, source=data_path)
+    if not jsonl:
+        dataset = D.TokenDataset(tokens, seq, cfg.vocab_size, tc.val_fraction, tc.seed, source=data_path)
     # a resumed run keeps naming the model it began from (its tokenizer and a LoRA base are found there)
     extras = {"data_source": data_path, "init": init_path or (resume.state.get("init") if resume else None)}
+    if mask_prompt:
+        extras["mask_prompt"] = True
     if lora_cfg is not None:
         extras["lora_config"] = lora_cfg
     quantize = getattr(args, "quantize", None) or (resume.state.get("lora_quantize") if resume is not None else None)
@@ -381,6 +414,13 @@ def _run(args, dist=None) -> int:
           f"({data.n_windows} train / {data.n_val_windows} val windows of {tc.seq_len}); batch {tc.batch}x{tc.accum}"
           f"{f' ({dist.size} MPI ranks x {tc.accum // dist.size} microbatches)' if dist else ''}; "
           f"steps {trainer.step}->{tc.steps}; compile {time.perf_counter() - t_setup:.1f}s")
+    notes = [f"{n} {what}" for n, what in ((getattr(data, "truncated", 0), "examples longer than the window were "
+                                            f"truncated to {tc.seq_len + 1} tokens"),
+                                           (getattr(data, "unlocated_turns", 0), "assistant turns the chat template "
+                                            "renders differently once later turns follow stay context"))
+             if n]
+    if notes:
+        print("data: " + "; ".join(notes))
     from ..train.runlog import LOG_NAME, RunLog
     log_path = args.log_jsonl or (os.path.join(tc.ckpt_dir, LOG_NAME) if tc.ckpt_dir else None)
     log_f = RunLog(log_path, trainer.step) if log_path and (dist is None or dist.is_root) else None
@@ -435,10 +475,14 @@ def _run(args, dist=None) -> int:
               f"compiles {sum(r.compiles for r in recs)} loads {sum(r.loads for r in recs)} during training")
     if res.val and res.val[-1][0] not in shown_val:
         print(f"validation loss {res.val[-1][1]:.4f} at step {res.val[-1][0]}")
+    if args.test and res.status != "interrupted":
+        t = trainer.evaluate(split="test")
+        print(f"test loss {t:.4f}, perplexity {math.exp(min(t, 700.0)):.3f} ({data.n_test_windows} examples)")
     st = res.stats
     print("stability: " + ", ".join(f"{k} {v}" for k, v in st.items()))
     if res.checkpoint:
-        print(f"checkpoint: {res.checkpoint} (a model: orion generate --model {res.checkpoint})")
+        what = "LoRA adapters on its base; generate with them" if adapter is not None else "a model"
+        print(f"checkpoint: {res.checkpoint} ({what}: orion generate --model {res.checkpoint})")
     if log_path:
         print(f"training log: {log_path} (draw it: orion plot {tc.ckpt_dir if not args.log_jsonl else log_path})")
     if res.message:

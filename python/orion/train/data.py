@@ -163,6 +163,13 @@ def fingerprint_tokens(tokens: np.ndarray) -> str:
 
 
 # ------------------------------------------------------------------------------------ batching
+def inputs_targets(batch) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, targets) of a batch: :class:`TokenDataset`'s windows ``[B, S + 1]`` (targets: the inputs shifted
+    by one), or the pair :class:`orion.train.examples.ExampleDataset` gives (targets with IGNORE)."""
+    return batch if isinstance(batch, tuple) else (batch[:, :-1], batch[:, 1:])
+
+
+
 @dataclass
 class DataPosition:
     epoch: int = 0

@@ -347,9 +347,15 @@ def texts_of(splits: dict) -> list[str]:
     return out
 
 
-def load_examples(path: str, tok, seq_len: int, vocab_size: int, mask_prompt: bool = False, seed: int = 0,
-                  val_fraction: float = 0.1, splits: dict | None = None) -> ExampleDataset:
-    """An :class:`ExampleDataset` from JSON Lines data (``splits``: already read by :func:`read_splits`)."""
+WINDOW_MULTIPLE = 16                     # a default window is the longest example rounded up to this
+
+
+def load_examples(path: str, tok, seq_len: int | None, vocab_size: int, mask_prompt: bool = False, seed: int = 0,
+                  val_fraction: float = 0.1, splits: dict | None = None, max_seq_len: int | None = None
+                  ) -> ExampleDataset:
+    """An :class:`ExampleDataset` from JSON Lines data (``splits``: already read by :func:`read_splits`).
+    ``seq_len`` None: the window fits the longest example (rounded up to :data:`WINDOW_MULTIPLE`, at most
+    ``max_seq_len``): one example per window, so a longer window would only add padding to compute."""
     splits = read_splits(path, val_fraction) if splits is None else splits
     fmts = {detect_format(rows[0][1], rows[0][0]) for rows in splits.values() if rows}
     if mask_prompt and fmts == {"text"}:
@@ -359,6 +365,10 @@ def load_examples(path: str, tok, seq_len: int, vocab_size: int, mask_prompt: bo
     encoded = {s: [encode_example(obj, detect_format(obj, where), tok, mask_prompt, where, stats)
                    for where, obj in rows] for s, rows in splits.items()}
     pad = tok.eos_id if getattr(tok, "eos_id", None) is not None else 0
+    if seq_len is None:
+        longest = max(len(ids) for rows in encoded.values() for ids, _ in rows) - 1
+        seq_len = -(-max(1, longest) // WINDOW_MULTIPLE) * WINDOW_MULTIPLE
+        seq_len = seq_len if max_seq_len is None else min(seq_len, max_seq_len)
     ds = ExampleDataset(encoded, seq_len, vocab_size, seed, source=path, pad_id=pad)
     ds.unlocated_turns = stats.get("unlocated_turns", 0)
     return ds

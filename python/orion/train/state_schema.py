@@ -39,6 +39,7 @@ STATE = {
     "tokenizer": (_STR, False, True), "residual_scale": (_NUM, False, False), "strategy": (_STR, False, True),
     "lora": ("an object", False, True), "lora_base": (_STR, False, True), "data_source": (_STR, False, True),
     "init": (_STR, False, True), "weights": (_STR, False, False), "lora_quantize": (_STR, False, True),
+    "mask_prompt": ("true or false", False, False),
 }
 SECTIONS = {
     "optimizer": {"t": (_INT, True, False), "betas": ("a list", False, False), "eps": (_NUM, False, False)},

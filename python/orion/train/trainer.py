@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import AneSimWarning
 from ..models.fp16_safety import calibration_ids, check_residual_scale, resolve_fp16_plan
 from . import checkpoint as ckpt_mod
-from .data import TokenDataset
+from .data import TokenDataset, inputs_targets
 from .errors import ResumeMismatch, TrainError
 from .interrupt import StopRequest
 from .memory import check_memory
@@ -269,10 +269,16 @@ class Trainer:
         return dict(self._tokenizer_files)
 
     # -------------------------------------------------------------------------------- evaluation
-    def evaluate(self, max_batches: int | None = None) -> float | None:
+    def evaluate(self, max_batches: int | None = None, split: str = "valid") -> float | None:
+        """Mean loss over the first ``max_batches`` batches (default: ``eval_batches``) of the validation
+        split, or (``split="test"``, every batch by default) of JSONL data's test split."""
+        if split == "test":
+            batches = self.data.test_batches(self.tc.batch, max_batches)
+        else:
+            batches = self.data.val_batches(self.tc.batch, max_batches or self.tc.eval_batches)
         total, n = 0.0, 0
-        for batch in self.data.val_batches(self.tc.batch, max_batches or self.tc.eval_batches):
-            s, k = self.engine.loss_only(batch[:, :-1], batch[:, 1:])
+        for batch in batches:
+            s, k = self.engine.loss_only(*inputs_targets(batch))
             total, n = total + s, n + k
         return total / n if n else None
 
@@ -297,7 +303,7 @@ class Trainer:
                 if not finite:
                     continue                          # keep the data stream aligned; the step is lost anyway
                 self.grads.begin_micro(last=k == accum - 1)
-                res = self.engine.microbatch(batch[:, :-1], batch[:, 1:], self.grads, scale / n_tok)
+                res = self.engine.microbatch(*inputs_targets(batch), self.grads, scale / n_tok)
                 self.grads.end_micro()
                 self.stability.add(res.stats)
                 loss_sum += res.loss_sum
@@ -316,13 +322,18 @@ class Trainer:
                                                              self.stability)
         if self.lora is not None:            # a fused module's parts (Phi-3 qkv_proj) share one lora_A
             self.lora.tie_gradients(self.grads.grads)
-        gn = global_norm(self.grads) / scale if finite else float("nan")
+        # the gradients were scaled for n_tok targets; where some do not count (masked prompts, padding) the
+        # step's mean is over the n_done that do (all ranks': end_step summed them)
+        per = n_tok / n_done if n_done and n_done != n_tok else 1.0
+        gn = global_norm(self.grads) / scale * per if finite else float("nan")
         finite = finite and math.isfinite(gn)
         t_cpu += time.perf_counter() - t1 - t_comm
         t_opt = 0.0
         if finite:
             t2 = time.perf_counter()
             mul = (1.0 / scale) * (min(1.0, tc.clip / (gn + 1e-6)) if tc.clip > 0 else 1.0)
+            if per != 1.0:
+                mul *= per
             self.opt.step(self.trainable, self.grads, lr, grad_mul=mul)
             t_opt = time.perf_counter() - t2
         else:

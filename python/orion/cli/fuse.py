@@ -1,0 +1,62 @@
+"""``orion fuse``: a LoRA adapter merged into its base model, written as a Hugging Face folder (the family's
+config.json, model.safetensors in fp16, the base's tokenizer files) that transformers and ``orion
+generate`` load - mlx-lm's ``fuse`` with the same flag names.
+
+    orion fuse --adapter-path RUN_OR_PEFT_FOLDER [--model BASE] --save-path OUT
+
+``--adapter-path``: an ``orion train --lora`` run (or one of its step folders), which names its base, or a
+PEFT adapter folder (then ``--model`` is required)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def add_fuse_parser(sub) -> None:
+    p = sub.add_parser("fuse", help="merge a LoRA adapter into its base model (a Hugging Face folder)",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=None, metavar="PATH",
+                   help="the base model (path or ORG/NAME; default: the base an orion train --lora run names)")
+    p.add_argument("--adapter-path", "--adapter", dest="adapter", required=True, metavar="PATH",
+                   help="an orion train --lora run folder (or step folder) or a PEFT adapter folder")
+    p.add_argument("--save-path", required=True, metavar="DIR", help="the fused model's folder (new or empty)")
+    p.set_defaults(func=cmd_fuse)
+
+
+def cmd_fuse(args, out=None) -> int:
+    from ..lora import load as load_adapter
+    from ..lora import merge
+    from ..lora.files import read_config
+    from ..lora.runs import is_lora_run, run_adapter
+    from ..models.loaders import load_weights
+    from ..models.model import resolve_model_path
+    from ..train.checkpoint import _check_writable
+    from ..train.model import write_hf
+    from .common import UsageError
+
+    out = out or sys.stdout
+    save = os.path.abspath(args.save_path)
+    _check_writable(save)                                   # refused before anything is read
+    if not os.path.exists(args.adapter):
+        raise UsageError(f"--adapter-path {args.adapter}: no such file or folder")
+    if is_lora_run(args.adapter):
+        base, adapter = run_adapter(args.adapter)
+        base = args.model or base
+    else:
+        read_config(args.adapter)                           # a typed error for a folder that is no adapter
+        if not args.model:
+            raise UsageError(f"--adapter-path {args.adapter} is a PEFT folder: give its base with --model")
+        base, adapter = args.model, None
+    path = resolve_model_path(base)
+    ck = load_weights(path)
+    if ck.config.family != "llama":
+        raise UsageError(f"{path}: orion fuses adapters of Llama-style models (GPT-2 has no adapters)")
+    if adapter is None:
+        adapter = load_adapter(args.adapter, ck.config, ck.weights)
+    else:
+        adapter.check_model(ck.config, ck.weights)
+    fused = merge(ck.weights, adapter)
+    write_hf(save, ck.config, fused, tokenizer_from=path if os.path.isdir(path) else None)
+    print(f"fused {len(adapter.names)} adapted linears of {args.adapter} into {path}: {save}", file=out)
+    return 0
