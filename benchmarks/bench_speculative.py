@@ -9,9 +9,9 @@
    draft with the target's tokenizer (19 and 3 minutes on the shared 2 cores at load average 9; the
    checkpoints are not committed)::
 
-       orion train --model tiny --dim 256 --layers 6 --heads 8 --hidden 688 --steps 250 --seed 1337 \\
+       orion train --preset tiny --dim 256 --layers 6 --heads 8 --hidden 688 --steps 250 --seed 1337 \\
            --ckpt-dir /tmp/spec-train/target-run --ckpt-interval 0 --export-hf /tmp/spec-train/target
-       orion train --model tiny --dim 64 --layers 2 --heads 4 --hidden 172 --steps 250 --seed 1337 \\
+       orion train --preset tiny --dim 64 --layers 2 --heads 4 --hidden 172 --steps 250 --seed 1337 \\
            --tokenizer /tmp/spec-train/target/tokenizer.model \\
            --ckpt-dir /tmp/spec-train/draft-run --ckpt-interval 0 --export-hf /tmp/spec-train/draft
 

@@ -5,7 +5,7 @@ compile budget (issue 25; C05: ~119 compiles per process, enforced by the simula
 a SmolLM2-135M-shaped Llama (30 layers, d_model 576, 9 / 3 heads, d_ff 1536, vocab 32,000, tied embeddings,
 random fp16 weights; the smollm2 fixture's tokenizer and ChatML template) - generate with fp16, int8,
 lut4 and int4 weights, generate_batch of 8 prompts, speculative decoding with a 2-layer draft of the same
-shape, a LoRA adapter swap and Model.chat - then ``orion train --init M --lora r=8,alpha=16`` on it in a
+shape, a LoRA adapter swap and Model.chat - then ``orion train --model M --lora r=8,alpha=16`` on it in a
 second process. Prints each step's compiles, time and the process's peak RSS; exits 1 if the model alone
 needs more than 60.
 
@@ -116,11 +116,11 @@ def main(argv=None) -> int:
     with open(data, "w") as fh:
         fh.write((prompt + ". He wanted to share it with his friend Sam, so he ran to the park.\n") * 200)
     t = time.perf_counter()
-    cmd = [sys.executable, "-m", "orion.cli", "train", "--init", path, "--lora", "r=8,alpha=16", "--data", data,
+    cmd = [sys.executable, "-m", "orion.cli", "train", "--model", path, "--lora", "r=8,alpha=16", "--data", data,
            "--steps", "2", "--batch", "1", "--seq-len", "64", "--no-progress", "--sample-tokens", "0",
            "--ckpt-dir", os.path.join(work, "lora-run")]
     r = subprocess.run(cmd, capture_output=True, text=True)
-    print(f"orion train --init M --lora r=8,alpha=16 (2 steps, seq 64): rc {r.returncode}, "
+    print(f"orion train --model M --lora r=8,alpha=16 (2 steps, seq 64): rc {r.returncode}, "
           f"{time.perf_counter() - t:.1f} s")
     print("\n".join(line for line in r.stdout.splitlines() if "compiles" in line or "loss" in line)[-1500:])
     if r.returncode:

@@ -46,12 +46,12 @@ def _unlimited_sim_budget():
 
 
 # `orion train` flags of the tests' quick runs: the micro preset, short sequences, no progress bar.
-TRAIN_FAST = ["--model", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--warmup", "2"]
+TRAIN_FAST = ["--preset", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--warmup", "2"]
 
 
 @pytest.fixture(scope="session")
 def micro_base_run(tmp_path_factory) -> str:
-    """The checkpoint folder of a 2-step ``orion train --model micro`` run: the base the LoRA and QLoRA CLI
+    """The checkpoint folder of a 2-step ``orion train --preset micro`` run: the base the LoRA and QLoRA CLI
     tests train adapters on (``--init``), made once per session. Tests must not write into it."""
     from orion.cli.train import main
 

@@ -14,7 +14,7 @@ from orion.cli import main
 from orion.demo import demo_mil
 
 LLAMA3 = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models", "llama3")
-MICRO = ["train", "--model", "micro", "--no-progress", "--steps", "1", "--sample-tokens", "0"]
+MICRO = ["train", "--preset", "micro", "--no-progress", "--steps", "1", "--sample-tokens", "0"]
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ CASES = [
     (MICRO + ["--no-ckpt", "--vocab", "100000000"], 2, ["GiB", "--vocab 100000000"]),
     (MICRO + ["--no-ckpt", "--vocab", "3000", "--data", "{d}/text.txt"], 1, ["--vocab 3000", "pieces"]),
     (MICRO + ["--no-ckpt", "--data", "{d}/missing.txt"], 1, ["missing.txt"]),
-    (MICRO + ["--no-ckpt", "--init", "{d}/missing-model"], 1, ["missing-model"]),
+    (["train", "--no-progress", "--steps", "1", "--no-ckpt", "--model", "{d}/missing-model"], 1, ["missing-model"]),
     # orion generate
     (["generate", "--model", LLAMA3, "--max-tokens", "-1"], 2, ["--max-tokens", ">= 0"]),
     (["generate", "--model", LLAMA3, "--temp", "-1"], 2, ["--temp", "[0, inf)"]),

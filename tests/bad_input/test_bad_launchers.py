@@ -19,7 +19,7 @@ from orion.cli import main
 from orion.train import distributed
 from orion.train.distributed import ENV, LaunchError, from_env, launched
 
-FAST = ["train", "--model", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--steps", "1",
+FAST = ["train", "--preset", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--steps", "1",
         "--sample-tokens", "0"]
 ALL_VARS = [v for pair in ENV for v in pair]
 

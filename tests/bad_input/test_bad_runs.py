@@ -72,7 +72,7 @@ def init_run(tmp_path):
     with open(default_corpus(), encoding="utf-8") as f:
         body = f.read(6000)
     (tmp_path / "text.txt").write_text(body[:body.rfind("\n")], encoding="utf-8")
-    assert _train("--init", str(init), "--data", str(tmp_path / "text.txt"), "--steps", "1",
+    assert _train("--model", str(init), "--data", str(tmp_path / "text.txt"), "--steps", "1",
                   "--ckpt-dir", str(tmp_path / "run")) == 0
     return tmp_path
 
@@ -116,7 +116,7 @@ def test_an_init_from_a_run_folder_takes_the_runs_tokenizer_json(init_run):
     in its latest step folder (it used to look in the run folder itself and ask for --tokenizer)."""
     d = init_run
     shutil.rmtree(d / "init")
-    assert _train("--init", str(d / "run"), "--data", str(d / "text.txt"), "--steps", "1",
+    assert _train("--model", str(d / "run"), "--data", str(d / "text.txt"), "--steps", "1",
                   "--ckpt-dir", str(d / "run2")) == 0
     for n, data in ORIGINAL.items():
         assert (d / "run2" / "step-00000001" / n).read_bytes() == data
@@ -215,7 +215,7 @@ def test_a_scales_file_with_0_1_names_the_file_and_the_nearest_value(tmp_path):
 @pytest.fixture(scope="module")
 def micro_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("micro") / "run"
-    assert main(["train", "--model", "micro", "--batch", "2", "--seq-len", "64", "--warmup", "2", "--steps", "1",
+    assert main(["train", "--preset", "micro", "--batch", "2", "--seq-len", "64", "--warmup", "2", "--steps", "1",
                  "--sample-tokens", "0", "--no-progress", "--ckpt-dir", str(run)]) == 0
     return run
 

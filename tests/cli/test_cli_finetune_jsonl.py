@@ -40,7 +40,7 @@ def _cli(argv) -> int:
 def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ft")
     data = _data(tmp / "data")
-    rc = main(["train", "--init", QWEN3, "--data", data, "--lora", "r=8,alpha=16", "--mask-prompt", "--steps", "6",
+    rc = main(["train", "--model", QWEN3, "--data", data, "--lora", "r=8,alpha=16", "--mask-prompt", "--steps", "6",
                "--test", "--no-progress", "--sample-tokens", "0", "--ckpt-dir", str(tmp / "run"), "--lr", "5e-2"])
     assert rc == 0
     return tmp
@@ -58,7 +58,7 @@ def test_train_on_chat_jsonl_with_masked_prompts_and_a_test_split(run, capsys):
 
 def test_the_cli_reports_test_loss_and_perplexity(tmp_path, capsys):
     data = _data(tmp_path / "d", (8, 2, 2))
-    assert main(["train", "--init", QWEN3, "--data", data, "--lora", "r=4", "--steps", "1", "--test", "--no-progress",
+    assert main(["train", "--model", QWEN3, "--data", data, "--lora", "r=4", "--steps", "1", "--test", "--no-progress",
                  "--sample-tokens", "0", "--no-ckpt"]) == 0
     out = capsys.readouterr().out
     assert "test loss" in out and "perplexity" in out and "(2 examples)" in out
@@ -96,7 +96,7 @@ def test_fuse_writes_a_folder_orion_and_transformers_load_alike(run, capsys):
                                           (["--test"], "--test needs JSON Lines data")])
 def test_jsonl_only_flags_on_text_data_exit_2(tmp_path, capsys, extra, phrase):
     (tmp_path / "t.txt").write_text("some text " * 200)
-    rc = _cli(["train", "--model", "micro", "--data", str(tmp_path / "t.txt"), "--steps", "1", "--no-ckpt",
+    rc = _cli(["train", "--preset", "micro", "--data", str(tmp_path / "t.txt"), "--steps", "1", "--no-ckpt",
                "--no-progress"] + extra)
     assert rc == 2 and phrase in capsys.readouterr().err
 
@@ -104,7 +104,7 @@ def test_jsonl_only_flags_on_text_data_exit_2(tmp_path, capsys, extra, phrase):
 def test_test_without_a_test_split_exits_2(tmp_path, capsys):
     data = _data(tmp_path / "d", (8, 2, 0))
     os.remove(os.path.join(data, "test.jsonl"))
-    rc = _cli(["train", "--init", QWEN3, "--data", data, "--lora", "r=4", "--steps", "1", "--test", "--no-ckpt",
+    rc = _cli(["train", "--model", QWEN3, "--data", data, "--lora", "r=4", "--steps", "1", "--test", "--no-ckpt",
                "--no-progress"])
     assert rc == 2 and "no test split" in capsys.readouterr().err
 
@@ -112,5 +112,5 @@ def test_test_without_a_test_split_exits_2(tmp_path, capsys):
 def test_chat_data_with_a_template_less_tokenizer_is_a_clear_error(tmp_path, capsys):
     data = _data(tmp_path / "d", (8, 2, 0))
     os.remove(os.path.join(data, "test.jsonl"))
-    rc = _cli(["train", "--model", "micro", "--data", data, "--steps", "1", "--no-ckpt", "--no-progress"])
+    rc = _cli(["train", "--preset", "micro", "--data", data, "--steps", "1", "--no-ckpt", "--no-progress"])
     assert rc == 1 and "this tokenizer has none" in capsys.readouterr().err

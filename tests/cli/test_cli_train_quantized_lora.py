@@ -13,7 +13,7 @@ from conftest import TRAIN_FAST as FAST
 
 def test_lora_on_a_lut4_base(tmp_path, capsys, micro_base_run):
     run = str(tmp_path / "qlora")
-    assert main(FAST[2:] + ["--init", micro_base_run, "--lora", "r=4,alpha=8,targets=q,v,w2", "--quantize", "lut4", "--steps",
+    assert main(FAST[2:] + ["--model", micro_base_run, "--lora", "r=4,alpha=8,targets=q,v,w2", "--quantize", "lut4", "--steps",
                             "3", "--ckpt-dir", run, "--sample-tokens", "0"]) == 0
     out = capsys.readouterr().out
     assert "LoRA r=4 alpha=8" in out and "compiles 0 loads 0 during training" in out

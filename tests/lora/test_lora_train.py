@@ -202,7 +202,7 @@ def test_orion_train_lora_cli(tmp_path, capsys, micro_base_run):
     from orion.cli.train import main
     base = micro_base_run
     run = str(tmp_path / "lora")
-    assert main(FAST[2:] + ["--init", base, "--lora", "r=4,alpha=8,targets=q,v", "--steps", "4", "--ckpt-dir", run,
+    assert main(FAST[2:] + ["--model", base, "--lora", "r=4,alpha=8,targets=q,v", "--steps", "4", "--ckpt-dir", run,
                             "--sample-tokens", "8", "--eval-interval", "2"]) == 0
     out = capsys.readouterr().out
     assert "LoRA r=4 alpha=8 on 4 linears (wq, wv;" in out and "(8 programs, 0 compiles per update)" in out
@@ -213,12 +213,14 @@ def test_orion_train_lora_cli(tmp_path, capsys, micro_base_run):
     ad = L.load(os.path.join(run, "adapter"), cfg, params)
     assert ad.names == ["layers.0.wq", "layers.0.wv", "layers.1.wq", "layers.1.wv"] and ad.config.alpha == 8
     assert set(ck.load(run).params) == set(ad.params())
-    # resume continues the LoRA run (config from the checkpoint), bad specs are typed errors (exit 1)
+    # resume continues the LoRA run (config from the checkpoint), bad specs are typed errors
     assert main(["--resume", run, "--steps", "5", "--no-progress", "--sample-tokens", "0"]) == 0
     assert "steps 4->5" in capsys.readouterr().out
     assert main(FAST + ["--lora", "r=4,targets=q,nope", "--steps", "1", "--no-ckpt"]) == 1
     assert "unknown target module 'nope'" in capsys.readouterr().err
-    assert main(FAST + ["--lora", "r=0", "--steps", "1", "--no-ckpt"]) == 1
+    assert main(FAST + ["--lora", "r=0", "--steps", "1", "--no-ckpt"]) == 2        # a bad flag value: exit 2
     assert "rank" in capsys.readouterr().err
+    assert main(FAST + ["--lora", "r=4,dropout=0.1", "--steps", "1", "--no-ckpt"]) == 2
+    assert "applies no adapter dropout" in capsys.readouterr().err
     assert main(FAST + ["--lora", "r=4,targets=q", "--strategy", "recompile", "--steps", "1", "--no-ckpt"]) == 1
     assert "strategy" in capsys.readouterr().err

@@ -91,6 +91,7 @@ def test_model_with_gpt2_tokenizer_streams_text(gpt2_dir, tmp_path):
     full = tok.decode(r.prompt_tokens + r.tokens)
     assert full.startswith(base) and r.text == full[len(base):]
     assert r.text.startswith("".join(pieces))
+    assert str(r) == r.text and "tokens=" in repr(r)      # print(generation) prints the text
     ids = r.prompt_tokens
     assert m.generate(ids, max_tokens=6, stop_tokens=[]).tokens == reference.greedy(cfg, w, ids, 6)
 

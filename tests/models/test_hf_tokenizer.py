@@ -182,7 +182,7 @@ def test_train_init_uses_the_same_discovery(tmp_path, capsys):
     cfg = tiny_llama(vocab_size=400, n_ctx=64)
     write_hf_llama(d, cfg, {k: v.astype(np.float32) for k, v in weights16(cfg, seed=1).items()})
     (tmp_path / "text.txt").write_text("Once upon a time there was a fox.\n\nThe fox liked to play. " * 40)
-    assert main(["--init", str(d), "--data", str(tmp_path / "text.txt"), "--steps", "1", "--batch", "1",
+    assert main(["--model", str(d), "--data", str(tmp_path / "text.txt"), "--steps", "1", "--batch", "1",
                  "--seq-len", "32", "--no-ckpt", "--no-progress", "--sample-tokens", "0"]) == 0
     assert "loss" in capsys.readouterr().out
     q = load_tokenizer(fixture("qwen3"))

@@ -12,7 +12,7 @@ from orion.cli.train import EXIT_BUDGET, main
 
 STORIES260K = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "stories260K.bin")
 LLAMA_TOK = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "llama2-tokenizer.model")
-FAST = ["--model", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--warmup", "2"]
+FAST = ["--preset", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--warmup", "2"]
 
 
 def test_train_resume_export_sample(tmp_path, capsys):
@@ -27,6 +27,11 @@ def test_train_resume_export_sample(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "steps 3->5" in out and "step-00000005" in out
     assert os.path.getsize(tmp_path / "m.bin") > 28 and os.path.exists(tmp_path / "hf" / "model.safetensors")
+    # the .bin export carries the run's tokenizer beside it, where orion generate finds it
+    assert os.path.exists(tmp_path / "m.tokenizer.model") and "with its tokenizer" in out
+    from orion.models import load
+    m = load(str(tmp_path / "m.bin"), device="sim")
+    assert m.tokenizer is not None and m.generate("Once upon a time", max_tokens=4, temperature=0.0).text
 
 
 def test_bad_input_exits_1_with_a_message(tmp_path, capsys):
@@ -48,11 +53,11 @@ def test_bad_input_exits_1_with_a_message(tmp_path, capsys):
 @pytest.mark.skipif(not os.path.exists(STORIES260K), reason="shared/data/stories260K.bin not present")
 def test_pretrained_init_vocab_checks(tmp_path, capsys):
     # text data needs the model's own tokenizer ...
-    assert main(["--init", STORIES260K, "--steps", "1", "--no-ckpt", "--no-progress", "--seq-len", "64"]) == 1
+    assert main(["--model", STORIES260K, "--steps", "1", "--no-ckpt", "--no-progress", "--seq-len", "64"]) == 1
     assert "tokenizer" in capsys.readouterr().err
     # ... and Llama-2's 32,000-piece tokenizer does not fit stories260K's 512-token vocabulary
     if os.path.exists(LLAMA_TOK):
-        assert main(["--init", STORIES260K, "--tokenizer", LLAMA_TOK, "--steps", "1", "--no-ckpt", "--no-progress",
+        assert main(["--model", STORIES260K, "--tokenizer", LLAMA_TOK, "--steps", "1", "--no-ckpt", "--no-progress",
                      "--seq-len", "64"]) == 1
         assert "vocabulary" in capsys.readouterr().err
 
@@ -63,7 +68,7 @@ def test_finetune_a_llama2c_checkpoint_on_pretokenized_data(tmp_path, capsys):
     rng = np.random.default_rng(0)
     rng.integers(0, 512, 4000).astype("<u2").tofile(tmp_path / "data.bin")
     before = open(STORIES260K, "rb").read()
-    assert main(["--init", STORIES260K, "--data", str(tmp_path / "data.bin"), "--steps", "2", "--batch", "1",
+    assert main(["--model", STORIES260K, "--data", str(tmp_path / "data.bin"), "--steps", "2", "--batch", "1",
                  "--seq-len", "64", "--no-progress", "--ckpt-dir", str(tmp_path / "ft")]) == 0
     out = capsys.readouterr().out
     assert "5-layer Llama d=64 heads=8/4" in out
@@ -126,6 +131,12 @@ def test_steps_is_the_total_and_more_steps_continues(tmp_path, capsys):
     assert main(FAST + ["--more-steps", "2", "--resume", run, "--sample-tokens", "0"]) == 0
     assert "steps 3->5" in capsys.readouterr().out
     assert orion.train.checkpoint.load(run).step == 5
+    # --resume on a finished run says so and exits 0, training and writing nothing
+    before = sorted(os.listdir(run))
+    assert main(FAST + ["--resume", run]) == 0
+    out = capsys.readouterr().out
+    assert "already at step 5 of 5" in out and "--more-steps" in out and "val loss" not in out
+    assert sorted(os.listdir(run)) == before and orion.train.checkpoint.load(run).step == 5
 
 
 def test_the_run_log_is_in_the_run_folder_and_printed(tmp_path, capsys):
@@ -141,3 +152,21 @@ def test_the_run_log_is_in_the_run_folder_and_printed(tmp_path, capsys):
     for key in ("loss", "lr", "grad_norm", "tokens_per_s", "t_device", "t_cpu", "t_update", "t_optim"):
         assert all(isinstance(r[key], float) for r in steps), key
     assert [r["step"] for r in recs if "val_loss" in r] == [2, 3]
+
+
+def test_model_is_a_model_to_start_from_and_preset_a_fresh_shape(tmp_path, capsys):
+    """--model PATH|ORG/NAME starts from a model (as generate finds it), --preset a fresh shape; the old
+    spellings (--model PRESET, --init PATH) still work with a one-line note; mixing them is a bad flag."""
+    fx = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models", "llama3")
+    common = ["--steps", "1", "--no-ckpt", "--no-progress", "--sample-tokens", "0", "--batch", "2", "--seq-len", "32"]
+    assert main(["--model", fx] + common) == 0
+    out, err = capsys.readouterr()
+    assert "2-layer Llama" in out and err == ""
+    assert main(["--init", fx] + common) == 0
+    assert capsys.readouterr().err.strip() == f"orion train: --init is now --model (--model {fx})"
+    assert main(["--model", "micro"] + common) == 0
+    assert "--preset micro" in capsys.readouterr().err
+    assert main(["--preset", "micro", "--model", fx] + common) == 2
+    assert "give one of them" in capsys.readouterr().err
+    assert main(["--model", str(tmp_path / "nothing")] + common) == 1
+    assert "no such model" in capsys.readouterr().err

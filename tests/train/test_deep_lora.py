@@ -71,7 +71,7 @@ def test_orion_train_lora_on_a_36_layer_model_in_one_budget(tmp_path, capsys):
     orion.sim.set_compile_budget(119)
     try:
         run = tmp_path / "run"
-        assert main(["--init", deep, "--lora", "r=4,alpha=8", "--data", str(tmp_path / "data.txt"), "--steps", "2",
+        assert main(["--model", deep, "--lora", "r=4,alpha=8", "--data", str(tmp_path / "data.txt"), "--steps", "2",
                      "--batch", "1", "--seq-len", "32", "--no-progress", "--sample-tokens", "0",
                      "--ckpt-dir", str(run)]) == 0
         used = orion.sim.compile_budget()[0]

@@ -31,7 +31,7 @@ from orion.train.accumulate import StepGradients, bucket_names, flat_grads
 from orion.train.data import TokenDataset
 from orion.train.distributed import launched
 
-FAST = ["--model", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--warmup", "2", "--sample-tokens", "0",
+FAST = ["--preset", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--warmup", "2", "--sample-tokens", "0",
         "--eval-interval", "0"]
 
 

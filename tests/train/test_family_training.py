@@ -39,7 +39,7 @@ def text(tmp_path_factory):
 
 
 def _args(name, out, text, *extra):
-    return ["--init", os.path.join(FIXTURES, name), "--data", text, "--seq-len", str(SEQ), "--batch", "4",
+    return ["--model", os.path.join(FIXTURES, name), "--data", text, "--seq-len", str(SEQ), "--batch", "4",
             "--lr", "3e-3", "--warmup", "0", "--eval-batches", "1", "--val-fraction", "0.05", "--sample-tokens", "4",
             "--no-progress", "--ckpt-dir", str(out / "run"), "--log-jsonl", str(out / "log.jsonl"), *extra]
 

@@ -17,7 +17,7 @@ import pytest
 
 from orion.train import checkpoint as ck
 
-ARGS = ["train", "--model", "tiny", "--steps", "8", "--batch", "4", "--ckpt-interval", "3", "--eval-interval", "4",
+ARGS = ["train", "--preset", "tiny", "--steps", "8", "--batch", "4", "--ckpt-interval", "3", "--eval-interval", "4",
         "--eval-batches", "1", "--sample-tokens", "0", "--no-progress", "--seed", "5"]
 
 

@@ -105,7 +105,7 @@ def test_orion_train_init_on_a_massive_checkpoint(tmp_path, capsys):
     assert int(r["trigger"]) in tok.encode(text)
     (tmp_path / "data.txt").write_text((text + "\n") * 40)
     run = tmp_path / "run"
-    assert main(["--init", folder, "--data", str(tmp_path / "data.txt"), "--steps", "3", "--batch", "1",
+    assert main(["--model", folder, "--data", str(tmp_path / "data.txt"), "--steps", "3", "--batch", "1",
                  "--seq-len", "32", "--warmup", "1", "--no-progress", "--sample-tokens", "0", "--ckpt-dir",
                  str(run)]) == 0
     recs = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]

@@ -40,7 +40,7 @@ def run(tmp_path_factory):
     with open(default_corpus(), encoding="utf-8") as f:
         body = f.read(12000)
     (d / "text.txt").write_text(body[:body.rfind("\n")], encoding="utf-8")
-    args = ["--model", "micro", "--data", str(d / "text.txt"), "--steps", "2", "--batch", "2", "--sample-tokens", "0",
+    args = ["--preset", "micro", "--data", str(d / "text.txt"), "--steps", "2", "--batch", "2", "--sample-tokens", "0",
             "--no-progress", "--ckpt-dir", str(d / "run"), "--export-hf", str(d / "hf")]
     assert main(args) == 0
     return d
@@ -155,7 +155,7 @@ def test_the_export_carries_the_tokenizer(run):
 
 
 def test_init_from_a_run_folder_needs_no_tokenizer_flag(run, tmp_path):
-    assert main(["--init", str(run / "run"), "--data", str(run / "text.txt"), "--steps", "1", "--batch", "2",
+    assert main(["--model", str(run / "run"), "--data", str(run / "text.txt"), "--steps", "1", "--batch", "2",
                  "--sample-tokens", "0", "--no-progress", "--no-ckpt", "--seq-len", "32"]) == 0
 
 
@@ -184,7 +184,7 @@ def test_a_run_from_an_hf_folder_resumes_again_and_again(run, tmp_path):
     """Its checkpoints carry the --init folder's tokenizer files, and state.json keeps naming that folder."""
     base = ["--data", str(run / "text.txt"), "--batch", "2", "--sample-tokens", "0", "--no-progress", "--seq-len", "32",
             "--ckpt-dir", str(tmp_path / "r")]
-    assert main(base + ["--init", str(run / "hf"), "--steps", "1"]) == 0
+    assert main(base + ["--model", str(run / "hf"), "--steps", "1"]) == 0
     for _ in range(2):
         assert main(base + ["--resume", str(tmp_path / "r"), "--more-steps", "1"]) == 0
     st = ck.load(str(tmp_path / "r"))

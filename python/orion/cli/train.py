@@ -38,10 +38,14 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
                     "weight gradients and AdamW on the CPU. No arguments: the default tiny model on the shipped "
                     "story corpus.")
     m = p.add_argument_group("model")
-    m.add_argument("--model", default=None, choices=sorted(PRESETS), help="model preset (default: tiny)")
-    m.add_argument("--init", metavar="PATH", help="start from a llama2.c .bin, a Hugging Face folder (Llama, Qwen, "
-                                                  "Mistral, Gemma 3, Phi-3; its tokenizer comes along) or an orion "
-                                                  "train checkpoint folder (read only; never overwritten)")
+    m.add_argument("--model", default=None, metavar="PATH|ORG/NAME",
+                   help="start from this model, as orion generate --model finds it: a Hugging Face folder (Llama, "
+                        "Qwen, Mistral, Gemma 3, Phi-3; its tokenizer comes along), a Hub id, a llama2.c .bin or an "
+                        "orion train run (read only; never overwritten). Default: a fresh --preset model")
+    m.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                   help="a fresh, randomly initialised model of this shape (default: tiny; the stories* presets "
+                        "are those checkpoints' shapes, not their weights)")
+    m.add_argument("--init", metavar="PATH", help=argparse.SUPPRESS)      # the old spelling of --model PATH
     for flag, key in (("--dim", "dim"), ("--layers", "n_layers"), ("--heads", "n_heads"),
                       ("--kv-heads", "n_kv_heads"), ("--hidden", "hidden_dim"), ("--vocab", "vocab_size")):
         m.add_argument(flag, dest="m_" + key, type=positive_int, default=None, metavar="N",
@@ -137,6 +141,10 @@ def _model_config(args, base):
     return resized(base, **over)
 
 
+class _Finished(Exception):
+    """A resumed run that is already at its total steps: said, and exit 0 before anything is loaded."""
+
+
 def _prepare(args):
     """(cfg, params, tc, dataset, tokenizer, resume checkpoint or None, state extras)."""
     from ..models.tokenizers import find_tokenizer, load_tokenizer
@@ -151,8 +159,13 @@ def _prepare(args):
     resume = None
     lora_cfg = None
     if getattr(args, "lora", None):
-        from ..lora import LoraConfig
-        lora_cfg = LoraConfig.parse(args.lora)
+        from ..lora import AdapterConfigError, LoraConfig
+        from .common import UsageError
+        try:                                    # a bad --lora value is a bad flag: exit 2, before any work
+            lora_cfg = LoraConfig.parse(args.lora)
+            lora_cfg.check_trainable()
+        except AdapterConfigError as e:
+            raise UsageError(f"--lora {args.lora}: {e}") from None
     if args.resume is not None:
         rdir = args.resume or ckpt_dir or DEFAULT_CKPT_DIR
         resume = ck.load(rdir)
@@ -186,14 +199,17 @@ def _prepare(args):
                 "seq_len": args.seq_len, "residual_scale": args.residual_scale}
     base.update({k: v for k, v in explicit.items() if v is not None})
     base["steps"] = _total_steps(args, resume, base["steps"])
+    if resume is not None and base["steps"] <= resume.step:
+        raise _Finished(f"orion train: {resume.path} is already at step {resume.step} of {base['steps']}: nothing to "
+                        f"train; pass --more-steps N to continue by N steps (or --steps above {resume.step})")
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     # -- model and weights (read before anything is compiled)
     init_path = None
     if resume is not None:
         from ..train.model import config_from_state
         cfg = config_from_state(resume.state["model"], resume.path)
-        if args.model or args.init or any(getattr(args, a) is not None for a in vars(args) if a.startswith("m_")):
-            want = _model_config(args, PRESETS[args.model] if args.model else cfg) if not args.init else \
+        if args.preset or args.init or any(getattr(args, a) is not None for a in vars(args) if a.startswith("m_")):
+            want = _model_config(args, PRESETS[args.preset] if args.preset else cfg) if not args.init else \
                 load_pretrained(args.init)[0]
             if want != cfg:
                 from ..train.trainer import check_resume
@@ -212,13 +228,16 @@ def _prepare(args):
         else:
             params = {k: v.copy() for k, v in resume.params.items()}
     elif args.init:
-        init_path = os.path.abspath(args.init)
+        from ..models.model import resolve_model_path
+        init_path = os.path.abspath(resolve_model_path(args.init))      # a path, a name, or a Hub id
+        if ck.is_run(args.init) and os.path.isdir(args.init):
+            init_path = os.path.abspath(args.init)                      # a run: load_pretrained takes its latest step
         ck.protect(init_path)
-        cfg, params = load_pretrained(args.init)
+        cfg, params = load_pretrained(init_path)
         if args.seq_len and args.seq_len > cfg.n_ctx:
             raise DataError(f"--seq-len {args.seq_len} exceeds the model's context {cfg.n_ctx}")
     else:
-        cfg = _model_config(args, PRESETS[args.model or base["preset"]])
+        cfg = _model_config(args, PRESETS[args.preset or base["preset"]])
         params = None
     # -- data and tokenizer
     data_path = args.data or (resume.state.get("data_source") if resume is not None else None) or default_corpus()
@@ -345,12 +364,41 @@ def _fmt_split(rec) -> str:
             f"opt {rec.t_optim * 1e3:.0f}{f' comm {rec.t_comm * 1e3:.0f}' if rec.t_comm else ''} ms")
 
 
+def model_flags(args) -> None:
+    """One meaning per flag: ``--model`` is a model to start from (as ``orion generate --model``), ``--preset``
+    a fresh model's shape. The old spellings still work, each with a one-line note: ``--model <preset>``
+    (-> ``--preset``) and ``--init PATH`` (-> ``--model PATH``). Afterwards ``args.preset`` is the preset
+    (or None) and ``args.init`` the model to start from (or None)."""
+    from ..train.model import PRESETS
+    from .common import UsageError
+    if args.init is not None:
+        if args.model is not None:
+            raise UsageError(f"--init {args.init} is the old spelling of --model: give only --model {args.init}")
+        print(f"orion train: --init is now --model (--model {args.init})", file=sys.stderr)
+        args.model = args.init
+    if args.model in PRESETS and not os.path.exists(args.model):
+        if args.preset is not None:
+            raise UsageError(f"--model {args.model} and --preset {args.preset}: give the preset once, as --preset")
+        print(f"orion train: a preset is now --preset (--preset {args.model}); --model names a model to start "
+              f"from", file=sys.stderr)
+        args.preset, args.model = args.model, None
+    if args.model is not None and args.preset is not None:
+        raise UsageError(f"--model {args.model} starts from that model's shape and weights; --preset {args.preset} "
+                         f"would be a fresh model: give one of them")
+    args.init, args.model = args.model, None
+    if args.preset is not None and args.preset.startswith("stories"):
+        print(f"orion train: --preset {args.preset} is that checkpoint's shape with random weights and a tokenizer "
+              f"trained on the data; to fine-tune the checkpoint itself: --model PATH/{args.preset}.bin",
+              file=sys.stderr)
+
+
 def cmd_train(args) -> int:
     from ..errors import OrionError
     from ..train.distributed import from_env
     from .common import UsageError
     from .train_checks import check_train_args
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    model_flags(args)
     check_train_args(args)                 # flag values, output paths and memory, before any work
     dist = from_env(args.dist_timeout)     # None unless launched by mpiexec with several ranks
     if dist is None:
@@ -373,7 +421,11 @@ def _run(args, dist=None) -> int:
     from ..train.sample import generate
     from ..train.trainer import Trainer
 
-    cfg, params, tc, data, tok, resume, extras = _prepare(args)
+    try:
+        cfg, params, tc, data, tok, resume, extras = _prepare(args)
+    except _Finished as e:
+        print(e)
+        return 0
     if dist is not None:
         if args.restart_on_budget:
             raise TrainError("--restart-on-budget cannot re-exec MPI ranks; rerun the mpiexec command with --resume")
@@ -520,9 +572,12 @@ def _run(args, dist=None) -> int:
             print("adapter not saved (no --ckpt-dir or --export-adapter)")
         final = merge(trainer.params, adapter)              # exports and the sample use base + adapter
     if args.export_bin:
+        from ..train.tokenizer_files import write_beside_bin
         write_llama2c(args.export_bin, cfg, final)
+        tok_path = write_beside_bin(args.export_bin, trainer.tokenizer_files())
         print(f"exported llama2.c checkpoint{' (adapter merged)' if adapter is not None else ''}: "
-              f"{args.export_bin}")
+              f"{args.export_bin}" + (f" with its tokenizer {tok_path}" if tok_path else
+                                      " (its Hugging Face tokenizer needs a folder: --export-hf DIR)"))
     if args.export_hf:
         write_hf(args.export_hf, cfg, final, tokenizer_files=trainer.tokenizer_files())
         print(f"exported Hugging Face folder{' (adapter merged)' if adapter is not None else ''}: {args.export_hf}")

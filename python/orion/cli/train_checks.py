@@ -42,7 +42,7 @@ def _check_memory(args) -> None:
     from ..train.model import PRESETS
     from .train import _model_config
 
-    cfg = _model_config(args, PRESETS[args.model or DEFAULTS["preset"]])
+    cfg = _model_config(args, PRESETS[args.preset or DEFAULTS["preset"]])
     try:
         check_memory(cfg, args.batch or DEFAULTS["batch"], args.seq_len or cfg.n_ctx, lora=bool(args.lora))
     except ModelTooLarge as e:

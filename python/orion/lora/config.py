@@ -59,6 +59,13 @@ class LoraConfig:
         if not self.targets:
             raise AdapterConfigError("no target modules given")
 
+    def check_trainable(self) -> None:
+        """Refuses what orion's LoRA training would silently not do: adapter dropout (the adapters run inside
+        the device programs, which take no per-step random masks; PEFT's default is 0)."""
+        if float(self.dropout) != 0.0:
+            raise AdapterConfigError(f"LoRA dropout={self.dropout:g}: orion's LoRA training applies no adapter "
+                                     f"dropout; omit dropout (or set it to 0) to train")
+
     def scale_for(self, r: int, path: str | None = None) -> float:
         alpha = float(_pattern(self.alpha_pattern, path, self.alpha))
         return alpha / math.sqrt(r) if self.rslora else alpha / r

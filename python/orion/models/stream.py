@@ -43,6 +43,10 @@ class Generation:
     compile_seconds: float = 0.0
     logits: list = field(default_factory=list, repr=False)   # with keep_logits=True
 
+    def __str__(self) -> str:
+        """The generated text (``print(model.generate(...))`` prints what the model wrote; ``repr`` has the rest)."""
+        return self.text
+
     @property
     def prefill_tok_s(self) -> float:
         return len(self.prompt_tokens) / self.prefill_seconds if self.prefill_seconds > 0 else float("nan")

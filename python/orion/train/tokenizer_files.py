@@ -70,3 +70,18 @@ def tokenizer_files(tokenizer, source: str | None = None) -> dict[str, bytes]:
     if path:
         return {"tokenizer.bin" if path.endswith(".bin") else os.path.basename(path): _read(path)}
     return {}
+
+
+def write_beside_bin(bin_path: str, files: dict[str, bytes]) -> str | None:
+    """Writes the tokenizer of ``files`` (:func:`tokenizer_files`) beside a llama2.c ``.bin`` export as
+    ``<stem>.tokenizer.model`` (SentencePiece) or ``<stem>.tokenizer.bin`` (llama2.c), the names ``orion
+    generate`` looks for beside a ``.bin``; returns the path, or None when the tokenizer is only a Hugging
+    Face tokenizer.json (which needs its own folder: ``--export-hf``)."""
+    from ..fileio import write_bytes_atomic
+    stem = os.path.splitext(os.path.abspath(bin_path))[0]
+    for name in ("tokenizer.model", "tokenizer.bin"):
+        if name in files:
+            out = f"{stem}.{name}"
+            write_bytes_atomic(out, files[name])
+            return out
+    return None

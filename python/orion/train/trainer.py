@@ -184,6 +184,7 @@ class Trainer:
         self.params = params
         self.lora = lora
         if lora is not None:
+            lora.config.check_trainable()
             self.extra_state["lora"] = lora.config.to_dict()
             self.extra_state["lora_base"] = lora.base
         # what the optimizer trains: every parameter, or (LoRA) only the adapter tensors, updated in place

@@ -75,7 +75,7 @@ def find_tokenizer(model_path: str, cfg):
         for name in (f"{stem}.tokenizer.bin", f"tok{V}.bin", "tokenizer.bin", "llama2c-tokenizer.bin"):
             if os.path.isfile(os.path.join(d, name)):
                 cands.append(lambda name=name: Llama2cTokenizer(os.path.join(d, name), V))
-        for name in ("tokenizer.model", f"tok{V}.model", "llama2-tokenizer.model"):
+        for name in (f"{stem}.tokenizer.model", "tokenizer.model", f"tok{V}.model", "llama2-tokenizer.model"):
             if os.path.isfile(os.path.join(d, name)):
                 cands.append(lambda name=name: SentencePieceTokenizer(os.path.join(d, name)))
     for make in cands:
