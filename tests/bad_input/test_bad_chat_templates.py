@@ -113,6 +113,7 @@ CASES = [
     ("lipsum is gone", "{{ lipsum(1000000) }}", "'lipsum' is undefined"),
     ("iterating a number", "{% for x in 5 %}{% endfor %}", RENDER),
     ("float overflow", "{{ 10.0 ** 400 }}", "OverflowError"),
+    ("a lone surrogate in the prompt", "{{ '\\ud800' }}", "not valid Unicode"),      # the tokenizer cannot encode it
 ]
 
 

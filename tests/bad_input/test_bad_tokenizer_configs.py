@@ -74,6 +74,7 @@ CONFIG_CASES = [
     ("pad_token with a string flag", {"pad_token": {"content": "<pad>", "special": "true"}}, "'special'", BOOL),
     ("unk_token of 5000 characters", {"unk_token": "u" * 5000}, "'unk_token'", "5,000 characters"),
     ("mask_token true", {"mask_token": True}, "'mask_token'", TOKEN),
+    ("a lone surrogate", {"eos_token": "\ud800"}, "'eos_token'", "not valid Unicode"),
     # chat templates
     ("chat_template an object", {"chat_template": {"default": "x"}}, "chat_template", "must be a string"),
     ("chat_template entry without a string", {"chat_template": [{"name": "default", "template": 5}]},

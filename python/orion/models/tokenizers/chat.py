@@ -120,7 +120,7 @@ class ChatTemplate:
                "messages": _messages(messages), "tools": _plain(tools), "documents": _plain(documents),
                "add_generation_prompt": bool(add_generation_prompt)}
         try:
-            return render(compiled, ctx)
+            text = render(compiled, ctx)
         except LimitExceeded as e:
             raise ChatTemplateError(f"{self.source}: the chat template exceeded a limit rendering these messages: "
                                     f"it {e}; fix or replace chat_template") from None
@@ -130,6 +130,12 @@ class ChatTemplate:
         except Exception as e:  # noqa: BLE001 - the template is a stranger's program: any failure is its own
             raise ChatTemplateError(f"{self.source}: the chat template failed to render these messages "
                                     f"({type(e).__name__}: {_short(e)})") from None
+        try:
+            text.encode("utf-8")            # what the tokenizer needs: no lone surrogates ('\ud800' in the template)
+        except UnicodeEncodeError as e:
+            raise ChatTemplateError(f"{self.source}: the chat template wrote text that is not valid Unicode (a lone "
+                                    f"surrogate at character {e.start}) for these messages") from None
+        return text
 
 
 def _short(e) -> str:

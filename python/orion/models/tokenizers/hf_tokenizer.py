@@ -71,6 +71,11 @@ def _check_token(r: ConfigReader, key: str, tok, may_be_empty: bool = True) -> N
         raise r.error(f"config key {key!r} must be {_TOKEN_TYPE}, got {str(tok)[:80]}")
     if len(content) > MAX_TOKEN_CHARS:
         raise r.error(f"config key {key!r}: a token of {len(content):,} characters (the limit is {MAX_TOKEN_CHARS:,})")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError as e:     # JSON can spell a lone surrogate ("\ud800"); no tokenizer can hold one
+        raise r.error(f"config key {key!r}: the token is not valid Unicode (a lone surrogate at character "
+                      f"{e.start})") from None
     bad = [f for f in _ADDED_TOKEN_FLAGS if isinstance(tok, dict) and f in tok and not isinstance(tok[f], bool)]
     if bad:
         raise r.error(f"config key {key!r}: {bad[0]!r} must be true or false, got {tok[bad[0]]!r}")

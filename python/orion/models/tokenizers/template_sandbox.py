@@ -31,6 +31,7 @@ import json
 import re
 import string
 import time
+import warnings
 from datetime import datetime
 from functools import lru_cache, update_wrapper
 
@@ -578,7 +579,9 @@ def _environment():
 
 @lru_cache(maxsize=16)
 def compile_template(source: str):
-    return _environment().from_string(source)
+    with warnings.catch_warnings():         # Python's warnings on the generated code ('int' object is not
+        warnings.simplefilter("ignore", SyntaxWarning)     # subscriptable) are no business of the user's
+        return _environment().from_string(source)
 
 
 def render(compiled, context: dict) -> str:
