@@ -28,10 +28,13 @@ import random
 import resource
 import sys
 import time
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "tests", "fixtures", "models")
+warnings.filterwarnings("ignore", category=SyntaxWarning)      # Python's, on the plain-jinja reference's code
 
+from orion.models.tokenizers import template_sandbox as sandbox
 from orion.models.tokenizers.chat import ChatTemplate, ChatTemplateError, _messages
 
 SNIPPETS = [
@@ -162,6 +165,8 @@ def messages(rng: random.Random) -> list:
             m["tool_calls"] = [{"function": {"name": "f", "arguments": {"a": [1, {"b": None}]}}}]
         else:
             ms = ms * rng.choice([1, 2, 50])
+    if sum(len(str(m.get("content"))) for m in ms) > 400_000:    # big data buys time (see below): keep it modest
+        ms = ms[:2]
     return ms
 
 
@@ -216,7 +221,8 @@ def one_case(rng: random.Random, stats: Stats, hang: float) -> None:
         return
     elapsed = time.perf_counter() - t0
     stats.counts["slowest_s"] = max(stats.counts["slowest_s"], round(elapsed, 3))
-    if elapsed > hang:
+    chars, items = sandbox.data_size(_messages(ms))       # the sandbox gives more data more time
+    if elapsed > hang + sandbox.RENDER_SECONDS_PER_ITEM * items + sandbox.RENDER_SECONDS_PER_CHAR * chars:
         stats.finding("hangs", template, f"{elapsed:.2f} s")
     if err is not None:
         stats.counts["typed_errors"] += 1
@@ -232,7 +238,7 @@ def one_case(rng: random.Random, stats: Stats, hang: float) -> None:
     except Exception:  # noqa: BLE001 - e.g. range() over 100,000 items: jinja's own sandbox refuses
         return
     stats.counts["compared"] += 1
-    if ref != out and " at 0x" not in ref:        # object descriptions differ by address only
+    if ref != out and " at 0x" not in ref.lower():        # object descriptions differ by address only
         i = next((i for i, (a, b) in enumerate(zip(out, ref)) if a != b), min(len(out), len(ref)))
         stats.finding("divergences", template, f"at {i} of {len(out)}/{len(ref)}: orion {out[i - 20:i + 80]!r} != "
                                                f"jinja {ref[i - 20:i + 80]!r}")

@@ -9,14 +9,14 @@ runs, at its root (the sandbox's attribute, item, call and operator hooks, every
 
 * source: at most :data:`MAX_TEMPLATE_CHARS` characters and :data:`MAX_TEMPLATE_TOKENS` jinja tokens
   (compiling costs about 20 µs a token);
-* time: :data:`MAX_RENDER_SECONDS` (plus 5 s per million characters and items of data), checked at
-  every hook;
+* time: :data:`MAX_RENDER_SECONDS` (plus 50 µs per item of data and 0.1 µs per character, 10 s at
+  most), checked at every hook;
 * size: one string, list or dict the template builds, and the prompt, at most :data:`MAX_VALUE_SIZE` plus
   4 times the size of the data given (its characters and items); everything it builds together, output
-  included, :data:`PRODUCED_FACTOR` times that. What could multiply a size is checked before it runs:
+  included, :data:`PRODUCED_FACTOR` times (:data:`MAX_VALUE_SIZE` plus the data's size). What could multiply a size is checked before it runs:
   ``*``, ``**``, ``%`` and ``format`` (widths included), ``~``, ``join``, ``replace``, ``indent``,
   ``tojson``, printing a list;
-* loops: :data:`MAX_LOOP_ITERATIONS` iterations in all (plus the data's size), ``range`` and the filters
+* loops: :data:`MAX_LOOP_ITERATIONS` iterations in all (plus 4 per item of data), ``range`` and the filters
   that consume one included; widths and counts given to filters and string methods at most that many;
 * nesting: :data:`MAX_CALL_DEPTH` calls inside each other (macros calling macros, recursive loops) and
   :data:`MAX_DATA_DEPTH` levels of nested lists and dicts;
@@ -37,7 +37,7 @@ from functools import lru_cache, update_wrapper
 
 __all__ = ["MAX_CALL_DEPTH", "MAX_DATA_DEPTH", "MAX_INT_BITS", "MAX_LOOP_ITERATIONS", "MAX_RENDER_SECONDS",
            "MAX_SLOW_FILTER_CHARS", "MAX_TEMPLATE_CHARS", "MAX_TEMPLATE_TOKENS", "MAX_VALUE_SIZE", "PRODUCED_FACTOR",
-           "LimitExceeded", "compile_template", "render", "text_size"]
+           "LimitExceeded", "compile_template", "data_size", "render", "text_size"]
 
 # The limits (see the module docstring). Real templates stay far below each: the largest on the Hub are
 # some tens of KB, loop a few times over the messages, nest a few macros and build a prompt a little
@@ -45,11 +45,14 @@ __all__ = ["MAX_CALL_DEPTH", "MAX_DATA_DEPTH", "MAX_INT_BITS", "MAX_LOOP_ITERATI
 MAX_TEMPLATE_CHARS = 256 * 1024
 MAX_TEMPLATE_TOKENS = 20_000          # ~0.4 s to compile here
 MAX_RENDER_SECONDS = 0.5
-RENDER_SECONDS_PER_DATA = 5e-6        # 5 s more per million characters and items of data (a long conversation)
+RENDER_SECONDS_PER_ITEM = 5e-5        # more time for more data: 50 µs per message, key, list item of it,
+RENDER_SECONDS_PER_CHAR = 1e-7        # ... 0.1 µs per character of its text,
+MAX_RENDER_SECONDS_WITH_DATA = 10.0   # ... 10 s at most (far beyond any model's context)
 MAX_VALUE_SIZE = 1 << 20              # characters of a string, items of a list or dict
 VALUE_SIZE_PER_DATA = 4               # ... plus 4 per character or item of data given
-PRODUCED_FACTOR = 16                  # everything built in one render, output included: 16 values' worth
-MAX_LOOP_ITERATIONS = 100_000         # plus one per character or item of data
+PRODUCED_FACTOR = 16                  # everything built in one render, output included: 16 MB + 16x the data
+MAX_LOOP_ITERATIONS = 100_000         # plus 4 per item of data (not per character: no template loops over those)
+LOOP_ITERATIONS_PER_ITEM = 4
 MAX_CALL_DEPTH = 64
 MAX_DATA_DEPTH = 64
 MAX_INT_BITS = 4096
@@ -107,16 +110,35 @@ def text_size(value, cap: float = float("inf"), depth_limit: int | None = MAX_DA
     return total
 
 
+def data_size(value) -> tuple[int, int]:
+    """(characters of text, items: strings, numbers, lists, dicts...) of the data a template is given."""
+    chars = items = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        items += 1
+        if isinstance(v, str):
+            chars += len(v)
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return chars, items
+
+
 class _Budget:
     """The limits of one render, and what is left of them."""
 
-    def __init__(self, data_size: int):
-        self.max_size = MAX_VALUE_SIZE + VALUE_SIZE_PER_DATA * data_size
-        self.produced_limit = PRODUCED_FACTOR * self.max_size
+    def __init__(self, chars: int, items: int):
+        data = chars + items
+        self.max_size = MAX_VALUE_SIZE + VALUE_SIZE_PER_DATA * data
+        self.produced_limit = PRODUCED_FACTOR * (MAX_VALUE_SIZE + data)
         self.produced = 0
-        self.iterations_limit = MAX_LOOP_ITERATIONS + data_size
+        self.iterations_limit = MAX_LOOP_ITERATIONS + LOOP_ITERATIONS_PER_ITEM * items
         self.iterations = 0
-        self.seconds = MAX_RENDER_SECONDS + RENDER_SECONDS_PER_DATA * data_size
+        self.seconds = min(MAX_RENDER_SECONDS + RENDER_SECONDS_PER_ITEM * items + RENDER_SECONDS_PER_CHAR * chars,
+                           MAX_RENDER_SECONDS_WITH_DATA)
         self.deadline = time.monotonic() + self.seconds
         self.depth = 0
 
@@ -588,7 +610,7 @@ def render(compiled, context: dict) -> str:
     """``compiled`` (from :func:`compile_template`) rendered with ``context`` under the limits; the prompt's
     size is checked as it grows. A limit hit raises :class:`LimitExceeded`; the template's own errors
     propagate as they are."""
-    budget = _Budget(text_size(context, depth_limit=None))
+    budget = _Budget(*data_size(context))
     token = _RENDER.set(budget)
     parts = compiled.generate(**context)
     try:
