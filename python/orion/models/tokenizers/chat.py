@@ -7,78 +7,33 @@ the named special tokens (``bos_token``, ``eos_token``, ...), caller keywords wi
 
 Messages are normalised as transformers does: keys whose value is None are dropped and reasoning given
 as ``thinking`` / ``reasoning`` is also offered as ``reasoning_content`` (and vice versa as ``thinking``).
+
+Templates run in the bounded sandbox of :mod:`.template_sandbox` (limits on time, sizes, loops and
+nesting; every limit hit is a :class:`ChatTemplateError`).
 """
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
-from functools import lru_cache
-
 from ...errors import ModelFormatError
+from .template_sandbox import MAX_DATA_DEPTH, MAX_TEMPLATE_CHARS, LimitExceeded, compile_template, render
 
-__all__ = ["ChatTemplateError", "ChatTemplate", "chat_prompt_ids", "end_of_turn_ids"]
+__all__ = ["ChatTemplate", "ChatTemplateError", "chat_prompt_ids", "end_of_turn_ids"]
 
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
 
 class ChatTemplateError(ModelFormatError):
-    """A chat template that is missing, does not compile or fails to render (``raise_exception``)."""
+    """A chat template that is missing, does not compile, fails to render (``raise_exception``) or
+    exceeds one of the limits of :mod:`.template_sandbox`."""
 
 
-@lru_cache(maxsize=16)
-def _compile(source: str):
-    import jinja2
-    from jinja2.ext import loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    def strftime_now(fmt):
-        return datetime.now().strftime(fmt)
-
-    class TemplateDict:                      # dict(...) without attribute access to the real type
-        def __call__(self, *args, **kwargs):
-            return dict(*args, **kwargs)
-
-        def fromkeys(self, *args, **kwargs):
-            return dict.fromkeys(*args, **kwargs)
-
-    class TemplateNamespace(jinja2.utils.Namespace):
-        # no underscore attributes: nothing reaches CPython internals through a namespace
-        def __init__(*args, **kwargs):
-            self, args = args[0], args[1:]
-            attrs = dict(*args, **kwargs)
-            for name in attrs:
-                TemplateNamespace._check(name)
-            jinja2.utils.Namespace.__init__(self, attrs)
-
-        def __setitem__(self, name, value):
-            TemplateNamespace._check(name)
-            jinja2.utils.Namespace.__setitem__(self, name, value)
-
-        @staticmethod
-        def _check(name):
-            if isinstance(name, str) and name.startswith("_"):
-                raise jinja2.exceptions.SecurityError(f"chat templates cannot set underscore attributes ({name!r})")
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    env.globals["dict"] = TemplateDict()
-    env.globals["namespace"] = TemplateNamespace
-    return env.from_string(source)
-
-
-def _plain(value):
+def _plain(value, depth: int = 0):
     """Only JSON-like data reaches the sandbox (rich objects become inert placeholders)."""
     if value is None or type(value) in (str, int, float, bool):
         return value
+    if depth >= MAX_DATA_DEPTH:
+        raise ChatTemplateError(f"the messages / tools / documents are nested deeper than {MAX_DATA_DEPTH} levels "
+                                f"(or contain themselves)")
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, bool):
@@ -88,13 +43,13 @@ def _plain(value):
     if isinstance(value, float):
         return float.__float__(value)
     if isinstance(value, dict):
-        return {_plain(k): _plain(v) for k, v in value.items()}
+        return {_plain(k, depth + 1): _plain(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [_plain(v, depth + 1) for v in value]
     if isinstance(value, tuple):
-        return tuple(_plain(v) for v in value)
+        return tuple(_plain(v, depth + 1) for v in value)
     if hasattr(value, "item") and callable(value.item):       # numpy scalars
-        return _plain(value.item())
+        return _plain(value.item(), depth + 1)
     return f"<{type(value).__name__}>"
 
 
@@ -122,11 +77,11 @@ class ChatTemplate:
         self.source = source
         self.special_tokens = dict(special_tokens or {})
         if isinstance(template, list):
-            try:
-                template = {t["name"]: t["template"] for t in template}
-            except (TypeError, KeyError):
+            if not all(isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("template"), str)
+                       for t in template):
                 raise ChatTemplateError(f"{source}: chat_template must be a string or a list of "
-                                        f"{{'name', 'template'}} objects") from None
+                                        f"{{'name', 'template'}} objects with string values")
+            template = {t["name"]: t["template"] for t in template}
         if not isinstance(template, (str, dict)):
             raise ChatTemplateError(f"{source}: chat_template must be a string, got {type(template).__name__}")
         self.template = template
@@ -146,20 +101,47 @@ class ChatTemplate:
         """The prompt text for ``messages`` (tokenize it without special tokens: the template writes them)."""
         import jinja2
         source = self._pick(tools)
+        if len(source) > MAX_TEMPLATE_CHARS:
+            raise ChatTemplateError(f"{self.source}: the chat template has {len(source):,} characters (the limit is "
+                                    f"{MAX_TEMPLATE_CHARS:,}); fix or replace chat_template")
         try:
-            compiled = _compile(source)
+            compiled = compile_template(source)
+        except LimitExceeded as e:
+            raise ChatTemplateError(f"{self.source}: the chat template {e} (the limit keeps compiling well within "
+                                    f"a second); fix or replace chat_template") from None
         except jinja2.TemplateSyntaxError as e:
             raise ChatTemplateError(f"{self.source}: the chat template does not compile (line {e.lineno}: "
-                                    f"{e.message}); fix or replace chat_template") from None
-        ctx = {**self.special_tokens, **_plain(kwargs)}
+                                    f"{_short(e.message)}); fix or replace chat_template") from None
+        except Exception as e:  # noqa: BLE001 - jinja's parser and Python's compiler raise others on hostile
+            # source: RecursionError (deep nesting), SyntaxError (too many statically nested blocks), ...
+            raise ChatTemplateError(f"{self.source}: the chat template does not compile ({type(e).__name__}: "
+                                    f"{_short(e)}); fix or replace chat_template") from None
+        ctx = {**self.special_tokens, **_plain(kwargs),
+               "messages": _messages(messages), "tools": _plain(tools), "documents": _plain(documents),
+               "add_generation_prompt": bool(add_generation_prompt)}
         try:
-            return compiled.render(messages=_messages(messages), tools=_plain(tools), documents=_plain(documents),
-                                   add_generation_prompt=bool(add_generation_prompt), **ctx)
+            text = render(compiled, ctx)
+        except LimitExceeded as e:
+            raise ChatTemplateError(f"{self.source}: the chat template exceeded a limit rendering these messages: "
+                                    f"it {e}; fix or replace chat_template") from None
         except jinja2.TemplateError as e:
-            raise ChatTemplateError(f"{self.source}: the chat template failed to render these messages: {e}") from None
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+            raise ChatTemplateError(f"{self.source}: the chat template failed to render these messages: "
+                                    f"{_short(e)}") from None
+        except Exception as e:  # noqa: BLE001 - the template is a stranger's program: any failure is its own
             raise ChatTemplateError(f"{self.source}: the chat template failed to render these messages "
-                                    f"({type(e).__name__}: {e})") from None
+                                    f"({type(e).__name__}: {_short(e)})") from None
+        try:
+            text.encode("utf-8")            # what the tokenizer needs: no lone surrogates ('\ud800' in the template)
+        except UnicodeEncodeError as e:
+            raise ChatTemplateError(f"{self.source}: the chat template wrote text that is not valid Unicode (a lone "
+                                    f"surrogate at character {e.start}) for these messages") from None
+        return text
+
+
+def _short(e) -> str:
+    """An error's text for a message (a template can raise_exception with a megabyte of it)."""
+    text = str(e)
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 def chat_prompt_ids(tokenizer, messages, add_generation_prompt: bool = True, **kwargs) -> list[int]:
