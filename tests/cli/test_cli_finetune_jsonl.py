@@ -114,3 +114,12 @@ def test_chat_data_with_a_template_less_tokenizer_is_a_clear_error(tmp_path, cap
     os.remove(os.path.join(data, "test.jsonl"))
     rc = _cli(["train", "--preset", "micro", "--data", data, "--steps", "1", "--no-ckpt", "--no-progress"])
     assert rc == 1 and "this tokenizer has none" in capsys.readouterr().err
+
+
+def test_fuse_flags_that_name_nothing_usable_exit_2_and_write_nothing(run, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _cli(["fuse", "--adapter-path", str(tmp_path / "none"), "--save-path", str(out)]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert _cli(["fuse", "--adapter-path", str(run / "run" / "adapter"), "--save-path", str(out)]) == 2
+    assert "give its base with --model" in capsys.readouterr().err
+    assert not out.exists()

@@ -25,38 +25,16 @@ def add_fuse_parser(sub) -> None:
 
 
 def cmd_fuse(args, out=None) -> int:
-    from ..lora import load as load_adapter
-    from ..lora import merge
     from ..lora.files import read_config
-    from ..lora.runs import is_lora_run, run_adapter
-    from ..models.loaders import load_weights
-    from ..models.model import resolve_model_path
-    from ..train.checkpoint import _check_writable
-    from ..train.model import write_hf
+    from ..lora.runs import fuse, is_lora_run
     from .common import UsageError
-
     out = out or sys.stdout
-    save = os.path.abspath(args.save_path)
-    _check_writable(save)                                   # refused before anything is read
     if not os.path.exists(args.adapter):
         raise UsageError(f"--adapter-path {args.adapter}: no such file or folder")
-    if is_lora_run(args.adapter):
-        base, adapter = run_adapter(args.adapter)
-        base = args.model or base
-    else:
-        read_config(args.adapter)                           # a typed error for a folder that is no adapter
-        if not args.model:
-            raise UsageError(f"--adapter-path {args.adapter} is a PEFT folder: give its base with --model")
-        base, adapter = args.model, None
-    path = resolve_model_path(base)
-    ck = load_weights(path)
-    if ck.config.family != "llama":
-        raise UsageError(f"{path}: orion fuses adapters of Llama-style models (GPT-2 has no adapters)")
-    if adapter is None:
-        adapter = load_adapter(args.adapter, ck.config, ck.weights)
-    else:
-        adapter.check_model(ck.config, ck.weights)
-    fused = merge(ck.weights, adapter)
-    write_hf(save, ck.config, fused, tokenizer_from=path if os.path.isdir(path) else None)
-    print(f"fused {len(adapter.names)} adapted linears of {args.adapter} into {path}: {save}", file=out)
+    if not args.model and not is_lora_run(args.adapter):
+        read_config(args.adapter)               # a folder that is no adapter: that file error first
+        raise UsageError(f"--adapter-path {args.adapter} is a PEFT folder: give its base with --model")
+    base, adapter = fuse(args.adapter, args.save_path, args.model)
+    print(f"fused {len(adapter.names)} adapted linears of {args.adapter} into {base}: "
+          f"{os.path.abspath(args.save_path)}", file=out)
     return 0

@@ -31,6 +31,9 @@ EXIT_BUDGET = 75
 
 
 def add_train_parser(subparsers) -> argparse.ArgumentParser:
+    from ..train.defaults import DEFAULT_CKPT_DIR, INIT_SEQ_LEN, SAMPLE_PROMPT
+    from ..train.defaults import DEFAULTS as D
+    from ..train.defaults import LORA_DEFAULTS as LD
     from ..train.model import PRESETS
     p = subparsers.add_parser(
         "train", help="train a Llama/Stories model on the ANE (or its simulator)",
@@ -43,8 +46,8 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
                         "Qwen, Mistral, Gemma 3, Phi-3; its tokenizer comes along), a Hub id, a llama2.c .bin or an "
                         "orion train run (read only; never overwritten). Default: a fresh --preset model")
     m.add_argument("--preset", default=None, choices=sorted(PRESETS),
-                   help="a fresh, randomly initialised model of this shape (default: tiny; the stories* presets "
-                        "are those checkpoints' shapes, not their weights)")
+                   help=f"a fresh, randomly initialised model of this shape (default: {D['preset']}; the stories* "
+                        "presets are those checkpoints' shapes, not their weights)")
     m.add_argument("--init", metavar="PATH", help=argparse.SUPPRESS)      # the old spelling of --model PATH
     for flag, key in (("--dim", "dim"), ("--layers", "n_layers"), ("--heads", "n_heads"),
                       ("--kv-heads", "n_kv_heads"), ("--hidden", "hidden_dim"), ("--vocab", "vocab_size")):
@@ -70,40 +73,45 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
                                                        "llama2.c tokenizer.bin; default: the --init checkpoint's own, "
                                                        "else train one on the data (vocab = --vocab)")
     d.add_argument("--seq-len", type=positive_int, default=None,
-                   help="tokens per training sequence (default: the preset's context; with --init the model's "
-                        "context up to 512)")
+                   help="tokens per training sequence (default: the preset's context; with --model the model's "
+                        f"context up to {INIT_SEQ_LEN}; JSONL data: the longest example)")
     d.add_argument("--val-fraction", type=float_in(0.0, 1.0), default=None,
-                   help="tail of the data held out for validation, in [0, 1) (default 0.05)")
+                   help=f"tail of the data held out for validation, in [0, 1) (default {D['val_fraction']:g})")
     o = p.add_argument_group("optimization")
     o.add_argument("--steps", type=nonneg_int, default=None,
-                   help="total optimizer steps of the run, also with --resume (default 300)")
+                   help=f"total optimizer steps of the run, also with --resume (default {D['steps']})")
     o.add_argument("--more-steps", type=nonneg_int, default=None, metavar="N",
                    help="with --resume: continue N steps beyond the checkpoint's step")
-    o.add_argument("--batch", type=positive_int, default=None, help="sequences per microbatch (default 8)")
+    o.add_argument("--batch", type=positive_int, default=None, help=f"sequences per microbatch (default {D['batch']})")
     o.add_argument("--accum", type=positive_int, default=None,
-                   help="microbatches per optimizer step (gradient accumulation; default 1)")
+                   help=f"microbatches per optimizer step (gradient accumulation; default {D['accum']})")
     o.add_argument("--lr", type=positive_float, default=None,
-                   help="peak learning rate (warmup + cosine to 10%%; default 2e-3, LoRA 5e-3)")
-    o.add_argument("--warmup", type=nonneg_int, default=None, help="warmup steps (default 20, LoRA 10)")
-    o.add_argument("--weight-decay", type=nonneg_float, default=None, help="AdamW weight decay (default 0.1, LoRA 0)")
-    o.add_argument("--clip", type=nonneg_float, default=None, help="global gradient-norm clip (0: off; default 1)")
-    o.add_argument("--loss-scale", type=positive_float, default=None, help="initial dynamic loss scale (default 256)")
+                   help=f"peak learning rate (warmup + cosine to {D['min_lr_ratio'] * 100:g}%%; default "
+                        f"{D['lr']:g}, LoRA {LD['lr']:g})")
+    o.add_argument("--warmup", type=nonneg_int, default=None,
+                   help=f"warmup steps (default {D['warmup']}, LoRA {LD['warmup']})")
+    o.add_argument("--weight-decay", type=nonneg_float, default=None,
+                   help=f"AdamW weight decay (default {D['weight_decay']:g}, LoRA {LD['weight_decay']:g})")
+    o.add_argument("--clip", type=nonneg_float, default=None,
+                   help=f"global gradient-norm clip (0: off; default {D['clip']:g})")
+    o.add_argument("--loss-scale", type=positive_float, default=None,
+                   help=f"initial dynamic loss scale (default {D['loss_scale']:g})")
     o.add_argument("--residual-scale", type=positive_float, default=None,
                    help="the residual stream's scale inside the fp16 programs, a power of two (default: probed "
                         "at the start on a calibration text and the first training tokens)")
     o.add_argument("--seed", type=int, default=None, help="seed of the initial weights and the data order "
-                                                          "(default 1337)")
+                                                          f"(default {D['seed']})")
     r = p.add_argument_group("device and checkpoints")
     r.add_argument("--strategy", choices=["dynamic", "recompile", "delta"], default=None,
                    help="weight updates: dynamic (weights as program inputs, compile once; default), recompile "
                         "(baked weights, budgeted), delta (only where `orion doctor` verified it)")
     r.add_argument("--device", choices=["auto", "sim", "ane"], default=None,
                    help="where programs run (default: auto, the ANE when present, else the simulator)")
-    r.add_argument("--ckpt-dir", metavar="DIR", default=None, help="checkpoint folder (default: ./orion-train-run)")
+    r.add_argument("--ckpt-dir", metavar="DIR", default=None, help=f"checkpoint folder (default: ./{DEFAULT_CKPT_DIR})")
     r.add_argument("--no-ckpt", action="store_true", help="do not write checkpoints")
     r.add_argument("--ckpt-interval", type=nonneg_int, default=None,
-                   help="steps between checkpoints (0: at the end; default 100)")
-    r.add_argument("--keep", type=positive_int, default=None, help="checkpoints kept (default 2)")
+                   help=f"steps between checkpoints (0: at the end; default {D['ckpt_interval']})")
+    r.add_argument("--keep", type=positive_int, default=None, help=f"checkpoints kept (default {D['keep']})")
     r.add_argument("--resume", nargs="?", const="", metavar="DIR", default=None,
                    help="continue the run in DIR (default: --ckpt-dir)")
     r.add_argument("--restart-on-budget", action="store_true",
@@ -112,14 +120,15 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--dist-timeout", type=positive_float, default=None, metavar="S",
                    help="under mpiexec: seconds a rank waits for the others before aborting the job (default 300)")
     r.add_argument("--eval-interval", type=nonneg_int, default=None,
-                   help="steps between validation passes (default 100)")
-    r.add_argument("--eval-batches", type=positive_int, default=None, help="batches per validation pass (default 4)")
+                   help=f"steps between validation passes (default {D['eval_interval']})")
+    r.add_argument("--eval-batches", type=positive_int, default=None,
+                   help=f"batches per validation pass (default {D['eval_batches']})")
     s = p.add_argument_group("output")
     s.add_argument("--test", action="store_true",
                    help="after training, report the loss and perplexity on the data's test split (test.jsonl)")
     s.add_argument("--sample-tokens", type=nonneg_int, default=80, help="tokens of the final sample (0: none)")
     s.add_argument("--temperature", "--temp", type=nonneg_float, default=0.8, help="sampling temperature (0: greedy)")
-    s.add_argument("--prompt", default=None, help="sample prompt (default: 'Once upon a time')")
+    s.add_argument("--prompt", default=None, help=f"sample prompt (default: {SAMPLE_PROMPT!r})")
     s.add_argument("--export-bin", metavar="PATH", help="also write the trained model as a llama2.c .bin")
     s.add_argument("--export-hf", metavar="DIR", help="also write a Hugging Face folder (the family's config.json, "
                                                       "model.safetensors, the run's tokenizer files)")
@@ -415,7 +424,11 @@ def cmd_train(args) -> int:
     return dist.finish(code)
 
 
-def _run(args, dist=None) -> int:
+def _run(args, dist=None, outcome: dict | None = None) -> int:
+    """The run ``args`` describe (after :func:`model_flags` and the flag checks); its exit status.
+    ``outcome`` (the Python entry point, :func:`orion.train.run`) receives ``result`` (the
+    :class:`~orion.train.TrainResult`), ``params`` (the final weights, an adapter merged), ``adapter``,
+    ``config`` and ``checkpoint``; ``args.on_step`` (if set) is called with every step's record."""
     from ..train.errors import TrainError
     from ..train.model import llama2c_unsupported, n_params, write_hf, write_llama2c
     from ..train.sample import generate
@@ -478,8 +491,9 @@ def _run(args, dist=None) -> int:
     log_f = RunLog(log_path, trainer.step) if log_path and (dist is None or dist.is_root) else None
     bar = None
     if not args.no_progress and tc.steps > trainer.step:
-        from tqdm import tqdm
+        from tqdm.auto import tqdm            # a widget in a notebook, text in a terminal
         bar = tqdm(total=tc.steps, initial=trainer.step, unit="step", dynamic_ncols=True, file=sys.stderr)
+    user_on_step = getattr(args, "on_step", None)
     ema = [None]
 
     def on_step(rec):
@@ -495,6 +509,8 @@ def _run(args, dist=None) -> int:
                   f"compiles {rec.compiles} loads {rec.loads}")
         if log_f:
             log_f.step(rec)
+        if user_on_step is not None:
+            user_on_step(rec)
 
     shown_val = []
 
@@ -512,6 +528,8 @@ def _run(args, dist=None) -> int:
             bar.close()
         if log_f:
             log_f.close()
+    if outcome is not None:
+        outcome.update(result=res, config=cfg, checkpoint=res.checkpoint, params=trainer.params, adapter=adapter)
     if dist is not None and not dist.is_root:       # rank 0 reports, exports and samples
         trainer.close()
         return {"budget": EXIT_BUDGET, "interrupted": 130}.get(res.status, 0)
@@ -571,6 +589,8 @@ def _run(args, dist=None) -> int:
         else:
             print("adapter not saved (no --ckpt-dir or --export-adapter)")
         final = merge(trainer.params, adapter)              # exports and the sample use base + adapter
+        if outcome is not None:
+            outcome["params"] = final
     if args.export_bin:
         from ..train.tokenizer_files import write_beside_bin
         write_llama2c(args.export_bin, cfg, final)

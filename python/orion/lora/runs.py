@@ -10,7 +10,7 @@ from .adapter import Adapter
 from .config import LoraConfig
 from .errors import AdapterFormatError
 
-__all__ = ["is_lora_run", "run_adapter"]
+__all__ = ["is_lora_run", "run_adapter", "fuse"]
 
 
 def is_lora_run(path) -> bool:
@@ -40,3 +40,42 @@ def run_adapter(path) -> tuple[str, Adapter]:
     B = {k[:-len(".lora_B")]: v for k, v in c.params.items() if k.endswith(".lora_B")}
     cfg = config_from_state(state["model"], step)
     return base, Adapter(config, cfg, A, B, name=os.path.basename(step), base=state.get("lora_base"), source=step)
+
+
+def fuse(adapter, save_path, model=None) -> tuple[str, Adapter]:
+    """Merges an adapter into its base and writes a Hugging Face folder (the family's config.json,
+    model.safetensors in fp16, the base's tokenizer files) at ``save_path`` (new or empty):
+    ``adapter`` an orion train --lora run (or step folder), which names its base, or a PEFT folder (then
+    ``model``, the base's path or Hub id, is required; given with a run, it replaces the run's base).
+    Returns (the base's path, the adapter); what ``orion fuse`` runs."""
+    from ..models.loaders import load_weights
+    from ..models.model import resolve_model_path
+    from ..train.checkpoint import _check_writable
+    from ..train.model import write_hf
+    from .errors import AdapterConfigError
+    from .files import load as load_adapter
+    from .files import read_config
+    from .merge import merge
+    save = os.path.abspath(os.fspath(save_path))
+    _check_writable(save)                                   # refused before anything is read
+    adapter = os.fspath(adapter)
+    if not os.path.exists(adapter):
+        raise AdapterConfigError(f"adapter {adapter}: no such file or folder")
+    if is_lora_run(adapter):
+        base, ad = run_adapter(adapter)
+        base = model or base
+    else:
+        read_config(adapter)                                # a typed error for a folder that is no adapter
+        if not model:
+            raise AdapterConfigError(f"adapter {adapter} is a PEFT folder: give its base model (--model)")
+        base, ad = model, None
+    path = resolve_model_path(base)
+    ck = load_weights(path)
+    if ck.config.family != "llama":
+        raise AdapterConfigError(f"{path}: orion fuses adapters of Llama-style models (GPT-2 has no adapters)")
+    if ad is None:
+        ad = load_adapter(adapter, ck.config, ck.weights)
+    else:
+        ad.check_model(ck.config, ck.weights)
+    write_hf(save, ck.config, merge(ck.weights, ad), tokenizer_from=path if os.path.isdir(path) else None)
+    return path, ad

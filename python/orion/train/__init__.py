@@ -15,9 +15,10 @@ from ..models.config import LlamaConfig  # noqa: F401
 from .model import PRESETS, init_params, llama_config  # noqa: F401
 from .programs import BudgetExhausted, LayerPrograms  # noqa: F401
 from .run_info import Run  # noqa: F401
+from .api import RunOutcome, run  # noqa: F401
 from .trainer import TrainConfig, Trainer, TrainResult  # noqa: F401
 
-__all__ = ["Run", "TrainError", "DataError", "VocabMismatch", "CheckpointError", "ResumeMismatch", "StrategyUnavailable",
+__all__ = ["run", "RunOutcome", "Run", "TrainError", "DataError", "VocabMismatch", "CheckpointError", "ResumeMismatch", "StrategyUnavailable",
            "ModelTooLarge", "check_memory", "estimate_memory",
            "LlamaConfig", "llama_config", "PRESETS", "init_params", "BudgetExhausted", "LayerPrograms",
            "TrainConfig", "Trainer", "TrainResult"]

@@ -29,6 +29,7 @@ from ..errors import AneSimWarning
 from ..models.fp16_safety import calibration_ids, check_residual_scale, resolve_fp16_plan
 from . import checkpoint as ckpt_mod
 from .data import TokenDataset, inputs_targets
+from .defaults import DEFAULTS
 from .errors import ResumeMismatch, TrainError
 from .interrupt import StopRequest
 from .memory import check_memory
@@ -45,25 +46,27 @@ log = logging.getLogger("orion")
 
 @dataclass
 class TrainConfig:
-    steps: int = 200                 # total optimizer steps of the run (the LR schedule's length)
-    batch: int = 4                   # sequences per microbatch
-    accum: int = 1                   # microbatches per optimizer step
-    seq_len: int | None = None       # default: the model's context length
-    lr: float = 3e-4
-    warmup: int = 100
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.1
-    clip: float = 1.0
-    loss_scale: float = 256.0
-    seed: int = 0
-    strategy: str = "dynamic"
-    device: str = "auto"
-    val_fraction: float = 0.05
-    eval_interval: int = 0           # steps between validation passes (0: only at the end)
-    eval_batches: int = 4
+    """A run's settings; every default is ``orion train``'s (:data:`orion.train.defaults.DEFAULTS`, the one table
+    the command line and :func:`orion.train.run` read), so the same settings give the same run from Python."""
+    steps: int = DEFAULTS["steps"]                  # total optimizer steps of the run (the LR schedule's length)
+    batch: int = DEFAULTS["batch"]                  # sequences per microbatch
+    accum: int = DEFAULTS["accum"]                  # microbatches per optimizer step
+    seq_len: int | None = None                      # default: the model's context length
+    lr: float = DEFAULTS["lr"]
+    warmup: int = DEFAULTS["warmup"]
+    min_lr_ratio: float = DEFAULTS["min_lr_ratio"]
+    weight_decay: float = DEFAULTS["weight_decay"]
+    clip: float = DEFAULTS["clip"]
+    loss_scale: float = DEFAULTS["loss_scale"]
+    seed: int = DEFAULTS["seed"]
+    strategy: str = DEFAULTS["strategy"]
+    device: str = DEFAULTS["device"]
+    val_fraction: float = DEFAULTS["val_fraction"]
+    eval_interval: int = DEFAULTS["eval_interval"]  # steps between validation passes (0: only at the end)
+    eval_batches: int = DEFAULTS["eval_batches"]
     ckpt_dir: str | None = None
-    ckpt_interval: int = 0           # steps between checkpoints (0: only at the end)
-    keep: int = 2
+    ckpt_interval: int = DEFAULTS["ckpt_interval"]  # steps between checkpoints (0: only at the end)
+    keep: int = DEFAULTS["keep"]
     fixes: bool = True               # fp16 stability measures (off only for demonstrations/tests)
     residual_scale: float | None = None  # the stream's scale inside the programs (None: probed at the start)
     blas_threads: int | None = None  # CPU BLAS threads during training (None: default_blas_threads)
