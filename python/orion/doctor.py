@@ -119,11 +119,11 @@ def _write_atomic(path: str, data: dict) -> None:
 
 def cached_verdict(device: str = "auto", profile=None) -> dict | None:
     """The cached verdict for this machine, or None (missing, unreadable or from another version)."""
+    from .fileio import read_json
     path = cache_path(machine(device, profile))
     try:
-        with open(path) as f:
-            v = json.load(f)
-    except (OSError, ValueError):
+        v = read_json(path, OrionError, max_bytes=1 << 20)
+    except OrionError:                        # missing, unreadable, corrupt: as if there were none
         return None
     return v if isinstance(v, dict) and v.get("version") == CACHE_VERSION else None
 

@@ -21,6 +21,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 
 from .errors import InputError, ProgramStateError, WeightUpdateError
+from .fileio import read_json
 from .passes.context import DynamicWeight, InputBinding, IOPlan, OutputBinding, OutputPart
 
 __all__ = ["CompiledProgram", "Spec", "load"]
@@ -395,8 +396,7 @@ def load(directory: str | os.PathLike, device: str = "auto", *, profile=None) ->
     from .runtime import compile_mil
     directory = os.fspath(directory)
     try:
-        with open(os.path.join(directory, "program.json"), encoding="utf-8") as f:
-            meta = json.load(f)
+        meta = read_json(os.path.join(directory, "program.json"), InputError, max_bytes=16 << 20)
         with open(os.path.join(directory, "model.mil"), encoding="utf-8") as f:
             mil = f.read()
         weights = {}
@@ -408,6 +408,8 @@ def load(directory: str | os.PathLike, device: str = "auto", *, profile=None) ->
         plan = _plan_from_json(meta["io"])
     except FileNotFoundError as e:
         raise InputError(f"{directory}: not a saved orion program ({e.strerror}: {e.filename})") from None
+    except InputError:
+        raise
     except (KeyError, TypeError, ValueError) as e:
         raise InputError(f"{directory}/program.json is malformed ({e})") from None
     if meta.get("format") != FORMAT_VERSION:

@@ -16,7 +16,7 @@ from typing import BinaryIO, Mapping
 import numpy as np
 
 from .errors import ModelFormatError
-from .fileio import atomic_write
+from .fileio import atomic_write, parse_json
 
 __all__ = ["SafetensorsFile", "read_safetensors", "write_safetensors", "write", "load", "DTYPES"]
 
@@ -54,12 +54,7 @@ class SafetensorsFile:
                                        f"file has {size - 8} bytes after the length field")
             raw = f.read(n)
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size > 0 else None
-        try:
-            header = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ModelFormatError(f"{path}: corrupt safetensors header (not JSON: {e})") from None
-        except RecursionError:
-            raise ModelFormatError(f"{path}: corrupt safetensors header (JSON nested too deeply)") from None
+        header = parse_json(raw, path, ModelFormatError, "corrupt safetensors header (not JSON)")
         if not isinstance(header, dict):
             raise ModelFormatError(f"{path}: corrupt safetensors header (expected a JSON object)")
         self.metadata = header.pop("__metadata__", None) or {}

@@ -212,3 +212,44 @@ def test_a_well_formed_baseline_reaches_the_comparison(tmp_path, capsys, monkeyp
     base.write_text(json.dumps(_doc()))
     assert _run(["bench", "--quick", "--compare", str(base)]) == 3
     assert "regression   decode.tok_s" in capsys.readouterr().out
+
+
+# ---- the readers of orion's own files, which a user can still hand in corrupt (issue 28 class 4) ---------
+
+DEEP = b"[" * 50000 + b"]" * 50000
+
+
+def test_a_deeply_nested_checkpoint_state_is_a_checkpoint_error(tmp_path):
+    from orion.train import checkpoint as ck
+    from orion.train.errors import CheckpointError
+    (tmp_path / "state.json").write_bytes(DEEP)
+    with pytest.raises(CheckpointError, match="nested too deeply"):
+        ck.read_state(str(tmp_path))
+    (tmp_path / "state.json").unlink()
+    (tmp_path / "latest.json").write_bytes(DEEP)
+    with pytest.raises(CheckpointError, match="corrupt latest.json"):
+        ck.resolve(str(tmp_path))
+
+
+def test_a_deeply_nested_saved_program_is_an_input_error(tmp_path):
+    import orion
+    (tmp_path / "program.json").write_bytes(DEEP)
+    with pytest.raises(orion.errors.InputError, match="nested too deeply"):
+        orion.program.load(str(tmp_path))
+
+
+def test_a_deeply_nested_safetensors_header_is_a_model_format_error(tmp_path):
+    import struct
+    from orion.errors import ModelFormatError
+    from orion.safetensors import SafetensorsFile
+    (tmp_path / "m.safetensors").write_bytes(struct.pack("<Q", len(DEEP)) + DEEP)
+    with pytest.raises(ModelFormatError, match="nested too deeply"):
+        SafetensorsFile(str(tmp_path / "m.safetensors"))
+
+
+def test_a_run_log_line_nested_too_deeply_is_skipped_like_a_torn_line(tmp_path):
+    from orion.train.runlog import RunLog
+    log = tmp_path / "train_log.jsonl"
+    log.write_bytes(b'{"step": 1, "loss": 2.0}\n' + DEEP + b"\n" + b'{"step": 2, "loss": 1.5}\n')
+    RunLog(str(log), 1).close()                      # resuming at step 1: the log is cut after it
+    assert log.read_text().splitlines() == ['{"step": 1, "loss": 2.0}']

@@ -90,6 +90,11 @@ def test_fuse_writes_a_folder_orion_and_transformers_load_alike(run, capsys):
     with torch.no_grad():
         ref = hf(torch.tensor([PROMPT])).logits[0].numpy()
     assert np.max(np.abs(fused - ref)) < 2e-2 * np.max(np.abs(ref))
+    with torch.no_grad():                            # and the same greedy tokens as orion generate on it
+        hf_tokens = hf.generate(torch.tensor([PROMPT]), max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                                attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long))[0, len(PROMPT):]
+    ours = load(str(out)).generate(PROMPT, max_tokens=8, temperature=0.0, stop_tokens=[]).tokens
+    assert ours == hf_tokens.tolist()
 
 
 @pytest.mark.parametrize("extra,phrase", [(["--mask-prompt"], "--mask-prompt needs JSON Lines data"),

@@ -61,17 +61,17 @@ def test_a_bad_example_is_refused_with_its_line(tmp_path, obj, phrase):
     path = _write(tmp_path / "d.jsonl", [{"text": "fine"}, obj])
     with pytest.raises(DataError, match=phrase) as e:
         read_splits(path)
-    assert f"{path}:2" in str(e.value)
+    assert f"{path}, line 2" in str(e.value)
 
 
 def test_mixed_formats_in_one_file_are_refused_with_the_line(tmp_path):
     path = _write(tmp_path / "d.jsonl", [{"text": "a"}, {"text": "b"}, {"prompt": "p", "completion": "c"}])
-    with pytest.raises(DataError, match=r"d\.jsonl:3: a completions example in a file of text examples"):
+    with pytest.raises(DataError, match=r"d\.jsonl, line 3: a completions example in a file of text examples"):
         read_splits(path, val_fraction=0)
 
 
 @pytest.mark.parametrize("line,phrase", [("{not json", "not valid JSON"), ("[1, 2]", "must be a JSON object"),
-                                         ("[" * 100 + "]" * 100, "nested deeper"), (b"\xff\xfe{}", "not UTF-8")])
+                                         ("[" * 200 + "]" * 200, "nested too deeply"), (b"\xff\xfe{}", "not UTF-8")])
 def test_malformed_lines_name_file_and_line(tmp_path, line, phrase):
     path = tmp_path / "d.jsonl"
     with open(path, "wb") as f:
@@ -79,7 +79,7 @@ def test_malformed_lines_name_file_and_line(tmp_path, line, phrase):
         f.write(line if isinstance(line, bytes) else line.encode())
     with pytest.raises(DataError, match=phrase) as e:
         read_jsonl(str(path))
-    assert f"{path}:3" in str(e.value)
+    assert f"{path}, line 3" in str(e.value)
 
 
 def test_a_folder_in_mlx_lm_layout_gives_its_splits(tmp_path):

@@ -35,7 +35,7 @@ from ..errors import ModelFormatError
 from .config import LlamaConfig, ModelConfig, config_from_dict, config_from_hf, read_hf_config
 from .families import family_module
 from .families.gpt2 import LAYER as _GPT2_LAYER
-from ..fileio import read_json, write_bytes_atomic
+from ..fileio import parse_json, read_json, write_bytes_atomic
 from ..safetensors import SafetensorsFile, write_safetensors
 
 log = logging.getLogger("orion")
@@ -651,8 +651,8 @@ def _source_files(path: str) -> list[str]:
     elif os.path.exists(idx):
         out.append(idx)
         try:
-            with open(idx, encoding="utf-8") as f:
-                out += sorted({os.path.join(d, os.path.basename(v)) for v in json.load(f)["weight_map"].values()})
+            out += sorted({os.path.join(d, os.path.basename(v))
+                           for v in read_json(idx, ModelFormatError)["weight_map"].values()})
         except Exception:  # noqa: BLE001 - read_checkpoint reports it properly
             return []
     return [p for p in out if os.path.isfile(p)]
@@ -707,7 +707,7 @@ def load_weights(path: str, *, cache: str | None = None, use_cache: bool = True)
     if entry and os.path.exists(entry):
         try:
             st = SafetensorsFile(entry)
-            cfg = config_from_dict(json.loads(st.metadata["orion_config"]))
+            cfg = config_from_dict(parse_json(st.metadata["orion_config"], entry, ModelFormatError))
             kind = st.metadata.get("orion_kind", "cached")
             w = {n: st.get(n) for n in st.names}
             check_weights(cfg, w, entry)

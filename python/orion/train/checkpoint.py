@@ -35,9 +35,11 @@ import numpy as np
 
 from .. import safetensors as st
 from ..errors import ModelFormatError
-from ..fileio import _umask, atomic_write as _atomic_write, fsync_dir as _fsync_dir, prune_stale_temps
+from ..fileio import _umask, atomic_write as _atomic_write, fsync_dir as _fsync_dir, prune_stale_temps, read_json
 from .errors import CheckpointError
 from .state_schema import confined, validate_manifest, validate_state
+
+MAX_STATE_BYTES = 64 << 20          # state.json holds the run history: megabytes at most, never more
 
 FORMAT = "orion-train-checkpoint"
 VERSION = 2
@@ -209,10 +211,8 @@ def resolve(path: str) -> str:
     if not os.path.isfile(lp):
         raise CheckpointError(f"checkpoint {path}: no {LATEST} and no state.json (not an orion train checkpoint)")
     try:
-        with open(lp) as f:
-            latest = json.load(f)
-        name = latest["checkpoint"]
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
+        name = read_json(lp, ValueError, max_bytes=MAX_STATE_BYTES)["checkpoint"]
+    except (ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"checkpoint {path}: corrupt {LATEST} ({e})") from None
     if not isinstance(name, str) or not name.startswith("step-"):
         raise CheckpointError(f"checkpoint {path}: corrupt {LATEST} (bad folder name {name!r})")
@@ -226,12 +226,12 @@ def is_run(path: str) -> bool:
 
 
 def _read_json(path: str, what: str):
+    """state.json / manifest.json / latest.json through the bounded reader (size and nesting checked first)."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{what} is missing")
     try:
-        with open(path, "rb") as f:
-            return json.loads(f.read())
-    except FileNotFoundError:
-        raise CheckpointError(f"{what} is missing") from None
-    except (OSError, ValueError, RecursionError) as e:
+        return read_json(path, ValueError, max_bytes=MAX_STATE_BYTES)
+    except ValueError as e:
         raise CheckpointError(f"{what} is corrupt ({e})") from None
 
 

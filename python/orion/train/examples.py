@@ -26,11 +26,11 @@ counted, :attr:`ExampleDataset.truncated`)."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 
 import numpy as np
 
+from ..fileio import iter_jsonl
 from .data import DataPosition
 from .errors import DataError, VocabMismatch
 
@@ -38,63 +38,20 @@ IGNORE = -1                              # a target that does not count (context
 FORMATS = ("text", "completions", "chat")
 SPLITS = ("train", "valid", "test")
 MAX_LINE_BYTES = 1 << 24                 # one example; a longer line is not an example of any window we train
-MAX_JSON_DEPTH = 64                      # messages nest 3-4 levels; deeper input is refused before parsing
 _FIELDS = {"text": ("text",), "completions": ("prompt", "completion"), "chat": ("messages",)}
 
 
 # ------------------------------------------------------------------------------------ reading
-def _depth_ok(line: str, limit: int) -> bool:
-    """Whether the brackets of a JSON text nest at most ``limit`` deep (strings skipped), before json.loads
-    (whose recursion a hostile line could exhaust)."""
-    depth, in_str, esc = 0, False, False
-    for ch in line:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            if depth > limit:
-                return False
-        elif ch in "]}":
-            depth -= 1
-    return True
-
-
 def read_jsonl(path: str) -> list[tuple[int, dict]]:
-    """``(line number, object)`` of every non-blank line of ``path``; a line that is not a JSON object, too
-    long or nested too deeply is a :class:`DataError` naming the file and line."""
+    """``(line number, object)`` of every non-blank line of ``path`` (through :func:`orion.fileio.iter_jsonl`:
+    each line bounded in size and nesting); a line that is not a JSON object is a :class:`DataError`
+    naming the file and line."""
     out = []
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise DataError(f"data {path}: {e.strerror}") from None
-    with f:
-        for no, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
-            if len(raw) > MAX_LINE_BYTES:
-                raise DataError(f"{path}:{no}: the line is longer than {MAX_LINE_BYTES} bytes")
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}:{no}: not UTF-8 text (byte {e.start})") from None
-            if not line.strip():
-                continue
-            if not _depth_ok(line, MAX_JSON_DEPTH):
-                raise DataError(f"{path}:{no}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{no}: not valid JSON ({e.msg}, column {e.colno})") from None
-            if not isinstance(obj, dict):
-                raise DataError(f"{path}:{no}: each line must be a JSON object ({{\"text\": ...}}, "
-                                f"{{\"prompt\", \"completion\"}} or {{\"messages\": [...]}}), got "
-                                f"{type(obj).__name__}")
-            out.append((no, obj))
+    for no, obj in iter_jsonl(path, DataError, max_line_bytes=MAX_LINE_BYTES):
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}, line {no}: each line must be a JSON object ({{\"text\": ...}}, "
+                            f"{{\"prompt\", \"completion\"}} or {{\"messages\": [...]}}), got {type(obj).__name__}")
+        out.append((no, obj))
     if not out:
         raise DataError(f"data {path}: no examples (the file is empty)")
     return out
@@ -316,9 +273,9 @@ def read_splits(path: str, val_fraction: float = 0.1) -> dict[str, list[tuple[st
         if "train" not in files:
             raise DataError(f"data {path}: a folder of JSON Lines data needs train.jsonl (and valid.jsonl, "
                             f"optionally test.jsonl)")
-        out = {s: [(f"{fn}:{no}", obj) for no, obj in read_jsonl(fn)] for s, fn in files.items()}
+        out = {s: [(f"{fn}, line {no}", obj) for no, obj in read_jsonl(fn)] for s, fn in files.items()}
     else:
-        rows = [(f"{path}:{no}", obj) for no, obj in read_jsonl(path)]
+        rows = [(f"{path}, line {no}", obj) for no, obj in read_jsonl(path)]
         n_val = int(len(rows) * val_fraction) if val_fraction > 0 else 0
         n_val = n_val if len(rows) - n_val >= 1 else 0
         out = {"train": rows[:len(rows) - n_val], "valid": rows[len(rows) - n_val:]}
@@ -328,8 +285,8 @@ def read_splits(path: str, val_fraction: float = 0.1) -> dict[str, list[tuple[st
             for where, obj in rows[1:]:
                 fmt = detect_format(obj, where)
                 if fmt != first:
-                    raise DataError(f"{where}: a {fmt} example in a file of {first} examples (line "
-                                    f"{rows[0][0].rsplit(':', 1)[1]}); one format per file")
+                    raise DataError(f"{where}: a {fmt} example in a file of {first} examples (as {rows[0][0]}); "
+                                    f"one format per file")
     return out
 
 

@@ -4,12 +4,12 @@ one, else the loss history kept in the checkpoint's state.json) and validation l
 
 from __future__ import annotations
 
-import json
 import math
 import os
 
 from .. import _html
 from . import checkpoint as ckpt
+from ..fileio import iter_jsonl
 from .errors import CheckpointError
 
 LAST = 10   # losses shown by the reprs
@@ -57,14 +57,9 @@ class Run:
         for name in sorted(os.listdir(self.folder)):
             if not name.endswith(".jsonl"):
                 continue
-            with open(os.path.join(self.folder, name), encoding="utf-8") as f:
-                for line in f:
-                    try:
-                        rec = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(rec, dict):
-                        recs.append(rec)
+            for _, rec in iter_jsonl(os.path.join(self.folder, name), CheckpointError, skip_invalid=True):
+                if isinstance(rec, dict):
+                    recs.append(rec)
         return recs
 
     def losses(self) -> list[tuple[int, float | None]]:

@@ -12,7 +12,7 @@ import json
 import math
 import os
 
-from ..fileio import atomic_write, iter_jsonl
+from ..fileio import atomic_write, iter_jsonl, parse_json
 
 LOG_NAME = "train_log.jsonl"
 
@@ -34,9 +34,9 @@ class RunLog:
         with open(self.path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
-                    step = json.loads(line).get("step")
+                    step = parse_json(line, self.path, ValueError).get("step")
                 except (ValueError, AttributeError):
-                    changed = True                  # a line cut short by a kill
+                    changed = True                  # a line cut short by a kill (or not a record at all)
                     continue
                 if isinstance(step, int) and step > start_step:
                     changed = True
