@@ -77,19 +77,28 @@ def write_checkpoint(out: str, seed: int) -> None:
                    "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>"}, f)
 
 
-def write_llama_checkpoint(out: str, seed: int) -> None:
-    """A random Llama with GPT-2 124M's width and depth (d 768, 12 layers, 12 heads, SwiGLU 2048, the
-    Llama-2 SentencePiece vocabulary of 32,000) in fp16 safetensors with the Llama-2 tokenizer.model: the
-    family orion compresses (``quantize="int8"``), for orion int8 next to llama.cpp q8_0."""
+# the Llama shapes: GPT-2 124M's width and depth, and SmolLM2-135M's (deep and narrow: 30 layers of d 576,
+# 9 query / 3 KV heads, tied embeddings; the Llama-2 vocabulary of 32,000 instead of its 49,152)
+LLAMA_SHAPES = {
+    "llama": dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
+                  num_key_value_heads=12, tie_word_embeddings=False),
+    "smollm": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                   num_key_value_heads=3, tie_word_embeddings=True),
+}
+
+
+def write_llama_checkpoint(out: str, seed: int, family: str = "llama") -> None:
+    """A random Llama of :data:`LLAMA_SHAPES` ``family`` (the Llama-2 SentencePiece vocabulary of 32,000) in fp16
+    safetensors with the Llama-2 tokenizer.model: the family orion compresses (``quantize="int8"``), for orion
+    int8 next to llama.cpp q8_0."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     spm = os.path.join(DATA, "llama2-tokenizer.model")
     if not os.path.exists(spm):
         raise SystemExit(f"{spm} missing: the GGUF converter needs the Llama-2 tokenizer.model")
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
-                      num_attention_heads=12, num_key_value_heads=12, max_position_embeddings=1024,
-                      tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)
+    cfg = LlamaConfig(vocab_size=32000, max_position_embeddings=1024, bos_token_id=1, eos_token_id=2,
+                      **LLAMA_SHAPES[family])
     model = LlamaForCausalLM(cfg).to(torch.float16)
     model.save_pretrained(out, safe_serialization=True)
     shutil.copyfile(spm, os.path.join(out, "tokenizer.model"))
@@ -186,9 +195,10 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="per round: orion / transformers repeats, llama-bench -r")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every measurement")
     ap.add_argument("--device", default="auto", choices=["auto", "sim", "ane"])
-    ap.add_argument("--family", default="gpt2", choices=["gpt2", "llama"],
-                    help="gpt2: GPT-2 124M; llama: a Llama of the same width and depth, also run by orion with "
-                         "int8 weights (quantize='int8') next to llama.cpp q8_0")
+    ap.add_argument("--family", default="gpt2", choices=["gpt2", "llama", "smollm"],
+                    help="gpt2: GPT-2 124M; llama: a Llama of the same width and depth; smollm: SmolLM2-135M's "
+                         "30-layer shape (the Llamas also run by orion with int8 weights next to llama.cpp q8_0)")
+    ap.add_argument("--no-batch", action="store_true", help="skip the batched measurements (single stream only)")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     llama = os.path.join(args.llamacpp, "llama.cpp")
@@ -202,15 +212,19 @@ def main(argv=None) -> int:
     ckpt = os.path.join(work, name)
 
     if not os.path.exists(os.path.join(ckpt, "model.safetensors")):
-        (write_checkpoint if args.family == "gpt2" else write_llama_checkpoint)(ckpt, seed=0)
+        if args.family == "gpt2":
+            write_checkpoint(ckpt, seed=0)
+        else:
+            write_llama_checkpoint(ckpt, seed=0, family=args.family)
     ggufs = {t: convert(llama, ckpt, t, os.path.join(work, f"{name}-{t}.gguf")) for t in ("f16", "q8_0")}
-    int8 = args.family == "llama"            # orion compresses the Llama-style families' linears
+    int8 = args.family != "gpt2"             # orion compresses the Llama-style families' linears
 
     ck = load_weights(ckpt, use_cache=False)
     cfg, w16 = ck.config, ck.weights
     rng = np.random.default_rng(1)
     prompts = [[int(t) for t in rng.integers(0, cfg.vocab_size, args.prompt)] for _ in range(args.batch)]
-    shape = "GPT-2 124M" if args.family == "gpt2" else "Llama of GPT-2 124M's width and depth"
+    shape = {"gpt2": "GPT-2 124M", "llama": "Llama of GPT-2 124M's width and depth",
+             "smollm": "SmolLM2-135M's shape"}[args.family]
     print(f"{shape} (d={cfg.d_model}, L={cfg.n_layers}, V={cfg.vocab_size}), random weights (seed 0); "
           f"prompt {args.prompt}, {args.tokens} generated, batch {args.batch}, {args.threads} threads; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}", flush=True)
@@ -227,22 +241,25 @@ def main(argv=None) -> int:
         if int8:
             q8 = bench_orion(cfg, w16, prompts[0], args.tokens, args.device, "cpu", args.repeats, quantize="int8")
             r["orion8_pf"], r["orion8_dc"] = args.prompt / q8["prefill_s"], 1.0 / q8["step_s"]
-        m = Model(cfg, w16, device=args.device, stop_tokens=[])
-        ob = bench_batch.measure(m, prompts, args.tokens, args.batch)      # bench_batch.py's measurement
-        m.release()
-        identical &= ob["identical"]
-        r["orion_b"], r["orion_b1"] = ob["batch_decode_tok_s"], ob["single_decode_tok_s"]
+        if not args.no_batch:
+            m = Model(cfg, w16, device=args.device, stop_tokens=[])
+            ob = bench_batch.measure(m, prompts, args.tokens, args.batch)      # bench_batch.py's measurement
+            m.release()
+            identical &= ob["identical"]
+            r["orion_b"], r["orion_b1"] = ob["batch_decode_tok_s"], ob["single_decode_tok_s"]
         for t, g in ggufs.items():
             lb = llama_bench(bench_bin, g, args.threads, args.prompt, args.tokens, args.repeats)
             r[f"{t}_pf"], r[f"{t}_dc"] = lb["prefill"], lb["decode"]
-        lbb = llama_batched(batched_bin, ggufs["f16"], args.threads, args.prompt, args.tokens, args.batch, 1)
-        r["f16_b"], r["f16_b1"] = lbb[args.batch]["decode"], lbb[1]["decode"]
         hf1 = hf_generate(ckpt, prompts[:1], args.tokens, args.repeats, args.threads)
-        hfb = hf_generate(ckpt, prompts, args.tokens, args.repeats, args.threads)
-        r["hf_pf"], r["hf_dc"], r["hf_b"], r["hf_b1"] = hf1["prefill"], hf1["decode"], hfb["decode"], hf1["decode"]
+        r["hf_pf"], r["hf_dc"] = hf1["prefill"], hf1["decode"]
         h32 = hf_generate(ckpt, prompts[:1], args.tokens, args.repeats, args.threads, "fp32")
-        h32b = hf_generate(ckpt, prompts, args.tokens, args.repeats, args.threads, "fp32")
-        r["hf32_pf"], r["hf32_dc"], r["hf32_b"], r["hf32_b1"] = h32["prefill"], h32["decode"], h32b["decode"], h32["decode"]
+        r["hf32_pf"], r["hf32_dc"] = h32["prefill"], h32["decode"]
+        if not args.no_batch:
+            lbb = llama_batched(batched_bin, ggufs["f16"], args.threads, args.prompt, args.tokens, args.batch, 1)
+            r["f16_b"], r["f16_b1"] = lbb[args.batch]["decode"], lbb[1]["decode"]
+            hfb = hf_generate(ckpt, prompts, args.tokens, args.repeats, args.threads)
+            h32b = hf_generate(ckpt, prompts, args.tokens, args.repeats, args.threads, "fp32")
+            r["hf_b"], r["hf_b1"], r["hf32_b"], r["hf32_b1"] = hfb["decode"], hf1["decode"], h32b["decode"], h32["decode"]
         rounds.append(r)
         print(f"round {i + 1}: " + ", ".join(f"{k} {v:.1f}" for k, v in r.items()), flush=True)
     med = {k: float(np.median([r[k] for r in rounds])) for k in rounds[0]}
@@ -272,10 +289,13 @@ def main(argv=None) -> int:
     if int8:
         print(f"orion int8 / llama.cpp q8_0: decode {ratio('orion8_dc', 'q8_0_dc'):.2f}x (target >= 1.0), prefill "
               f"{ratio('orion8_pf', 'q8_0_pf'):.2f}x")
-    print(f"orion batch {args.batch} / one stream: {ratio('orion_b', 'orion_b1'):.2f}x (target >= 8); identical "
-          f"outputs: {identical}")
-    print(f"orion batch {args.batch} / llama-batched-bench: {ratio('orion_b', 'f16_b'):.2f}x; / transformers bf16 "
-          f"batch: {ratio('orion_b', 'hf_b'):.2f}x; / transformers fp32 batch: {ratio('orion_b', 'hf32_b'):.2f}x")
+    if not args.no_batch:
+        print(f"orion batch {args.batch} / one stream: {ratio('orion_b', 'orion_b1'):.2f}x (target >= 8); identical "
+              f"outputs: {identical}")
+        print(f"orion batch {args.batch} / llama-batched-bench: {ratio('orion_b', 'f16_b'):.2f}x; / transformers "
+              f"bf16 batch: {ratio('orion_b', 'hf_b'):.2f}x; / transformers fp32 batch: {ratio('orion_b', 'hf32_b'):.2f}x")
+    if int8:
+        print(f"orion int8 / orion fp16: decode {ratio('orion8_dc', 'orion_dc'):.2f}x (target >= 1.0)")
     print(f"orion / transformers: decode {ratio('orion_dc', 'hf_dc'):.2f}x bf16, {ratio('orion_dc', 'hf32_dc'):.2f}x fp32")
     print("(ratios: median over rounds of the same round's ratio)")
     loads = ", ".join(f"{r['load']:.2f}" for r in rounds)
