@@ -396,7 +396,8 @@ def load(directory: str | os.PathLike, device: str = "auto", *, profile=None) ->
     from .runtime import compile_mil
     directory = os.fspath(directory)
     try:
-        meta = read_json(os.path.join(directory, "program.json"), InputError, max_bytes=16 << 20)
+        meta = read_json(os.path.join(directory, "program.json"), InputError,
+                         missing="no such file: not a saved orion program", max_bytes=16 << 20)
         with open(os.path.join(directory, "model.mil"), encoding="utf-8") as f:
             mil = f.read()
         weights = {}
