@@ -30,7 +30,7 @@ import os
 import sys
 
 from ..errors import InputError
-from .common import CHIPS, UsageError, check_writable_target, float_in, int_in, nonneg_float, nonneg_int
+from .common import CHIPS, DEVICES, UsageError, check_writable_target, float_in, int_in, nonneg_float, nonneg_int
 from .w8a8 import add_activation_flags, check_activation_flags, load_w8a8, read_text
 
 __all__ = ["add_generate_parser", "cmd_generate"]
@@ -78,7 +78,7 @@ def add_generate_parser(subparsers):
     g.add_argument("--seed", type=nonneg_int, default=None, help="sampling seed (default: a fresh one each run)")
     g.add_argument("--stop-token", type=int, action="append", default=None, help="stop at this token id "
                    "(repeatable; default: the model's end-of-text)")
-    g.add_argument("--device", default="auto", choices=["auto", "sim", "ane"],
+    g.add_argument("--device", default="auto", choices=DEVICES,
                    help="where programs run: the ANE when present (auto), the simulator, or the ANE")
     g.add_argument("--chip", choices=CHIPS, help="simulator chip profile")
     g.add_argument("--classifier", default="cpu", choices=["cpu", "device"], help="run the vocabulary projection "

@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from .common import float_in, nonneg_float, nonneg_int, positive_float, positive_int
+from .common import DEVICES, float_in, nonneg_float, nonneg_int, positive_float, positive_int
 
 EXIT_BUDGET = 75
 
@@ -105,7 +105,7 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--strategy", choices=["dynamic", "recompile", "delta"], default=None,
                    help="weight updates: dynamic (weights as program inputs, compile once; default), recompile "
                         "(baked weights, budgeted), delta (only where `orion doctor` verified it)")
-    r.add_argument("--device", choices=["auto", "sim", "ane"], default=None,
+    r.add_argument("--device", choices=DEVICES, default=None,
                    help="where programs run (default: auto, the ANE when present, else the simulator)")
     r.add_argument("--ckpt-dir", metavar="DIR", default=None, help=f"checkpoint folder (default: ./{DEFAULT_CKPT_DIR})")
     r.add_argument("--no-ckpt", action="store_true", help="do not write checkpoints")
