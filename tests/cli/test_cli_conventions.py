@@ -135,3 +135,15 @@ def test_every_device_flag_offers_the_runtimes_one_list():
     owners = _flag_owners("--device")
     assert {"run", "demo", "train", "generate", "doctor"} <= set(owners)
     assert {name: a.choices is DEVICES for name, a in owners.items()} == {name: True for name in owners}
+
+
+def test_every_quantize_flag_offers_the_models_one_list_of_schemes():
+    from orion.models.quantize import ACTIVATION_SCHEMES, MODEL_SCHEMES
+    from orion.quant import SCHEMES
+    assert MODEL_SCHEMES == tuple(SCHEMES)                  # a new weight scheme reaches models and CLIs at once
+    owners = _flag_owners("--quantize")
+    assert {"info", "quality", "train", "generate"} <= set(owners)
+    assert {name: a.choices is MODEL_SCHEMES for name, a in owners.items()} == {name: True for name in owners}
+    acts = _flag_owners("--activations")
+    assert {"quality", "generate"} <= set(acts)
+    assert {name: a.choices is ACTIVATION_SCHEMES for name, a in acts.items()} == {name: True for name in acts}

@@ -30,6 +30,7 @@ import os
 import sys
 
 from ..errors import InputError
+from ..models.quantize import MODEL_SCHEMES
 from .common import CHIPS, DEVICES, UsageError, check_writable_target, float_in, int_in, nonneg_float, nonneg_int
 from .w8a8 import add_activation_flags, check_activation_flags, load_w8a8, read_text
 
@@ -85,7 +86,7 @@ def add_generate_parser(subparsers):
                    "on the CPU (default) or as chunked programs")
     g.add_argument("--adapter-path", "--adapter", dest="adapter", default=None, metavar="DIR", help="LoRA adapter (PEFT folder: adapter_config.json + "
                    "adapter_model.safetensors, e.g. from orion train --lora); A/B become program inputs")
-    g.add_argument("--quantize", default=None, choices=["int8", "uint8", "lut4", "lut6", "int4", "uint4"],
+    g.add_argument("--quantize", default=None, choices=MODEL_SCHEMES,
                    help="compress the layers' linear weights at load (constexpr ops in the programs; "
                    "orion quality measures what it costs)")
     add_activation_flags(g, "W8A8 calibration text file (default: the activation_scales.json saved with the model)")
