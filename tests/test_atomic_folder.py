@@ -4,7 +4,6 @@ programs): a reader sees the old folder or the complete new one; a failed write 
 import os
 
 import pytest
-
 from orion import fileio
 from orion.fileio import atomic_folder
 
@@ -50,10 +49,9 @@ def test_an_existing_folder_is_replaced_and_its_old_copy_removed(tmp_path):
 def test_a_failing_block_leaves_the_old_folder_and_no_temp(tmp_path):
     target = tmp_path / "model"
     _write(target, {"a.bin": b"old"})
-    with pytest.raises(RuntimeError, match="writer failed"):
-        with atomic_folder(target) as tmp:
-            _write(tmp, {"a.bin": b"half"})
-            raise RuntimeError("writer failed")
+    with pytest.raises(RuntimeError, match="writer failed"), atomic_folder(target) as tmp:
+        _write(tmp, {"a.bin": b"half"})
+        raise RuntimeError("writer failed")
     assert _tree(target) == {"a.bin": b"old"}
     assert os.listdir(tmp_path) == ["model"]
 
@@ -69,9 +67,8 @@ def test_a_failed_rename_into_place_puts_the_old_folder_back(tmp_path, monkeypat
         real(src, dst)
 
     monkeypatch.setattr(os, "rename", rename)
-    with pytest.raises(OSError, match="No space"):
-        with atomic_folder(target) as tmp:
-            _write(tmp, {"a.bin": b"new"})
+    with pytest.raises(OSError, match="No space"), atomic_folder(target) as tmp:
+        _write(tmp, {"a.bin": b"new"})
     assert _tree(target) == {"a.bin": b"old"}
     assert os.listdir(tmp_path) == ["model"]
 

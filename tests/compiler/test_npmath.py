@@ -6,9 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from orion.ir import Graph, evaluate, ops
-from orion.ir import npmath
+from orion.ir import Graph, evaluate, npmath, ops
 
 
 def test_gelu_tanh_is_the_tanh_approximation():
