@@ -23,6 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 
 import orion  # noqa: E402
+from orion.runtime import DEVICES  # noqa: E402
 from orion.models import GPT2Config  # noqa: E402
 from orion.models.testing import random_weights  # noqa: E402
 
@@ -37,7 +38,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=32, help="generated tokens per round")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--device", default="auto", choices=["auto", "sim", "ane"])
+    ap.add_argument("--device", default="auto", choices=DEVICES)
     ap.add_argument("--classifier", default="cpu", choices=["cpu", "device"])
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--live", default="both", choices=["on", "off", "both"],

@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 
 import orion  # noqa: E402
+from orion.runtime import DEVICES  # noqa: E402
 from orion.bench.decode import bench_orion  # noqa: E402
 from orion.models import Model  # noqa: E402
 from orion.models.engine import Engine  # noqa: E402
@@ -194,7 +195,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3, help="per round: orion / transformers repeats, llama-bench -r")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every measurement")
-    ap.add_argument("--device", default="auto", choices=["auto", "sim", "ane"])
+    ap.add_argument("--device", default="auto", choices=DEVICES)
     ap.add_argument("--family", default="gpt2", choices=["gpt2", "llama", "smollm"],
                     help="gpt2: GPT-2 124M; llama: a Llama of the same width and depth; smollm: SmolLM2-135M's "
                          "30-layer shape (the Llamas also run by orion with int8 weights next to llama.cpp q8_0)")

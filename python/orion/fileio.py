@@ -2,7 +2,8 @@
 
 Every file orion writes for a user — weight blobs, safetensors, checkpoints, caches — goes through
 :func:`atomic_write`: a temporary file in the same folder, fsync, rename over the target, fsync of the
-folder so the rename itself is durable.
+folder so the rename itself is durable; a folder of files written together (a checkpoint, an exported model,
+a saved program) goes through :func:`atomic_folder`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import tempfile
 
 
@@ -87,6 +89,66 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb"):
             os.unlink(tmp)
         raise
     fsync_dir(folder)
+
+
+def _fsync_tree(root: str) -> None:
+    """fsync of every file and folder under ``root`` (the folders last, so their entries are durable)."""
+    for dirpath, _, names in os.walk(root, topdown=False):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            if os.path.islink(p):
+                continue
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(dirpath)
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike, *, temp_prefix: str | None = None, old_prefix: str | None = None):
+    """``with atomic_folder(path) as tmp: <write files into tmp>`` — the folder analogue of
+    :func:`atomic_write`: files go into a hidden sibling folder, which is fsynced (every file and folder) and
+    renamed over ``path`` only when the block succeeds; a reader or a kill sees the old folder or the complete
+    new one, never a mix. An existing ``path`` is moved aside, replaced, then removed; whether it may be
+    replaced at all is the caller's check. ``temp_prefix`` / ``old_prefix``: the hidden names (mkdtemp
+    prefixes) of the folder being written and of the one moved aside, default ``.<name>.`` and ``.<name>.old.``,
+    for a caller that sweeps leftovers of killed writes by name."""
+    path = os.path.abspath(os.fspath(path))
+    parent, base = os.path.split(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=temp_prefix or f".{base}.", suffix=".tmp", dir=parent)
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())       # mkdtemp makes 0700; a user's folders follow their umask
+        yield tmp
+        _fsync_tree(tmp)
+        old = None
+        if os.path.lexists(path):
+            old = tempfile.mkdtemp(prefix=old_prefix or f".{base}.old.", dir=parent)
+            os.rmdir(old)                       # a free hidden name, taken by the rename below
+            os.rename(path, old)
+        try:
+            os.rename(tmp, path)
+        except BaseException:
+            if old is not None:                 # put the old folder back rather than leave none
+                with contextlib.suppress(OSError):
+                    os.rename(old, path)
+            raise
+        fsync_dir(parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if old is not None:
+        _remove(old)
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:

@@ -14,14 +14,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import tempfile
 from typing import Mapping, NamedTuple
 
 import numpy as np
 
 from .errors import InputError, ProgramStateError, WeightUpdateError
-from .fileio import read_json
+from .fileio import atomic_folder, read_json
 from .passes.context import DynamicWeight, InputBinding, IOPlan, OutputBinding, OutputPart
 
 __all__ = ["CompiledProgram", "Spec", "load"]
@@ -317,11 +315,7 @@ class CompiledProgram:
         """Write model.mil, the weight files, the I/O plan and current dynamic weights to ``directory``
         atomically (a complete new folder replaces the old one in one rename)."""
         self._files("save the program")
-        directory = os.path.abspath(os.fspath(directory))
-        parent = os.path.dirname(directory)
-        os.makedirs(parent, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix="." + os.path.basename(directory) + ".", suffix=".tmp", dir=parent)
-        try:
+        with atomic_folder(directory) as tmp:
             with open(os.path.join(tmp, "model.mil"), "w", encoding="utf-8") as f:
                 f.write(self.mil)
             files = {}
@@ -340,27 +334,6 @@ class CompiledProgram:
                 json.dump(meta, f, indent=1, sort_keys=True)
             if self._dynamic:
                 np.savez(os.path.join(tmp, "dynamic_weights.npz"), **self._dynamic)
-            _fsync_tree(tmp)
-            if os.path.exists(directory):
-                old = directory + ".old-" + os.path.basename(tmp)
-                os.rename(directory, old)
-                os.rename(tmp, directory)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.rename(tmp, directory)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-
-
-def _fsync_tree(root: str) -> None:
-    for dirpath, _, names in os.walk(root):
-        for n in names:
-            fd = os.open(os.path.join(dirpath, n), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
 
 
 def _plan_to_json(plan: IOPlan) -> dict:

@@ -48,6 +48,10 @@ def _warn(ws) -> None:
 
 _announced_fallback = False
 
+# Where programs run: every --device flag offers these and resolve_device accepts them ("auto": the ANE when
+# present, else the simulator).
+DEVICES = ("auto", "sim", "ane")
+
 
 def devices() -> list[dict]:
     """Every backend built into this orion: name, availability and, when unavailable, the reason; for
@@ -66,8 +70,9 @@ def devices() -> list[dict]:
 def resolve_device(device: str) -> str:
     """"auto" -> the ANE when this build and machine have one, else the simulator (announced once)."""
     global _announced_fallback
-    if device not in ("auto", "sim", "ane"):
-        raise OrionError(f"unknown device {device!r}: use 'auto', 'sim' or 'ane'")
+    if device not in DEVICES:
+        names = ", ".join(repr(d) for d in DEVICES[:-1])
+        raise OrionError(f"unknown device {device!r}: use {names} or {DEVICES[-1]!r}")
     if device != "auto":
         return device  # the native layer explains an unavailable backend
     ane = next((d for d in devices() if d["name"] == "ane"), None)

@@ -113,3 +113,37 @@ def _exit(argv) -> int:
         return main(argv)
     except SystemExit as e:
         return e.code
+
+
+def _flag_owners(flag):
+    """{command: its action for ``flag``} over every subcommand (nested ones too)."""
+    out = {}
+
+    def walk(name, p):
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for sub, sp in a.choices.items():
+                    walk(f"{name} {sub}".strip(), sp)
+            elif flag in a.option_strings:
+                out[name] = a
+    walk("", build_parser())
+    return out
+
+
+def test_every_device_flag_offers_the_runtimes_one_list():
+    from orion.runtime import DEVICES
+    owners = _flag_owners("--device")
+    assert {"run", "demo", "train", "generate", "doctor"} <= set(owners)
+    assert {name: a.choices is DEVICES for name, a in owners.items()} == {name: True for name in owners}
+
+
+def test_every_quantize_flag_offers_the_models_one_list_of_schemes():
+    from orion.models.quantize import ACTIVATION_SCHEMES, MODEL_SCHEMES
+    from orion.quant import SCHEMES
+    assert MODEL_SCHEMES == tuple(SCHEMES)                  # a new weight scheme reaches models and CLIs at once
+    owners = _flag_owners("--quantize")
+    assert {"info", "quality", "train", "generate"} <= set(owners)
+    assert {name: a.choices is MODEL_SCHEMES for name, a in owners.items()} == {name: True for name in owners}
+    acts = _flag_owners("--activations")
+    assert {"quality", "generate"} <= set(acts)
+    assert {name: a.choices is ACTIVATION_SCHEMES for name, a in acts.items()} == {name: True for name in acts}

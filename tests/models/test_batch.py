@@ -49,9 +49,9 @@ class _LogitsRecorder:
             self._seen.append(np.array(logits, np.float32))
             return sample_next(logits, *a)
 
-        def consuming(seq, logits, n_ctx):
+        def consuming(seq, logits):
             self.batched.setdefault(seq.index, []).append(np.array(logits, np.float32))
-            return consume(seq, logits, n_ctx)
+            return consume(seq, logits)
 
         monkeypatch.setattr(stream, "sample_next", recording)
         monkeypatch.setattr(batch._Seq, "consume", consuming)

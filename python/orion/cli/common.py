@@ -9,6 +9,7 @@ import os
 import sys
 
 from .. import sim as _sim
+from ..runtime import DEVICES    # the --device choices of every command
 
 CHIPS = list(_sim.CHIPS)          # defined once, in the native core
 
@@ -115,7 +116,7 @@ def check_writable_target(flag: str, path: str, folder: bool) -> None:
 
 
 def add_device_flags(sp) -> None:
-    sp.add_argument("--device", default="auto", choices=["auto", "sim", "ane"],
+    sp.add_argument("--device", default="auto", choices=DEVICES,
                     help="where programs run: the ANE when present (auto), the simulator, or the ANE")
     sp.add_argument("--chip", choices=CHIPS, help="simulator chip profile (default: the current profile's)")
     sp.add_argument("--permissive", action="store_true", help="allow contested ([X]) patterns")

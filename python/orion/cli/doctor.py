@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+from .common import DEVICES
+
 
 def add_doctor_parser(subparsers) -> None:
     d = subparsers.add_parser("doctor", help="verify the weight-update strategies on this machine")
-    d.add_argument("--device", default="auto", choices=["auto", "sim", "ane"], help="the device to verify")
+    d.add_argument("--device", default="auto", choices=DEVICES, help="the device to verify")
     d.add_argument("--cached", action="store_true", help="print the cached verdict instead of probing")
     d.add_argument("--json", action="store_true", help="print the verdict as JSON")
     d.add_argument("--no-cache", action="store_true", help="do not write the verdict cache")

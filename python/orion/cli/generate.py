@@ -30,7 +30,8 @@ import os
 import sys
 
 from ..errors import InputError
-from .common import CHIPS, UsageError, check_writable_target, float_in, int_in, nonneg_float, nonneg_int
+from ..models.quantize import MODEL_SCHEMES
+from .common import CHIPS, DEVICES, UsageError, check_writable_target, float_in, int_in, nonneg_float, nonneg_int
 from .w8a8 import add_activation_flags, check_activation_flags, load_w8a8, read_text
 
 __all__ = ["add_generate_parser", "cmd_generate"]
@@ -78,14 +79,14 @@ def add_generate_parser(subparsers):
     g.add_argument("--seed", type=nonneg_int, default=None, help="sampling seed (default: a fresh one each run)")
     g.add_argument("--stop-token", type=int, action="append", default=None, help="stop at this token id "
                    "(repeatable; default: the model's end-of-text)")
-    g.add_argument("--device", default="auto", choices=["auto", "sim", "ane"],
+    g.add_argument("--device", default="auto", choices=DEVICES,
                    help="where programs run: the ANE when present (auto), the simulator, or the ANE")
     g.add_argument("--chip", choices=CHIPS, help="simulator chip profile")
     g.add_argument("--classifier", default="cpu", choices=["cpu", "device"], help="run the vocabulary projection "
                    "on the CPU (default) or as chunked programs")
     g.add_argument("--adapter-path", "--adapter", dest="adapter", default=None, metavar="DIR", help="LoRA adapter (PEFT folder: adapter_config.json + "
                    "adapter_model.safetensors, e.g. from orion train --lora); A/B become program inputs")
-    g.add_argument("--quantize", default=None, choices=["int8", "uint8", "lut4", "lut6", "int4", "uint4"],
+    g.add_argument("--quantize", default=None, choices=MODEL_SCHEMES,
                    help="compress the layers' linear weights at load (constexpr ops in the programs; "
                    "orion quality measures what it costs)")
     add_activation_flags(g, "W8A8 calibration text file (default: the activation_scales.json saved with the model)")

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 
+from ..models.quantize import MODEL_SCHEMES
 from .common import UsageError, add_device_flags, int_at_least, profile
 from .w8a8 import add_activation_flags, check_activation_flags, load_w8a8, read_text
 
@@ -22,7 +23,7 @@ def add_quality_parser(sub) -> None:
                        "vs its fp16 self", description="Runs the model twice on the text (fp16 and with its "
                        "linear weights compressed by --quantize) and compares the logits position by position.")
     q.add_argument("--model", required=True, help="checkpoint folder or file, a model name or a Hub repo id")
-    q.add_argument("--quantize", required=True, choices=["int8", "uint8", "lut4", "lut6", "int4", "uint4"],
+    q.add_argument("--quantize", required=True, choices=MODEL_SCHEMES,
                    help="compression of the layers' linear weights")
     q.add_argument("--data", default=None, help="a text file (default: the story corpus shipped with orion)")
     q.add_argument("--tokens", type=int_at_least(2), default=256, help="tokens of the text to evaluate (at most "

@@ -25,7 +25,8 @@ import os
 import sys
 import time
 
-from .common import float_in, nonneg_float, nonneg_int, positive_float, positive_int
+from ..models.quantize import MODEL_SCHEMES
+from .common import DEVICES, float_in, nonneg_float, nonneg_int, positive_float, positive_int
 
 EXIT_BUDGET = 75
 
@@ -57,7 +58,7 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     lo.add_argument("--lora", metavar="SPEC", default=None,
                     help="train LoRA adapters on a frozen base instead of the model, e.g. r=8,alpha=16,targets=q,v "
                          "(targets: q k v o w1 w2 w3 gate up down, HF names, all-linear; optional layers=0,1)")
-    lo.add_argument("--quantize", default=None, choices=["int8", "uint8", "lut4", "lut6", "int4", "uint4"],
+    lo.add_argument("--quantize", default=None, choices=MODEL_SCHEMES,
                     help="with --lora: compress the frozen base's linear weights (QLoRA-style; baked as constexpr "
                          "ops, the adapters train on the weights those ops produce)")
     lo.add_argument("--export-adapter", metavar="DIR", default=None,
@@ -105,7 +106,7 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--strategy", choices=["dynamic", "recompile", "delta"], default=None,
                    help="weight updates: dynamic (weights as program inputs, compile once; default), recompile "
                         "(baked weights, budgeted), delta (only where `orion doctor` verified it)")
-    r.add_argument("--device", choices=["auto", "sim", "ane"], default=None,
+    r.add_argument("--device", choices=DEVICES, default=None,
                    help="where programs run (default: auto, the ANE when present, else the simulator)")
     r.add_argument("--ckpt-dir", metavar="DIR", default=None, help=f"checkpoint folder (default: ./{DEFAULT_CKPT_DIR})")
     r.add_argument("--no-ckpt", action="store_true", help="do not write checkpoints")

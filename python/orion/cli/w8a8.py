@@ -6,11 +6,12 @@ from __future__ import annotations
 import sys
 import warnings
 
+from ..models.quantize import ACTIVATION_SCHEMES
 from .common import UsageError
 
 
 def add_activation_flags(p, calibration_help: str) -> None:
-    p.add_argument("--activations", default=None, choices=["int8"],
+    p.add_argument("--activations", default=None, choices=ACTIVATION_SCHEMES,
                    help="experimental W8A8: quantize the inputs of the int8 linears too (needs --quantize int8; "
                    "static per-tensor scales)")
     p.add_argument("--calibration", default=None, metavar="FILE", help=calibration_help)

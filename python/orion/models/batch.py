@@ -38,7 +38,7 @@ from .engine import DECODE_S
 from .fp16_safety import Fp16RangeError
 from .sampling import SamplingParams, sample_next
 from .stages import LayerStage
-from .stream import Generation, _Detok, _prefill
+from .stream import Generation, _Output, _prefill
 
 __all__ = ["generate_batch", "BatchStats", "MAX_BATCH"]
 
@@ -63,40 +63,27 @@ class BatchStats:
 class _Seq:
     """One sequence in a column: its prompt, sampling state and Generation."""
 
-    def __init__(self, index, ids, params: SamplingParams, stops, tok):
+    def __init__(self, index, ids, params: SamplingParams, model):
         self.index, self.params = index, params
         self.gen = Generation("", [], list(ids))
-        self.stops = stops
+        self.out = _Output(model, self.gen, params)
         self.rng = np.random.default_rng(params.seed)
-        self.history = list(ids)
-        self.detok = _Detok(tok, ids)
-        self.pieces: list[str] = []
         self.pos = len(ids)           # the position the pending token goes to
         self.pending: int | None = None
 
-    def consume(self, logits, n_ctx: int) -> bool:
-        """Samples the next token from ``logits``; True while the sequence needs another step (the same
-        decisions, in the same order, as a single generation's TokenStream)."""
-        g, p = self.gen, self.params
-        if len(g.tokens) >= p.max_tokens:
-            return self._finish("max_tokens")
-        t = sample_next(logits, p, self.history, self.rng)
-        g.tokens.append(t)
-        self.history.append(t)
-        if t in self.stops:
-            return self._finish("stop_token")
-        self.pieces.append(self.detok.push(t))
-        if len(g.tokens) >= p.max_tokens:
-            return self._finish("max_tokens")
-        if self.pos >= n_ctx:
-            return self._finish("context")
+    def consume(self, logits) -> bool:
+        """Samples the next token from ``logits``; True while the sequence needs another step (a single
+        generation's stop rule, :class:`~.stream._Output`)."""
+        if len(self.gen.tokens) >= self.params.max_tokens:        # max_tokens=0: nothing to sample
+            return self._finish()
+        t = sample_next(logits, self.params, self.out.history, self.rng)
+        if self.out.take(t) is None or self.out.ends():
+            return self._finish()
         self.pending = t
         return True
 
-    def _finish(self, reason: str) -> bool:
-        self.gen.stop_reason = reason
-        self.pieces.append(self.detok.flush())
-        self.gen.text = "".join(self.pieces)
+    def _finish(self) -> bool:
+        self.out.finish()
         self.pending = None
         return False
 
@@ -196,7 +183,7 @@ def _step(eng, stages, regions, feeds: _Feeds, cols: list[int], toks: list[int],
     return out["h"]
 
 
-def _admit(model, regions, col: int, seq: _Seq, n_ctx: int) -> bool:
+def _admit(model, regions, col: int, seq: _Seq) -> bool:
     """Prefills ``seq`` alone (a single generation's own start, :func:`~.stream._prefill`) and copies its
     K/V into region ``col``."""
     eng = model.engine
@@ -207,7 +194,7 @@ def _admit(model, regions, col: int, seq: _Seq, n_ctx: int) -> bool:
         h, hd = kr.shape[1], kr.shape[3]
         kr[col, :, :n] = eng.k_host[l - 1, :, :n].reshape(h, hd, n).transpose(0, 2, 1)
         vr[col, :, :n] = eng.v_host[l - 1, :, :n].reshape(h, hd, n).transpose(0, 2, 1)
-    return seq.consume(logits, n_ctx)
+    return seq.consume(logits)
 
 
 def _pow2(n: int) -> bool:
@@ -230,8 +217,7 @@ def generate_batch(model, prompts, params: list[SamplingParams], *, max_batch: i
         return []
     seqs: list[_Seq] = []
     for i, (ids, p) in enumerate(zip(prompts, params)):
-        stops = set(model.stop_tokens if p.stop_tokens is None else (int(t) for t in p.stop_tokens))
-        seqs.append(_Seq(i, ids, p, stops, model.tokenizer))
+        seqs.append(_Seq(i, ids, p, model))
     # each sequence's context bucket alone; batched apart by softmax kind (see the module notes)
     buckets = [eng.ctx_bucket(min(n_ctx, len(ids) + max(p.max_tokens, 1))) for ids, p in zip(prompts, params)]
     groups: dict[bool, list[int]] = {}
@@ -240,15 +226,13 @@ def generate_batch(model, prompts, params: list[SamplingParams], *, max_batch: i
     t_start = time.perf_counter()
     st.compile_seconds = 0.0
     for members in groups.values():
-        _run(model, seqs, members, max(buckets[i] for i in members), int(max_batch), n_ctx, st)
+        _run(model, seqs, members, max(buckets[i] for i in members), int(max_batch), st)
     st.seconds = time.perf_counter() - t_start - st.compile_seconds
     st.generated = sum(len(s.gen.tokens) for s in seqs)
-    for s in seqs:
-        s.gen.text = "".join(s.pieces)
     return [s.gen for s in seqs]
 
 
-def _run(model, seqs: list[_Seq], members: list[int], R: int, max_batch: int, n_ctx: int, st: BatchStats) -> None:
+def _run(model, seqs: list[_Seq], members: list[int], R: int, max_batch: int, st: BatchStats) -> None:
     """Generates ``seqs[members]`` through the region set of length ``R``, continuous batching."""
     eng = model.engine
     c0 = eng.compile_seconds
@@ -264,7 +248,7 @@ def _run(model, seqs: list[_Seq], members: list[int], R: int, max_batch: int, n_
         while waiting:
             s = seqs[waiting.popleft()]
             c1 = eng.compile_seconds
-            busy = _admit(model, regions, c, s, n_ctx)
+            busy = _admit(model, regions, c, s)
             st.compile_seconds += eng.compile_seconds - c1
             if busy:
                 cols[c] = s
@@ -289,5 +273,5 @@ def _run(model, seqs: list[_Seq], members: list[int], R: int, max_batch: int, n_
             pos[c] = s.pos
             s.gen.decode_steps += 1
             s.gen.decode_seconds += dt
-            if not s.consume(logits[c], n_ctx):
+            if not s.consume(logits[c]):
                 fill(c)

@@ -326,8 +326,8 @@ def load(path_or_name, *, tokenizer=None, device: str = "auto", profile=None, ca
     folder) or by Hub repo id (``Qwen/Qwen3-0.6B``: the Hugging Face cache, else downloaded unless
     HF_HUB_OFFLINE). Weights are converted to fp16 once and cached (``cache``: folder, default ~/.cache/orion).
     ``tokenizer``: a tokenizer object or file path (default: found next to the checkpoint).
-    ``quantize``: ``"int8"``, ``"uint8"``, ``"lut4"``, ``"lut6"``, ``"int4"`` or ``"uint4"`` compresses the
-    layers' linear weights at load (:mod:`orion.models.quantize`; ``Model.quantization`` reports the bytes).
+    ``quantize``: a scheme of :data:`~orion.models.quantize.MODEL_SCHEMES` (``"int8"``, ``"lut4"``...) compresses
+    the layers' linear weights at load (:mod:`orion.models.quantize`; ``Model.quantization`` reports the bytes).
     ``activations="int8"`` (experimental, with ``quantize="int8"``: W8A8) quantizes the inputs of those
     linears with static scales calibrated on ``calibration`` (a text or token ids; an
     :class:`~orion.quant.activations.ActivationScales`; omitted: the scales saved with the model,

@@ -20,14 +20,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..quant import QuantizedArray, quantize_weights
+from ..quant import SCHEMES, QuantizedArray, quantize_weights
 from ..quant.activations import ACTIVATION_DTYPES, ActivationScales, calibrate
 
 __all__ = ["MODEL_SCHEMES", "ACTIVATION_SCHEMES", "quantize_model", "check_w8a8", "activation_scales",
            "ExperimentalWarning"]
 
-#: the schemes ``load(quantize=...)`` and ``orion generate --quantize`` take
-MODEL_SCHEMES = ("int8", "uint8", "lut4", "lut6", "int4", "uint4")
+#: the schemes ``load(quantize=...)`` and every ``--quantize`` flag take: each weight scheme of orion.quant
+MODEL_SCHEMES = tuple(SCHEMES)
 
 
 def quantize_model(weights: dict, scheme: str, *, seed: int = 0):

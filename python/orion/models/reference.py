@@ -3,8 +3,9 @@
 Written independently of the graph builders: token-major activations ``[n, d]``, ``x @ W.T`` matmuls,
 full causal attention recomputed over the whole sequence (no cache), RoPE straight from the llama2.c
 ``run.c`` loop (or HF's rotate-half for un-permuted HF weights) with the frequencies of
-:mod:`orion.models.rope`, exact softmax, each family feature written out as transformers computes it. Weights are the
-canonical dicts of :mod:`orion.models.loaders` (any float dtype; computed in float64).
+:mod:`orion.models.rope` and the tanh GELU of :mod:`orion.ir.npmath`, exact softmax, each family feature
+written out as transformers computes it. Weights are the canonical dicts of :mod:`orion.models.loaders` (any
+float dtype; computed in float64).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from ..ir.npmath import gelu_tanh
 
 __all__ = ["forward", "gpt2_forward", "llama_forward", "greedy"]
 
@@ -50,10 +53,6 @@ def _layer_norm(x, g, b, eps):
     return (x - mu) / np.sqrt(var + eps) * _f(g) + _f(b)
 
 
-def _gelu_new(x):
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-
-
 def _no_hook(name: str, x: np.ndarray) -> np.ndarray:
     return x
 
@@ -74,7 +73,7 @@ def gpt2_forward(cfg, w: dict, ids, linear_input=None) -> np.ndarray:
         a = _attention(q, k, v, cfg.n_heads, cfg.n_heads)
         x = x + lin(p + "wo", a) @ _f(w[p + "wo"]).T + _f(w[p + "bo"])
         h = _layer_norm(x, w[p + "ln2.g"], w[p + "ln2.b"], cfg.norm_eps)
-        m = _gelu_new(lin(p + "wfc", h) @ _f(w[p + "wfc"]).T + _f(w[p + "bfc"]))
+        m = gelu_tanh(lin(p + "wfc", h) @ _f(w[p + "wfc"]).T + _f(w[p + "bfc"]))
         x = x + lin(p + "wproj", m) @ _f(w[p + "wproj"]).T + _f(w[p + "bproj"])
     x = _layer_norm(x, w["ln_f.g"], w["ln_f.b"], cfg.norm_eps)
     return x @ _f(w["wte"]).T
@@ -168,7 +167,7 @@ def llama_forward(cfg, w: dict, ids, rope_layout: str = "interleaved", stats: di
         h = _rms_norm(x, w[p + "rms_ffn"], cfg.norm_eps)
         g = lin(p + "w1", h) @ _f(w[p + "w1"]).T
         u = lin(p + "w3", h) @ _f(w[p + "w3"]).T
-        act = g / (1.0 + np.exp(-g)) if cfg.mlp_act == "silu" else _gelu_new(g)
+        act = g / (1.0 + np.exp(-g)) if cfg.mlp_act == "silu" else gelu_tanh(g)
         f = lin(p + "w2", act * u) @ _f(w[p + "w2"]).T
         branch = max(branch, np.abs(u).max(), np.abs(act * u).max(), np.abs(f).max())
         x = x + (_rms_norm(f, w[p + "rms_ffn_post"], cfg.norm_eps) if cfg.sandwich_norms else f)

@@ -237,24 +237,14 @@ def generate_speculative(model, ids: list[int], params: SamplingParams, draft=No
 def _speculate(model, ids: list[int], params: SamplingParams, drafter) -> SpeculativeGeneration:
     eng, n_ctx = model.engine, model.config.n_ctx
     r = SpeculativeGeneration("", [], list(ids))
-    stops, detok, logits = _begin(model, r, params)
+    out, logits = _begin(model, r, params)
     drafter.start(r, params)
     rng = np.random.default_rng(params.seed)
-    history = list(ids)
-    pieces: list[str] = []
+    history = out.history
     queue = [sample_next(logits, params, history, rng)] if params.max_tokens > 0 else []
     while queue:
-        t = queue.pop(0)                  # the same checks, in the same order, as TokenStream
-        r.tokens.append(t)
-        history.append(t)
-        if t in stops:
-            r.stop_reason = "stop_token"
-            break
-        pieces.append(detok.push(t))
-        if len(r.tokens) >= params.max_tokens:
-            break
-        if len(ids) + len(r.tokens) - 1 >= n_ctx:
-            r.stop_reason = "context"
+        t = queue.pop(0)                  # TokenStream's stop rule
+        if out.take(t) is None or out.ends():
             break
         if queue:                         # verified tokens still to emit: their K/V are cached
             continue
@@ -271,6 +261,5 @@ def _speculate(model, ids: list[int], params: SamplingParams, drafter) -> Specul
         r.drafted += len(draft)
         r.accepted += a
         queue = got
-    pieces.append(detok.flush())
-    r.text = "".join(pieces)
+    out.finish()
     return r

@@ -93,6 +93,51 @@ class _Detok:
         return text[len(self.emitted):] if text.startswith(self.emitted) else ""
 
 
+class _Output:
+    """The one stop rule of plain, speculative and batched generation, applied to each token as it is chosen:
+    it joins ``gen.tokens`` and the sampling history; a stop token ends the generation and is not decoded;
+    any other is, and the generation then ends when ``max_tokens`` are out or the context has no room
+    left for the token. ``gen.stop_reason`` says which ("max_tokens" unless another applies)."""
+
+    def __init__(self, model: "Model", gen: Generation, params: SamplingParams):
+        self.gen, self.max_tokens, self.n_ctx = gen, params.max_tokens, model.config.n_ctx
+        self.stops = set(model.stop_tokens if params.stop_tokens is None else (int(t) for t in params.stop_tokens))
+        self.history = list(gen.prompt_tokens)
+        self.detok = _Detok(model.tokenizer, gen.prompt_tokens)
+        self.pieces: list[str] = []
+        gen.stop_reason = "max_tokens"
+
+    def take(self, t: int) -> str | None:
+        """Token ``t`` chosen: the text it completes, or None when it is a stop token (the generation ended)."""
+        self.gen.tokens.append(t)
+        self.history.append(t)
+        if t in self.stops:
+            self.gen.stop_reason = "stop_token"
+            return None
+        text = self.detok.push(t)
+        self.pieces.append(text)
+        return text
+
+    def ends(self) -> bool:
+        """After a token :meth:`take` decoded: whether the generation ends with it."""
+        g = self.gen
+        if len(g.tokens) >= self.max_tokens:
+            return True
+        if len(g.prompt_tokens) + len(g.tokens) - 1 >= self.n_ctx:     # the cache positions before the token
+            g.stop_reason = "context"
+            return True
+        return False
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+    def finish(self) -> None:
+        """The generation is over: the text held back (an open UTF-8 sequence) goes out too."""
+        self.pieces.append(self.detok.flush())
+        self.gen.text = self.text
+
+
 class TokenStream:
     """Iterator of :class:`Token`; ``.result`` (a :class:`Generation`) is complete when it is exhausted."""
 
@@ -120,33 +165,22 @@ class TokenStream:
     def _steps(self) -> Iterator[Token]:
         m, p, r = self.model, self.params, self.result
         eng = m.engine
-        n_ctx = m.config.n_ctx
-        stops, detok, logits = _begin(m, r, p)
+        out, logits = _begin(m, r, p)
         rng = np.random.default_rng(p.seed)
-        history = list(r.prompt_tokens)
-        pieces = []
         while len(r.tokens) < p.max_tokens:
             if self._keep:
                 r.logits.append(logits)
-            t = sample_next(logits, p, history, rng)
-            r.tokens.append(t)
-            history.append(t)
-            if t in stops:
-                r.stop_reason = "stop_token"
+            t = sample_next(logits, p, out.history, rng)
+            text = out.take(t)
+            if text is None:
                 break
-            text = detok.push(t)
-            pieces.append(text)
-            r.text = "".join(pieces)
+            r.text = out.text
             yield Token(t, text)
-            if len(r.tokens) >= p.max_tokens:
-                break
-            if eng.pos >= n_ctx:
-                r.stop_reason = "context"
+            if out.ends():
                 break
             logits = _timed(eng, r, eng.step, t)
             r.decode_steps += 1
-        pieces.append(detok.flush())
-        r.text = "".join(pieces)
+        out.finish()
 
 
 def _prefill(model: "Model", r: Generation, params: SamplingParams) -> np.ndarray:
@@ -164,13 +198,11 @@ def _prefill(model: "Model", r: Generation, params: SamplingParams) -> np.ndarra
     return logits
 
 
-def _begin(model: "Model", r: Generation, params: SamplingParams) -> tuple[set[int], _Detok, np.ndarray]:
-    """The start of every generation (plain, speculative): the prompt prefilled (:func:`_prefill`), the
-    stop ids, a detokeniser after the prompt; returns them with the logits after the prompt."""
+def _begin(model: "Model", r: Generation, params: SamplingParams) -> tuple[_Output, np.ndarray]:
+    """The start of every single generation (plain, speculative): the prompt prefilled (:func:`_prefill`);
+    returns the generation's :class:`_Output` and the logits after the prompt."""
     logits = _prefill(model, r, params)
-    stops = set(model.stop_tokens if params.stop_tokens is None else (int(t) for t in params.stop_tokens))
-    r.stop_reason = "max_tokens"
-    return stops, _Detok(model.tokenizer, r.prompt_tokens), logits
+    return _Output(model, r, params), logits
 
 
 def _timed(eng, r: Generation, fn, *args):

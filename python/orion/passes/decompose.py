@@ -15,15 +15,14 @@ import numpy as np
 
 from ..ir import ops
 from ..ir.graph import Graph, Node
+from ..ir.npmath import GELU_C, GELU_CUBIC
 from .context import CompileContext, OutputPart, compile_error
-
-GELU_C = math.sqrt(2.0 / math.pi)
 
 
 def _gelu(node: Node, ctx):
     x = node.inputs["x"]
     x3 = ops.mul(ops.mul(x, x), x)
-    t = ops.tanh(ops.mul(ops.add(x, ops.mul(x3, 0.044715)), GELU_C))
+    t = ops.tanh(ops.mul(ops.add(x, ops.mul(x3, GELU_CUBIC)), GELU_C))
     return ops.mul(ops.mul(x, 0.5), ops.add(t, 1.0), name=node.name)
 
 

@@ -1,44 +1,30 @@
-"""The pass pipeline: an ordered, configurable list of named passes.
-
-    decompose → dynamic_weights → constant_fold → identity_elim → cast_fusion → cse → dce
-    → limits → io_legalize → identity_elim → dce → names → budget → validate
+"""The pass pipeline: an ordered, configurable list of named passes (:data:`DEFAULT_PIPELINE`, the one list
+of them: the registry :data:`PASSES` is built from it).
 
 ``compile(graph, pipeline=[...])`` takes names and/or callables ``fn(graph, ctx)``; ``default_pipeline()``
-returns the list above to edit (e.g. drop ``"cse"``, or insert a custom pass).
+returns the default list to edit (e.g. drop ``"cse"``, or insert a custom pass).
 """
 
 from __future__ import annotations
 
+import importlib
 import time
 from typing import Callable, Iterable, Union
 
 from ..ir.graph import Graph
-from . import (budget, cast_fusion, check_weights, constant_fold, cse, dce, decompose, dynamic_weights,
-               identity_elim, io_legalize, limits, names, validate)
 from .context import CompileContext
 
 Pass = Callable[[Graph, CompileContext], None]
 
-PASSES: dict[str, Pass] = {
-    "check_weights": check_weights.run,
-    "decompose": decompose.run,
-    "dynamic_weights": dynamic_weights.run,
-    "constant_fold": constant_fold.run,
-    "identity_elim": identity_elim.run,
-    "cast_fusion": cast_fusion.run,
-    "cse": cse.run,
-    "dce": dce.run,
-    "limits": limits.run,
-    "io_legalize": io_legalize.run,
-    "names": names.run,
-    "budget": budget.run,
-    "validate": validate.run,
-}
-
+# Each pass is the ``run(graph, ctx)`` of the module of this package named like it.
 DEFAULT_PIPELINE = (
     "check_weights", "decompose", "dynamic_weights", "constant_fold", "identity_elim", "cast_fusion", "cse",
     "dce", "limits", "io_legalize", "identity_elim", "dce", "names", "budget", "validate",
 )
+
+# name -> pass, in first-use order; imported by name so that adding a pass is one entry above
+PASSES: dict[str, Pass] = {name: importlib.import_module(f".{name}", __package__).run
+                           for name in dict.fromkeys(DEFAULT_PIPELINE)}
 
 
 def default_pipeline() -> list[str]:

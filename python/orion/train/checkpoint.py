@@ -28,14 +28,13 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import safetensors as st
 from ..errors import ModelFormatError
-from ..fileio import _umask, atomic_write as _atomic_write, fsync_dir as _fsync_dir, prune_stale_temps, read_json
+from ..fileio import atomic_folder, atomic_write as _atomic_write, prune_stale_temps, read_json
 from .errors import CheckpointError
 from .state_schema import confined, validate_manifest, validate_state
 
@@ -80,11 +79,11 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def _write_fsynced(path: str, writer) -> None:
+def write_with(path: str, writer) -> None:
+    """``writer(f)`` on a new binary file ``path`` (inside an :func:`~orion.fileio.atomic_folder`, which
+    fsyncs it)."""
     with open(path, "wb") as f:
         writer(f)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 @dataclass
@@ -146,9 +145,8 @@ def save(ckpt_dir: str, step: int, params: dict, optim: dict, state: dict, files
     os.makedirs(ckpt_dir, exist_ok=True)
     name = f"step-{int(step):08d}"
     final = os.path.join(ckpt_dir, name)
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=ckpt_dir)
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())             # mkdtemp makes 0700; a run folder follows the umask
+    # named so that _prune finds what a killed write left
+    with atomic_folder(final, temp_prefix=f".tmp-{name}-", old_prefix=f".old-{name}-") as tmp:
         if cfg is not None:
             model_files, exact = _model_files(cfg, params)
         else:
@@ -165,23 +163,10 @@ def save(ckpt_dir: str, step: int, params: dict, optim: dict, state: dict, files
         manifest = {}
         for fn, writer in writers.items():
             p = os.path.join(tmp, fn)
-            _write_fsynced(p, writer)
+            write_with(p, writer)
             manifest[fn] = {"size": os.path.getsize(p), "sha256": _sha256(p)}
         man = json.dumps({"format": FORMAT, "version": VERSION, "files": manifest}, indent=1, sort_keys=True).encode()
-        _write_fsynced(os.path.join(tmp, MANIFEST), lambda f: f.write(man))
-        _fsync_dir(tmp)
-        if os.path.exists(final):                  # the same step written again (e.g. after a resume)
-            old = tempfile.mkdtemp(prefix=f".old-{name}-", dir=ckpt_dir)
-            os.rmdir(old)
-            os.rename(final, old)
-            os.rename(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, final)
-        _fsync_dir(ckpt_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        write_with(os.path.join(tmp, MANIFEST), lambda f: f.write(man))
     with atomic_write(os.path.join(ckpt_dir, LATEST), "w") as f:
         json.dump({"format": FORMAT, "checkpoint": name, "step": int(step)}, f)
     _prune(ckpt_dir, keep, name)

@@ -211,8 +211,8 @@ def write_hf(folder: str, cfg: LlamaConfig, params: dict, tokenizer_files: dict 
     files (:mod:`orion.train.tokenizer_files`; ``tokenizer_from``: those of an HF folder), written as a
     hidden sibling folder renamed into place, so a kill never leaves new weights beside an old config.json.
     An existing folder is replaced only when it holds nothing but such files (an earlier export)."""
-    from ..fileio import fsync_dir
-    from .checkpoint import _check_writable, _write_fsynced
+    from ..fileio import atomic_folder
+    from .checkpoint import _check_writable, write_with
     from .tokenizer_files import HF_TOKENIZER_FILES
     folder = os.path.abspath(folder)
     _check_writable(folder)
@@ -224,35 +224,15 @@ def write_hf(folder: str, cfg: LlamaConfig, params: dict, tokenizer_files: dict 
         if other:
             raise TrainError(f"--export-hf {folder}: the folder holds other files ({', '.join(other[:4])}); "
                              f"export into a new or empty folder")
-    parent = os.path.dirname(folder)
-    os.makedirs(parent, exist_ok=True)
     writers, _ = hf_model_files(cfg, params)
     if tokenizer_files is None and tokenizer_from:
         from .tokenizer_files import tokenizer_files as files_of
         tokenizer_files = files_of(None, tokenizer_from)
     for name, data in (tokenizer_files or {}).items():
         writers.setdefault(name, lambda f, data=data: f.write(data))
-    import shutil
-    import tempfile
-    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(folder) + ".", suffix=".tmp", dir=parent)
-    try:
-        from ..fileio import _umask
-        os.chmod(tmp, 0o777 & ~_umask())
+    with atomic_folder(folder) as tmp:
         for name, w in writers.items():
-            _write_fsynced(os.path.join(tmp, name), w)
-        fsync_dir(tmp)
-        old = None
-        if os.path.exists(folder):
-            old = tempfile.mkdtemp(prefix="." + os.path.basename(folder) + ".old.", dir=parent)
-            os.rmdir(old)
-            os.rename(folder, old)
-        os.rename(tmp, folder)
-        fsync_dir(parent)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            write_with(os.path.join(tmp, name), w)
 
 
 def load_pretrained(path: str) -> tuple[LlamaConfig, dict[str, np.ndarray]]:

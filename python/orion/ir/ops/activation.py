@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..graph import GraphError, Value
+from ..npmath import GELU_C, GELU_CUBIC, gelu_tanh
 from ._core import REQUIRED, _axis, _same_float, builder, define, make
 from .elementwise import _infer_unary, define_unary
-
-
-def _gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-
 
 sigmoid, relu, gelu, silu = define_unary({
     "sigmoid": (lambda x: 1.0 / (1.0 + np.exp(-x)), "used by SiLU = x*sigmoid(x)"),
     "relu": (lambda x: np.maximum(x, 0.0), "in Orion's op set; no production use"),
-    "gelu": (_gelu_tanh, "tanh approximation 0.5x(1+tanh(0.79788(x+0.044715x^3))); rejected on the in-memory path"),
+    "gelu": (gelu_tanh,
+             f"tanh approximation 0.5x(1+tanh({GELU_C:.5f}(x+{GELU_CUBIC}x^3))); rejected on the in-memory path"),
     "silu": (lambda x: x / (1.0 + np.exp(-x)), "treated as unsupported"),
 })
 
