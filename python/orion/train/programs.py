@@ -43,13 +43,13 @@ after each optimizer step the new adapters are written into the surfaces: 0 comp
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
 
 from ..ir import Graph, ops
 from ..ir.composites import MASK_VALUE, causal_mask
+from ..ir.npmath import GELU_C, GELU_CUBIC
 from ..models import llama
 from ..models.config import LlamaConfig
 from ..models.fp16_safety import Fp16Plan
@@ -68,7 +68,6 @@ _FP32_OUT = {"attn_fwd": ("xn", "att", "o"), "ffn_fwd": ("xn", "g", "f"),
              "attn_bwd": ("dq", "dk", "dv", "dxn", "gqn", "gkn"), "ffn_bwd": ("dh1", "dh3", "dxn")}
 # forward outputs that carry the residual scale (build_graph): the step engine divides them by it
 SCALED_OUTPUTS = {"attn_fwd": ("o",), "ffn_fwd": ("g", "f")}
-GELU_C = math.sqrt(2.0 / math.pi)
 GELU_CLIP = 20.0            # |x| beyond it: tanh(GELU_C(x + 0.044715x^3)) is +-1 in fp16; keeps x^3 finite
 
 
@@ -101,10 +100,10 @@ def gelu_backward(h, dg):
     polynomial, where t is saturated anyway, so h^3 stays finite in fp16)."""
     hc = ops.clip(h, -GELU_CLIP, GELU_CLIP)
     h2 = ops.mul(hc, hc)
-    t = ops.tanh(ops.mul(ops.mul(hc, ops.add(ops.mul(h2, 0.044715), 1.0)), GELU_C))
+    t = ops.tanh(ops.mul(ops.mul(hc, ops.add(ops.mul(h2, GELU_CUBIC), 1.0)), GELU_C))
     one_t = ops.add(t, 1.0)
     gelu = ops.mul(ops.mul(h, one_t), 0.5)
-    dt = ops.mul(ops.mul(hc, ops.sub(1.0, ops.mul(t, t))), ops.mul(ops.add(ops.mul(h2, 3 * 0.044715), 1.0),
+    dt = ops.mul(ops.mul(hc, ops.sub(1.0, ops.mul(t, t))), ops.mul(ops.add(ops.mul(h2, 3 * GELU_CUBIC), 1.0),
                                                                     0.5 * GELU_C))
     return ops.mul(dg, ops.add(ops.mul(one_t, 0.5), dt)), gelu
 
