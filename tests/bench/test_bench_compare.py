@@ -3,7 +3,7 @@ max(noise floor, either run's measured spread); missing metrics are skipped; bad
 
 import pytest
 
-from orion.bench import metric, rel_spread
+from orion.bench import metric
 from orion.bench.compare import NOISE_FLOOR, compare
 from orion.errors import InputError
 
@@ -45,13 +45,6 @@ def test_metrics_on_one_side_only_are_skipped():
     old = _doc(a=metric(1.0, "x", "higher"))
     assert [f.metric for f in compare(new, old)] == ["a"]
     assert compare(new, {"benchmarks": {}}) == []
-
-
-def test_rel_spread():
-    assert rel_spread([]) == rel_spread([3.0]) == 0.0
-    assert rel_spread([1.0, 2.0, 3.0]) == pytest.approx(1.0)                     # few samples: the full range
-    steady = [10.0, 10.1, 9.9, 10.0, 10.05, 9.95, 10.0, 40.0]                     # one stalled repetition
-    assert rel_spread(steady) < 0.02
 
 
 def test_not_a_result_is_an_input_error():
