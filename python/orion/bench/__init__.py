@@ -6,11 +6,15 @@ Ours and the comparison side are measured in the same run, alternating where the
 their ratio is what a noisy machine cannot fake. torch is never a dependency of this package: without it
 the PyTorch sides are skipped with a note, and their ratios are absent from the result.
 
-Result schema (``SCHEMA``)::
+Every figure is a median of repetitions run until its spread (the relative width of the median's 95 %
+confidence interval) is within 10 %, or a time cap is spent - then it is marked ``"stable": false``
+(:mod:`orion.bench.measure`).
 
-    {"schema": "orion-bench/1", "quick": bool, "created": ISO time, "commit": {"sha", "dirty"},
+Result schema (``SCHEMA``; /2: spreads are the median's confidence interval, metrics say ``stable``)::
+
+    {"schema": "orion-bench/2", "quick": bool, "created": ISO time, "commit": {"sha", "dirty"},
      "machine": {...}, "benchmarks": {NAME: {"params": {...}, "notes": [...],
-         "metrics": {METRIC: {"value", "unit", "better": "higher"|"lower", "spread", "samples"}}}}}
+         "metrics": {METRIC: {"value", "unit", "better": "higher"|"lower", "spread", "stable", "samples"}}}}}
 """
 
 from __future__ import annotations
@@ -18,35 +22,12 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-import statistics
 import subprocess
 
-SCHEMA = "orion-bench/1"
+from .measure import TARGET_SPREAD, metric, rel_spread  # noqa: F401  (the result's building blocks)
+
+SCHEMA = "orion-bench/2"
 BENCHES = ("decode", "train", "gemm")
-
-
-def metric(value: float, unit: str, better: str, samples=(), spread: float | None = None) -> dict:
-    """One number of a result. ``samples`` are the repetitions it came from; ``spread`` (relative) defaults
-    to theirs."""
-    samples = [float(s) for s in samples]
-    if spread is None:
-        spread = rel_spread(samples)
-    return {"value": float(value), "unit": unit, "better": better, "spread": float(spread), "samples": samples}
-
-
-def rel_spread(samples) -> float:
-    """How much repetitions of one measurement disagree, relative to their median: the interquartile range
-    for four samples or more (one stalled repetition on a shared machine does not make every later change
-    "noise"), the full range below that; 0 for fewer than two."""
-    if len(samples) < 2:
-        return 0.0
-    med = statistics.median(samples)
-    if med <= 0:
-        return 0.0
-    if len(samples) >= 4:
-        q1, _, q3 = statistics.quantiles(samples, n=4)
-        return (q3 - q1) / med
-    return (max(samples) - min(samples)) / med
 
 
 def torch_available() -> bool:
@@ -87,7 +68,7 @@ def commit_info() -> dict:
 
 def run(only=BENCHES, quick: bool = False, use_torch: bool = True, log=print) -> dict:
     """Runs the benchmarks named in ``only`` and returns the result document (see the module docstring).
-    ``quick``: tiny shapes and few repetitions (seconds; checks the machinery, not the performance)."""
+    ``quick``: tiny shapes and short time caps (seconds: the machinery, not the performance of real shapes)."""
     from ..errors import InputError
     unknown = [b for b in only if b not in BENCHES]
     if unknown:

@@ -1,13 +1,13 @@
 """``orion bench --compare BASELINE.json``: which metrics regressed beyond noise.
 
-Noise, defined: a metric moved against its direction ("higher" or "lower" is better) by more than
-``max(NOISE_FLOOR, spread of this run, spread of the baseline)``, where a metric's spread is the relative
-run-to-run spread measured while it was taken (:func:`orion.bench.rel_spread` of its repetitions: the
-interquartile range over the median, the full range for fewer than four; for a ratio of two sides, the
-sum of both sides' spreads). A shared machine easily moves single numbers by 10 %, hence
-the floor; a metric whose repetitions already disagree by more than that needs a larger move to count.
+Noise, defined: each figure carries its spread - the relative width of its median's ~95 % confidence
+interval (:mod:`orion.bench.measure`), taken as ``value * (1 -+ spread / 2)``. A metric changed when the two
+runs' intervals do not overlap **and** it moved by more than ``NOISE_FLOOR`` (a shared machine moves whole
+runs by that much, which no within-run spread sees). It regressed when that change is against its
+direction (``better``: "higher" or "lower"). Changes read as speed: ``+25 % (1.25x faster)``,
+``-62.3 % (2.65x slower)`` - negative is slower whether the unit is seconds (lower is better) or tok/s.
 The ratios against the comparison side (PyTorch, numpy) are measured in the same run, so machine load
-cancels in them: they are the headline numbers and the ones worth gating on.
+mostly cancels in them: they are the headline numbers and the ones worth gating on.
 """
 
 from __future__ import annotations
@@ -24,15 +24,29 @@ NOISE_FLOOR = 0.10
 class Finding:
     bench: str
     metric: str
+    unit: str
     old: float
     new: float
-    change: float        # relative change in the metric's good direction: +0.2 = 20 % better
-    noise: float         # the threshold it was judged against
+    old_spread: float
+    new_spread: float
+    speed: float         # new speed / old speed, whatever the unit's direction: 0.5 = twice as slow
+    floor: float
     verdict: str         # "regression" | "improvement" | "within noise"
+    unstable: tuple = ()  # which runs could not hold this figure's spread ("baseline", "this run")
+
+    @property
+    def change(self) -> float:
+        """Relative change in speed: +0.25 = 25 % faster, negative = slower."""
+        return self.speed - 1.0
 
     def line(self) -> str:
-        return (f"{self.verdict:12s} {self.bench}.{self.metric}: {self.old:.4g} -> {self.new:.4g} "
-                f"({self.change:+.1%}, noise {self.noise:.0%})")
+        word, factor = ("faster", self.speed) if self.speed >= 1 else ("slower", 1 / self.speed)
+        text = (f"{self.verdict:12s} {self.bench}.{self.metric}: {self.old:.4g} -> {self.new:.4g} {self.unit}, "
+                f"{self.change:+.1%} ({factor:.2f}x {word}); spread {self.old_spread:.0%} -> {self.new_spread:.0%}, "
+                f"floor {self.floor:.0%}")
+        if self.unstable:
+            text += f"; unstable in {' and '.join(self.unstable)}"
+        return text
 
 
 def check_result(doc, what: str) -> dict:
@@ -80,6 +94,15 @@ def _check_metric(m, where: str) -> None:
     spread = m.get("spread")
     if spread is not None and not (_real(spread) and 0 <= spread < math.inf):
         raise InputError(f"{where}.spread must be a finite number >= 0, got {spread!r:.60}")
+    if not isinstance(m.get("stable", True), bool):
+        raise InputError(f"{where}.stable must be true or false, got {m.get('stable')!r:.60}")
+    if not isinstance(m.get("unit", ""), str):
+        raise InputError(f"{where}.unit must be a string, got {m.get('unit')!r:.60}")
+
+
+def _interval(m) -> tuple[float, float]:
+    half = float(m.get("spread") or 0.0) / 2
+    return m["value"] * (1 - half), m["value"] * (1 + half)
 
 
 def compare(result: dict, baseline: dict, floor: float = NOISE_FLOOR) -> list[Finding]:
@@ -94,11 +117,18 @@ def compare(result: dict, baseline: dict, floor: float = NOISE_FLOOR) -> list[Fi
             if not o or not _usable(m) or not _usable(o):
                 continue
             higher = m.get("better", "higher") == "higher"
-            ratio = m["value"] / o["value"] if higher else o["value"] / m["value"]
-            change = ratio - 1.0
-            noise = max(floor, float(m.get("spread") or 0.0), float(o.get("spread") or 0.0))
-            verdict = "regression" if change < -noise else "improvement" if change > noise else "within noise"
-            out.append(Finding(bench, name, float(o["value"]), float(m["value"]), change, noise, verdict))
+            speed = m["value"] / o["value"] if higher else o["value"] / m["value"]
+            (new_lo, new_hi), (old_lo, old_hi) = _interval(m), _interval(o)
+            apart = new_hi < old_lo or new_lo > old_hi
+            verdict = "within noise"
+            if apart and speed - 1.0 < -floor:
+                verdict = "regression"
+            elif apart and speed - 1.0 > floor:
+                verdict = "improvement"
+            unstable = tuple(who for who, x in (("baseline", o), ("this run", m)) if x.get("stable") is False)
+            out.append(Finding(bench, name, str(m.get("unit", "")), float(o["value"]), float(m["value"]),
+                               float(o.get("spread") or 0.0), float(m.get("spread") or 0.0), speed, floor, verdict,
+                               unstable))
     return out
 
 

@@ -5,68 +5,93 @@ RESULTS.md table from these functions).
 Ours: 13 stage programs per (S, T) set, KV cache as program inputs written in place, classifier on the CPU
 unless ``classifier="device"``; compile time is reported apart, never in the timings. PyTorch: the same
 (fp16-representable) weights in fp32, a straightforward GPT-2 forward with a per-layer KV cache under
-``torch.inference_mode()``; torch is imported only here, inside :func:`bench_torch`.
+``torch.inference_mode()``; torch is imported only on that side (:class:`TorchDecode`, :func:`run` with torch).
 """
 
 from __future__ import annotations
 
+import functools
+import statistics
 import time
 
 import numpy as np
 
 from ..models import GPT2Config, Model
 from ..models.testing import random_weights
+from .measure import repeat
 
 
-def bench_orion(cfg, w16, prompt, n_tokens, device, classifier, repeats, quantize=None, **model_options):
-    """Greedy decode with orion's engine: compile once (timed apart), then ``repeats`` rounds of one prefill
-    and ``n_tokens - 1`` steps; medians and every sample. ``quantize``: compressed weights (``Model``'s);
+class OrionDecode:
+    """Greedy decode with orion's engine, compiled once (timed apart, ``compile_s``); each :meth:`round` is
+    one prefill and ``n_tokens - 1`` steps. ``quantize``: compressed weights (``Model``'s);
     ``model_options``: more :class:`~orion.models.Model` options (e.g. ``layers="shared"``)."""
-    m = Model(cfg, w16, device=device, classifier=classifier, stop_tokens=[], quantize=quantize, **model_options)
-    eng = m.engine
-    t = time.perf_counter()
-    eng.prepare(len(prompt), len(prompt) + n_tokens)
-    compile_s = time.perf_counter() - t
-    prefill, steps = [], []
-    tokens = None
-    for _ in range(repeats):
-        eng.reset(len(prompt) + n_tokens)
+
+    def __init__(self, cfg, w16, prompt, n_tokens, device, classifier, quantize=None, **model_options):
+        self.prompt, self.n_tokens = prompt, n_tokens
+        self.model = Model(cfg, w16, device=device, classifier=classifier, stop_tokens=[], quantize=quantize,
+                           **model_options)
+        self.engine = self.model.engine
         t = time.perf_counter()
-        logits = eng.prefill(prompt)
-        prefill.append(time.perf_counter() - t)
+        self.engine.prepare(len(prompt), len(prompt) + n_tokens)
+        self.compile_s = time.perf_counter() - t
+
+    def round(self):
+        """(prefill seconds, seconds of each step, the greedy tokens)."""
+        eng = self.engine
+        eng.reset(len(self.prompt) + self.n_tokens)
+        t = time.perf_counter()
+        logits = eng.prefill(self.prompt)
+        prefill = time.perf_counter() - t
         tok = int(np.argmax(logits))
-        toks = [tok]
-        for _ in range(n_tokens - 1):
+        toks, steps = [tok], []
+        for _ in range(self.n_tokens - 1):
             t = time.perf_counter()
             logits = eng.step(tok)
             steps.append(time.perf_counter() - t)
             tok = int(np.argmax(logits))
             toks.append(tok)
-        tokens = toks
-    m.release()
-    return dict(compile_s=compile_s, prefill_s=float(np.median(prefill)), step_s=float(np.median(steps)),
-                compiles=eng.compiles, tokens=tokens, prefill_samples=prefill, step_samples=steps)
+        return prefill, steps, toks
+
+    def release(self):
+        self.model.release()
+
+
+def bench_orion(cfg, w16, prompt, n_tokens, device, classifier, repeats, quantize=None, **model_options):
+    """:class:`OrionDecode` for ``repeats`` rounds: medians and every sample."""
+    run = OrionDecode(cfg, w16, prompt, n_tokens, device, classifier, quantize, **model_options)
+    prefill, steps, tokens = [], [], None
+    for _ in range(repeats):
+        p, s, tokens = run.round()
+        prefill.append(p)
+        steps += s
+    run.release()
+    return dict(compile_s=run.compile_s, prefill_s=float(np.median(prefill)), step_s=float(np.median(steps)),
+                compiles=run.engine.compiles, tokens=tokens, prefill_samples=prefill, step_samples=steps)
 
 
 _TORCH_DEFAULT_THREADS = None
 
 
-def bench_torch(cfg, w32, prompt, n_tokens, repeats, threads=None):
-    """The same decode in PyTorch fp32 with a KV cache (``threads``: None = torch's default); a warm-up
-    round, then ``repeats`` timed rounds."""
-    import torch
-    import torch.nn.functional as F
+class TorchDecode:
+    """The same decode in PyTorch fp32 with a KV cache (``threads``: None = torch's default); each
+    :meth:`round` as :meth:`OrionDecode.round`."""
 
-    global _TORCH_DEFAULT_THREADS
-    if _TORCH_DEFAULT_THREADS is None:
-        _TORCH_DEFAULT_THREADS = torch.get_num_threads()
-    torch.set_num_threads(threads or _TORCH_DEFAULT_THREADS)   # None: back to the default after a 1-thread row
+    def __init__(self, cfg, w32, prompt, n_tokens, threads=None):
+        import torch
 
-    W = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32)) for k, v in w32.items()}
-    d, H = cfg.d_model, cfg.n_heads
-    hd = d // H
+        global _TORCH_DEFAULT_THREADS
+        if _TORCH_DEFAULT_THREADS is None:
+            _TORCH_DEFAULT_THREADS = torch.get_num_threads()
+        self.threads = threads or _TORCH_DEFAULT_THREADS   # None: back to the default after a 1-thread row
+        self.torch, self.cfg, self.prompt, self.n_tokens = torch, cfg, prompt, n_tokens
+        self.W = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32)) for k, v in w32.items()}
+        self.version = torch.__version__
 
-    def forward(ids, cache, pos0):
+    def forward(self, ids, cache, pos0):
+        import torch.nn.functional as F
+        torch, cfg, W = self.torch, self.cfg, self.W
+        d, H = cfg.d_model, cfg.n_heads
+        hd = d // H
         x = W["wte"][ids] + W["wpe"][pos0:pos0 + len(ids)]                      # [n, d]
         n = x.shape[0]
         for i in range(cfg.n_layers):
@@ -94,35 +119,45 @@ def bench_torch(cfg, w32, prompt, n_tokens, repeats, threads=None):
         x = F.layer_norm(x[-1:], (d,), W["ln_f.g"], W["ln_f.b"], cfg.norm_eps)
         return F.linear(x, W["wte"])[0]
 
-    prefill, steps = [], []
-    tokens = None
-    with torch.inference_mode():
-        for _ in range(repeats + 1):          # first round warms up
-            cache = [(torch.zeros(cfg.n_ctx, d), torch.zeros(cfg.n_ctx, d)) for _ in range(cfg.n_layers)]
-            ids = torch.tensor(prompt)
+    def round(self):
+        torch, cfg = self.torch, self.cfg
+        torch.set_num_threads(self.threads)
+        with torch.inference_mode():
+            cache = [(torch.zeros(cfg.n_ctx, cfg.d_model), torch.zeros(cfg.n_ctx, cfg.d_model))
+                     for _ in range(cfg.n_layers)]
+            ids = torch.tensor(self.prompt)
             t = time.perf_counter()
-            logits = forward(ids, cache, 0)
-            prefill.append(time.perf_counter() - t)
+            logits = self.forward(ids, cache, 0)
+            prefill = time.perf_counter() - t
             tok = int(torch.argmax(logits))
-            toks = [tok]
-            pos = len(prompt)
-            for _ in range(n_tokens - 1):
+            toks, steps = [tok], []
+            pos = len(self.prompt)
+            for _ in range(self.n_tokens - 1):
                 t = time.perf_counter()
-                logits = forward(torch.tensor([tok]), cache, pos)
+                logits = self.forward(torch.tensor([tok]), cache, pos)
                 steps.append(time.perf_counter() - t)
                 tok = int(torch.argmax(logits))
                 toks.append(tok)
                 pos += 1
-            tokens = toks
-    k = n_tokens - 1
-    return dict(prefill_s=float(np.median(prefill[1:])), step_s=float(np.median(steps[k:])), tokens=tokens,
-                threads=torch.get_num_threads(), version=torch.__version__, prefill_samples=prefill[1:],
-                step_samples=steps[k:])
+        return prefill, steps, toks
+
+
+def bench_torch(cfg, w32, prompt, n_tokens, repeats, threads=None):
+    """:class:`TorchDecode`: a warm-up round, then ``repeats`` timed rounds."""
+    run = TorchDecode(cfg, w32, prompt, n_tokens, threads)
+    run.round()
+    prefill, steps, tokens = [], [], None
+    for _ in range(repeats):
+        p, s, tokens = run.round()
+        prefill.append(p)
+        steps += s
+    return dict(prefill_s=float(np.median(prefill)), step_s=float(np.median(steps)), tokens=tokens,
+                threads=run.threads, version=run.version, prefill_samples=prefill, step_samples=steps)
 
 
 QUICK = dict(config=dict(n_layers=1, d_model=64, n_heads=2, d_ff=256, vocab_size=512, n_ctx=64), prompt=16,
-             tokens=4, repeats=1)
-FULL = dict(config=dict(n_layers=12), prompt=64, tokens=32, repeats=2)
+             tokens=16)
+FULL = dict(config=dict(n_layers=12), prompt=64, tokens=32)
 
 
 def setup(config: dict, prompt_len: int):
@@ -135,42 +170,69 @@ def setup(config: dict, prompt_len: int):
     return cfg, w16, w32h, prompt
 
 
+def _timed_round(side, n_prompt: int) -> dict:
+    """One round as repetition samples: prefill tok/s and decode tok/s (from the round's median step)."""
+    prefill, steps, side.tokens = side.round()
+    return {"prefill_tok_s": n_prompt / prefill, "decode_tok_s": 1 / statistics.median(steps)}
+
+
+def _fastest_torch(cfg, w32h, prompt, n_tokens, **repeat_args):
+    """PyTorch at 1 thread and at its default, each repeated like ours (a couple of rounds pick the wrong one
+    on a noisy machine): (the side that decodes faster, its repetitions, decode tok/s by thread count)."""
+    best, by_threads = None, {}
+    for threads in (1, None):
+        side = TorchDecode(cfg, w32h, prompt, n_tokens, threads)
+        if side.threads in by_threads:
+            continue
+        side.round()                                   # warm-up
+        rep = repeat(functools.partial(_timed_round, side, len(prompt)), **repeat_args)
+        by_threads[side.threads] = statistics.median(rep.samples["decode_tok_s"])
+        if best is None or by_threads[side.threads] > by_threads[best[0].threads]:
+            best = side, rep
+    return best[0], best[1], by_threads
+
+
 def run(quick: bool = False, use_torch: bool = True, device: str = "auto") -> dict:
-    """The ``decode`` section of an ``orion bench`` result: tok/s of both sides, the speed-ups against the
-    fastest PyTorch thread setting (1 thread and torch's default)."""
+    """The ``decode`` section of an ``orion bench`` result: tok/s of both sides (medians over rounds repeated
+    until their spreads are within target, :mod:`.measure`), the speed-ups against the faster PyTorch thread
+    setting (1 thread or torch's default)."""
     from .. import sim
     from ..runtime import resolve_device
-    from . import metric
+    from .measure import figure, ratio, side_target, time_cap
     p = QUICK if quick else FULL
+    cap, target = time_cap(quick), side_target(use_torch)
     old = sim.compile_budget()[1]
     sim.set_compile_budget(10**6)
     try:
         cfg, w16, w32h, prompt = setup(p["config"], p["prompt"])
-        ours = bench_orion(cfg, w16, prompt, p["tokens"], device, "cpu", p["repeats"])
+        ours = OrionDecode(cfg, w16, prompt, p["tokens"], device, "cpu")
+        try:
+            ours.round()                      # warm-up: first-touch of buffers
+            rep = repeat(lambda: _timed_round(ours, len(prompt)), time_cap=cap, target=target)
+        finally:
+            ours.release()
     finally:
         sim.set_compile_budget(old)
-    n = len(prompt)
-    metrics = {"orion_decode_tok_s": metric(1 / ours["step_s"], "tok/s", "higher", [1 / s for s in ours["step_samples"]]),
-               "orion_prefill_tok_s": metric(n / ours["prefill_s"], "tok/s", "higher",
-                                             [n / s for s in ours["prefill_samples"]])}
-    notes = [f"orion on {resolve_device(device)}: {ours['compiles']} programs compiled in {ours['compile_s']:.1f} s "
-             f"(not timed); medians"]
+    metrics = {"orion_decode_tok_s": figure(rep.samples["decode_tok_s"], "tok/s", "higher"),
+               "orion_prefill_tok_s": figure(rep.samples["prefill_tok_s"], "tok/s", "higher")}
+    notes = [f"orion on {resolve_device(device)}: {ours.engine.compiles} programs compiled in {ours.compile_s:.1f} s "
+             f"(not timed); medians of {rep.reps} rounds (stopped: {rep.stopped}), decode from each round's "
+             f"median step"]
+    params = dict(p["config"], prompt=p["prompt"], tokens=p["tokens"], repeat={"orion": rep.summary()})
     if use_torch:
-        best = None
-        for threads in (1, None):
-            t = bench_torch(cfg, w32h, prompt, p["tokens"], p["repeats"], threads)
-            if best is None or t["step_s"] < best["step_s"]:
-                best = t
-        metrics["torch_decode_tok_s"] = metric(1 / best["step_s"], "tok/s", "higher",
-                                               [1 / s for s in best["step_samples"]])
-        metrics["torch_prefill_tok_s"] = metric(n / best["prefill_s"], "tok/s", "higher",
-                                                [n / s for s in best["prefill_samples"]])
+        try:
+            theirs, t_rep, by_threads = _fastest_torch(cfg, w32h, prompt, p["tokens"], time_cap=cap, target=target)
+        finally:
+            import torch
+            torch.set_num_threads(_TORCH_DEFAULT_THREADS)        # the train benchmark's torch: its default
+        params["repeat"]["torch"] = t_rep.summary()
+        metrics["torch_decode_tok_s"] = figure(t_rep.samples["decode_tok_s"], "tok/s", "higher")
+        metrics["torch_prefill_tok_s"] = figure(t_rep.samples["prefill_tok_s"], "tok/s", "higher")
         for kind in ("decode", "prefill"):
-            a, b = metrics[f"orion_{kind}_tok_s"], metrics[f"torch_{kind}_tok_s"]
-            metrics[f"{kind}_speedup_vs_torch"] = metric(a["value"] / b["value"], "x", "higher",
-                                                         spread=a["spread"] + b["spread"])
-        same = sum(x == y for x, y in zip(ours["tokens"], best["tokens"]))
-        notes.append(f"PyTorch {best['version']} CPU fp32, fastest of 1 and default threads ({best['threads']}); "
-                     f"greedy tokens equal: {same}/{len(best['tokens'])}")
-    return {"params": dict(p["config"], prompt=p["prompt"], tokens=p["tokens"], repeats=p["repeats"]),
-            "notes": notes, "metrics": metrics}
+            metrics[f"{kind}_speedup_vs_torch"] = ratio(metrics[f"orion_{kind}_tok_s"], metrics[f"torch_{kind}_tok_s"])
+        same = sum(x == y for x, y in zip(ours.tokens, theirs.tokens))
+        tried = ", ".join(f"{n} thread(s) {v:.4g} tok/s" for n, v in by_threads.items())
+        notes.append(f"PyTorch {theirs.version} CPU fp32, the faster decode of 1 and default threads ({tried}), "
+                     f"medians of {t_rep.reps} rounds (stopped: {t_rep.stopped}); greedy tokens equal: "
+                     f"{same}/{len(theirs.tokens)}")
+    return {"params": params, "notes": notes, "metrics": metrics}

@@ -1,16 +1,17 @@
 """GEMM throughput: orion's fp16-storage simulator GEMM vs numpy float32 matmul (OpenBLAS), alternating in
 blocks per shape (``benchmarks/bench_gemm.py`` prints the RESULTS.md tables from the same samples).
 
-numpy runs in a subprocess without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, so OpenBLAS picks its best kernel;
-a pause before each block lets OpenBLAS's spinning threads go to sleep. The gated number per shape is the
-best-time ratio (what each kernel does when it gets the cores)."""
+numpy runs in this process with its BLAS limited (threadpoolctl) to the threads our pool has, so both sides
+get the same cores. Each timed sample is a block of back-to-back calls lasting at least ``MIN_BLOCK_S``:
+a single small matmul handed to BLAS threads that went to sleep measures their wake-up, not the GEMM (one
+such per-call sample once read 0.7 GFLOP/s where the kernel does 200). A pause after each numpy block lets
+OpenBLAS's spinning threads go idle before our block. The figures are medians over rounds; the ratio's
+samples are per-round ratios of the two sides measured back to back, so machine load cancels in them."""
 
 from __future__ import annotations
 
-import json
+import functools
 import os
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -24,121 +25,137 @@ SHAPES = [
 ]
 QUICK_SHAPES = [("quick W[256,256]@X[256,64]", 1, 256, 256, 64)]
 
-# Persistent numpy worker: reads a shape index per line, runs that matmul once, answers the time.
-NUMPY_CHILD = r"""
-import json, sys, time
-import numpy as np
-shapes, cpu_time = json.loads(sys.argv[1]), sys.argv[2] == "1"
-clock = time.thread_time if cpu_time else time.perf_counter
-info = {}
-try:
-    from threadpoolctl import threadpool_info, threadpool_limits
-    if cpu_time:
-        threadpool_limits(1)
+MIN_BLOCK_S = 0.02       # seconds of back-to-back calls per timed sample
+MAX_CALLS = 1 << 16
+PAUSE_S = 0.1            # after a numpy block: OpenBLAS's idle threads spin ~0.1 s before they sleep
+
+
+def numpy_threads(threads: int):
+    """Context: numpy's BLAS limited to ``threads`` (set like our pool's size)."""
+    from threadpoolctl import threadpool_limits
+    return threadpool_limits(limits=int(threads), user_api="blas")
+
+
+def blas_info() -> dict:
+    """numpy's BLAS as threadpoolctl sees it now (kernel architecture, threads, version)."""
+    from threadpoolctl import threadpool_info
     blas = [d for d in threadpool_info() if d.get("user_api") == "blas"]
-    if blas:
-        info = {k: blas[0].get(k) for k in ("internal_api", "architecture", "num_threads", "version")}
-except ImportError:
-    info = {"architecture": "? (pip install threadpoolctl)"}
-rng = np.random.default_rng(0)
-ops = []
-for name, batch, m, k, n in shapes:
-    lead = () if batch == 1 else (batch,)
-    a = rng.standard_normal(lead + (m, k)).astype(np.float32)
-    b = rng.standard_normal(lead + (k, n)).astype(np.float32)
-    out = np.matmul(a, b)
-    ops.append((a, b, out))
-print(json.dumps(info), flush=True)
-for line in sys.stdin:
-    a, b, out = ops[int(line)]
-    t0 = clock(); np.matmul(a, b, out=out); dt = clock() - t0
-    print(dt, flush=True)
-"""
+    return {k: blas[0].get(k) for k in ("internal_api", "architecture", "num_threads", "version")} if blas else {}
 
 
-class NumpyWorker:
-    """numpy in a subprocess without the OpenBLAS kernel/cache overrides of this workplace."""
-
-    def __init__(self, shapes, cpu_time: bool):
-        env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-        env.pop("PYTHONPATH", None)
-        self.p = subprocess.Popen([sys.executable, "-c", NUMPY_CHILD, json.dumps(shapes), str(int(cpu_time))], env=env,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.info = json.loads(self.p.stdout.readline())
-
-    def run(self, i: int) -> float:
-        self.p.stdin.write(f"{i}\n")
-        self.p.stdin.flush()
-        return float(self.p.stdout.readline())
-
-    def close(self):
-        self.p.stdin.close()
-        self.p.wait()
+def calls_per_block(fn, clock, min_block_s: float = MIN_BLOCK_S) -> int:
+    """How many back-to-back calls of ``fn`` last at least ``min_block_s`` (doubling from 1)."""
+    calls = 1
+    while calls < MAX_CALLS:
+        t0 = clock()
+        for _ in range(calls):
+            fn()
+        if clock() - t0 >= min_block_s:
+            break
+        calls *= 2
+    return calls
 
 
-def orion_ops(shapes):
-    rng = np.random.default_rng(0)
-    ops = []
-    for _name, batch, m, k, n in shapes:
-        lead = () if batch == 1 else (batch,)
-        ops.append((rng.standard_normal(lead + (m, k)).astype(np.float16),
-                    rng.standard_normal(lead + (k, n)).astype(np.float16)))
-    return ops
-
-
-def time_orion(native, a, b, clock) -> float:
+def time_block(fn, calls: int, clock) -> float:
+    """Seconds per call of ``fn`` over one block of ``calls`` back-to-back calls."""
     t0 = clock()
-    native.gemm_f16(a, b)
-    return clock() - t0
+    for _ in range(calls):
+        fn()
+    return (clock() - t0) / calls
 
 
-def sample(native, shapes, rounds: int, reps: int, cpu_time: bool, threads: int = 0, pause: float = 0.3):
-    """Times per shape for both sides: (ours, theirs, numpy's BLAS info), ``rounds`` x ``reps`` each.
-    Alternating blocks per shape (ours, numpy, ours, ...) so both sides see the same machine load; not
-    finer than blocks: OpenBLAS's worker threads busy-wait after each call and would steal the cores."""
+class GemmPairs:
+    """Per shape, both sides ready to time: our fp16 operands and numpy's float32 ones, with the calls per
+    timed block of each side. Use inside :func:`numpy_threads`."""
+
+    def __init__(self, native, shapes, clock, numpy_gemm=np.matmul, min_block_s: float = MIN_BLOCK_S,
+                 pause: float = PAUSE_S):
+        self.clock, self.pause = clock, pause
+        rng = np.random.default_rng(0)
+        self.ours, self.theirs, self.calls = [], [], []
+        for _name, batch, m, k, n in shapes:
+            lead = () if batch == 1 else (batch,)
+            a = rng.standard_normal(lead + (m, k)).astype(np.float32)
+            b = rng.standard_normal(lead + (k, n)).astype(np.float32)
+            a16, b16 = a.astype(np.float16), b.astype(np.float16)
+            out = np.matmul(a, b)
+            ours = functools.partial(native.gemm_f16, a16, b16)
+            theirs = functools.partial(numpy_gemm, a, b, out=out)
+            for _ in range(2):            # warm-up: buffers, pools, page faults
+                ours()
+                theirs()
+            self.ours.append(ours)
+            self.theirs.append(theirs)
+            self.calls.append((calls_per_block(ours, clock, min_block_s), calls_per_block(theirs, clock, min_block_s)))
+
+    def ours_block(self, i: int) -> float:
+        return time_block(self.ours[i], self.calls[i][0], self.clock)
+
+    def numpy_block(self, i: int) -> float:
+        t = time_block(self.theirs[i], self.calls[i][1], self.clock)
+        time.sleep(self.pause)
+        return t
+
+
+def sample(native, shapes, rounds: int, reps: int, cpu_time: bool, threads: int = 0, pause: float = PAUSE_S,
+           numpy_gemm=np.matmul, min_block_s: float = MIN_BLOCK_S):
+    """Seconds per call per shape for both sides: (ours, theirs, numpy's BLAS info), ``rounds`` x ``reps``
+    blocks each, alternating per shape (ours, numpy, ours, ...) so both sides see the same machine load.
+    ``cpu_time``: both sides on one thread, timed by thread CPU time."""
     native.set_num_threads(1 if cpu_time else threads)   # 0: the default pool size
     clock = time.thread_time if cpu_time else time.perf_counter
     ours = [[] for _ in shapes]
     theirs = [[] for _ in shapes]
-    worker = NumpyWorker(shapes, cpu_time)
-    ops = orion_ops(shapes)
-    try:
-        for i in range(len(shapes)):  # warm-up (buffers, pools, page faults)
-            for _ in range(2):
-                time_orion(native, *ops[i], clock)
-                worker.run(i)
+    with numpy_threads(native.num_threads()):
+        info = blas_info()
+        pairs = GemmPairs(native, shapes, clock, numpy_gemm, min_block_s, pause)
         for _ in range(rounds):
             for i in range(len(shapes)):
-                time.sleep(pause)
-                ours[i] += [time_orion(native, *ops[i], clock) for _ in range(reps)]
-                time.sleep(pause)
-                theirs[i] += [worker.run(i) for _ in range(reps)]
-    finally:
-        worker.close()
-    return ours, theirs, worker.info
+                ours[i] += [pairs.ours_block(i) for _ in range(reps)]
+                theirs[i] += [pairs.numpy_block(i) for _ in range(reps)]
+    return ours, theirs, info
 
 
-def run(quick: bool = False, use_torch: bool = True) -> dict:
-    """The ``gemm`` section of an ``orion bench`` result (wall time, default threads)."""
-    from .. import _native as native
-    from . import metric
+def shape_key(batch, m, k, n) -> str:
+    return f"{batch}x{m}x{k}x{n}"
+
+
+def run(quick: bool = False, use_torch: bool = True, native=None, clock=time.perf_counter, numpy_gemm=np.matmul,
+        min_block_s: float = MIN_BLOCK_S, pause: float = PAUSE_S) -> dict:
+    """The ``gemm`` section of an ``orion bench`` result (wall time, our default threads, numpy's BLAS set to
+    as many): medians over rounds repeated until their spreads are within target (:mod:`.measure`).
+    ``native``, ``clock``, ``numpy_gemm``: the two sides and the timer (replaceable in tests)."""
+    from .measure import figure, repeat, time_cap
+    if native is None:
+        from .. import _native as native
     shapes = QUICK_SHAPES if quick else SHAPES
-    rounds, reps = (2, 3) if quick else (6, 10)
-    ours, theirs, info = sample(native, shapes, rounds, reps, cpu_time=False, pause=0.05 if quick else 0.3)
+    native.set_num_threads(0)
+    flops = [2.0 * batch * m * k * n for _name, batch, m, k, n in shapes]
+    keys = [shape_key(*s[1:]) for s in shapes]
+    with numpy_threads(native.num_threads()):
+        info = blas_info()
+        pairs = GemmPairs(native, shapes, clock, numpy_gemm, min_block_s, pause)
+
+        def one_round():
+            out = {}
+            for i, key in enumerate(keys):
+                ours, theirs = flops[i] / pairs.ours_block(i) / 1e9, flops[i] / pairs.numpy_block(i) / 1e9
+                out.update({f"orion_gflops_{key}": ours, f"numpy_gflops_{key}": theirs,
+                            f"ratio_vs_numpy_{key}": ours / theirs})
+            return out
+        rep = repeat(one_round, time_cap=time_cap(quick), clock=clock)
     metrics = {}
-    for (name, batch, m, k, n), o, t in zip(shapes, ours, theirs):
-        flops = 2.0 * batch * m * k * n
-        key = f"{batch}x{m}x{k}x{n}"
-        # samples: the best of each round (the round-to-round spread of the gated best-time number)
-        go = [flops / min(o[r * reps:(r + 1) * reps]) / 1e9 for r in range(rounds)]
-        gt = [flops / min(t[r * reps:(r + 1) * reps]) / 1e9 for r in range(rounds)]
-        metrics[f"orion_gflops_{key}"] = metric(max(go), "GFLOP/s (best)", "higher", go)
-        metrics[f"numpy_gflops_{key}"] = metric(max(gt), "GFLOP/s (best)", "higher", gt)
-        metrics[f"ratio_vs_numpy_{key}"] = metric(max(go) / max(gt), "x (best time)", "higher",
-                                                  spread=metrics[f"orion_gflops_{key}"]["spread"]
-                                                  + metrics[f"numpy_gflops_{key}"]["spread"])
-    return {"params": {"shapes": [list(s) for s in shapes], "rounds": rounds, "reps": reps,
+    for key in keys:
+        metrics[f"orion_gflops_{key}"] = figure(rep.samples[f"orion_gflops_{key}"], "GFLOP/s", "higher")
+        metrics[f"numpy_gflops_{key}"] = figure(rep.samples[f"numpy_gflops_{key}"], "GFLOP/s", "higher")
+        metrics[f"ratio_vs_numpy_{key}"] = figure(rep.samples[f"ratio_vs_numpy_{key}"], "x", "higher")
+    notes = [f"medians of {rep.reps} rounds (stopped: {rep.stopped}); each sample a block of >= "
+             f"{min_block_s * 1e3:.0f} ms of back-to-back calls; ratio = orion / numpy float32, per round"]
+    forced = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
+    if forced:
+        notes.append("numpy's OpenBLAS runs with " + ", ".join(f"{k}={v}" for k, v in forced.items()) +
+                     f" from the environment (kernel {info.get('architecture')}), not necessarily its best here")
+    return {"params": {"shapes": [list(s) for s in shapes], "repeat": rep.summary(),
+                       "calls_per_block": {k: list(c) for k, c in zip(keys, pairs.calls)},
                        "orion_isa": native.kernel_isa(), "orion_threads": native.num_threads(), "numpy_blas": info},
-            "notes": ["GFLOP/s from the best time over all repetitions (samples: the best of each round); "
-                      "ratio = orion / numpy float32"],
-            "metrics": metrics}
+            "notes": notes, "metrics": metrics}

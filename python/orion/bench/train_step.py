@@ -10,54 +10,74 @@ import time
 
 import numpy as np
 
-def our_step_times(cfg, params, tokens, steps: int, strategy: str, blas_threads, log=print):
-    """``steps`` + 1 (warm-up) training steps on orion's programs: per step the total and its split (device
-    eval, CPU, weight staging/update, AdamW), loss, compiles and loads; also the one-time compile seconds."""
-    from ..runtime import counters
-    from ..train.optim import AdamW, global_norm
-    from ..train.programs import LayerPrograms
-    from ..train.step import GradAccumulator, StepEngine, zero_grads
-    from ..train.trainer import blas_threads as limit, default_blas_threads
-    blas_threads = blas_threads or default_blas_threads(cfg)
 
-    t = time.perf_counter()
-    progs = LayerPrograms(cfg, tokens.shape[1] - 1, params, strategy, "auto")
-    compile_s = time.perf_counter() - t
-    eng = StepEngine(cfg, progs, params)
-    opt = AdamW(params)
-    grads = GradAccumulator(zero_grads(params))
-    X, Y = tokens[:, :-1], tokens[:, 1:]
-    out = []
-    with limit(blas_threads):
-        for i in range(steps + 1):
+class OrionTrainSteps:
+    """Training steps on orion's programs (compiled once, ``compile_s``): each :meth:`step` is one microbatch
+    (forward + backward), clipping and AdamW, returning the total and its split (device eval, CPU, weight
+    staging/update, AdamW), loss, compiles and loads. Call :meth:`release` when done."""
+
+    def __init__(self, cfg, params, tokens, strategy: str, blas_threads):
+        from ..train.optim import AdamW
+        from ..train.programs import LayerPrograms
+        from ..train.step import GradAccumulator, StepEngine, zero_grads
+        from ..train.trainer import default_blas_threads
+        self.params, self.blas_threads = params, blas_threads or default_blas_threads(cfg)
+        t = time.perf_counter()
+        self.progs = LayerPrograms(cfg, tokens.shape[1] - 1, params, strategy, "auto")
+        self.compile_s = time.perf_counter() - t
+        self.device = self.progs.device
+        self.eng = StepEngine(cfg, self.progs, params)
+        self.opt = AdamW(params)
+        self.grads = GradAccumulator(zero_grads(params))
+        self.X, self.Y = tokens[:, :-1], tokens[:, 1:]
+
+    def step(self) -> dict:
+        from ..runtime import counters
+        from ..train.optim import global_norm
+        from ..train.trainer import blas_threads as limit
+        progs, grads, X, Y = self.progs, self.grads, self.X, self.Y
+        with limit(self.blas_threads):
             c0 = counters()
             s0 = dict(progs.stats)
             t0 = time.perf_counter()
             grads.start()
-            res = eng.microbatch(X, Y, grads, 256.0 / X.size)
+            res = self.eng.microbatch(X, Y, grads, 256.0 / X.size)
             grads.finish()
             t1 = time.perf_counter()
             gn = global_norm(grads) / 256.0
             mul = (1 / 256.0) * min(1.0, 1.0 / (gn + 1e-6))
             t2 = time.perf_counter()
-            opt.step(params, grads, 3e-4, grad_mul=mul)
+            self.opt.step(self.params, grads, 3e-4, grad_mul=mul)
             t3 = time.perf_counter()
-            progs.update(params)
+            progs.update(self.params)
             t4 = time.perf_counter()
             c1 = counters()
-            s1 = progs.stats
-            dev = s1["eval_s"] - s0["eval_s"]
-            stage = s1["stage_s"] - s0["stage_s"]
-            rec = dict(total=t4 - t0, device=dev, weights=stage + (t4 - t3), cpu=(t1 - t0) - dev - stage + (t2 - t1),
-                       optim=t3 - t2, loss=res.loss_sum / res.n_tokens, finite=res.finite,
-                       compiles=c1["compiles"] - c0["compiles"], loads=c1["loads"] - c0["loads"])
+        s1 = progs.stats
+        dev = s1["eval_s"] - s0["eval_s"]
+        stage = s1["stage_s"] - s0["stage_s"]
+        return dict(total=t4 - t0, device=dev, weights=stage + (t4 - t3), cpu=(t1 - t0) - dev - stage + (t2 - t1),
+                    optim=t3 - t2, loss=res.loss_sum / res.n_tokens, finite=res.finite,
+                    compiles=c1["compiles"] - c0["compiles"], loads=c1["loads"] - c0["loads"])
+
+    def release(self):
+        self.progs.release()
+
+
+def our_step_times(cfg, params, tokens, steps: int, strategy: str, blas_threads, log=print):
+    """``steps`` + 1 (warm-up) :class:`OrionTrainSteps` steps; also the one-time compile seconds and the
+    device."""
+    run = OrionTrainSteps(cfg, params, tokens, strategy, blas_threads)
+    out = []
+    try:
+        for i in range(steps + 1):
+            rec = run.step()
             rec["warmup"] = i == 0
             out.append(rec)
             log(f"  orion {strategy} step {i}{' (warmup)' if i == 0 else ''}: {rec['total']:.2f}s "
                 f"loss {rec['loss']:.4f}")
-    device = progs.device
-    progs.release()
-    return compile_s, out, device
+    finally:
+        run.release()
+    return run.compile_s, out, run.device
 
 
 def recompile_update_cost(cfg, params, seq):
@@ -74,75 +94,90 @@ def recompile_update_cost(cfg, params, seq):
     return dt, c1["compiles"] - c0["compiles"], c1["loads"] - c0["loads"]
 
 
-def torch_step_times(cfg, params, tokens, steps: int, log=print):
-    """The same step in PyTorch fp32 (the Llama forward written out, autograd, clipping, AdamW)."""
-    import torch
-    import torch.nn.functional as F
+class TorchTrainSteps:
+    """The same step in PyTorch fp32 (the Llama forward written out, autograd, clipping, AdamW); each
+    :meth:`step` returns its total and split (forward, backward, optim) and the loss."""
 
-    torch.manual_seed(0)
-    P = {k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in params.items()}
-    decay = [p for k, p in P.items() if p.ndim >= 2]
-    nodecay = [p for k, p in P.items() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
-                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
-    S = tokens.shape[1] - 1
-    hd = cfg.head_dim or cfg.d_model // cfg.n_heads
-    freq = cfg.rope_theta ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-    ang = torch.arange(S, dtype=torch.float64)[:, None] * freq[None]
-    cos, sin = torch.cos(ang).float(), torch.sin(ang).float()
-    x_in = torch.from_numpy(tokens[:, :-1])
-    y = torch.from_numpy(tokens[:, 1:])
+    def __init__(self, cfg, params, tokens):
+        import torch
+        import torch.nn.functional as F
 
-    def rms(x, w):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.norm_eps) * w
+        torch.manual_seed(0)
+        P = {k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in params.items()}
+        decay = [p for k, p in P.items() if p.ndim >= 2]
+        nodecay = [p for k, p in P.items() if p.ndim < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
+                                lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+        S = tokens.shape[1] - 1
+        hd = cfg.head_dim or cfg.d_model // cfg.n_heads
+        freq = cfg.rope_theta ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+        ang = torch.arange(S, dtype=torch.float64)[:, None] * freq[None]
+        cos, sin = torch.cos(ang).float(), torch.sin(ang).float()
+        x_in = torch.from_numpy(tokens[:, :-1])
+        y = torch.from_numpy(tokens[:, 1:])
 
-    def rope(x, heads):                    # x [B, S, heads*hd], adjacent pairs
-        B = x.shape[0]
-        xr = x.view(B, S, heads, hd // 2, 2)
-        x0, x1 = xr[..., 0], xr[..., 1]
-        c, s = cos[None, :, None, :], sin[None, :, None, :]
-        return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], -1).view(B, S, heads * hd)
+        def rms(x, w):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.norm_eps) * w
 
-    def loss_fn():
-        x = P["tok_emb"][x_in]
-        B = x.shape[0]
-        for i in range(cfg.n_layers):
-            p = f"layers.{i}."
-            h = rms(x, P[p + "rms_att"])
-            q = rope(h @ P[p + "wq"].T, cfg.n_heads).view(B, S, cfg.n_heads, hd).transpose(1, 2)
-            k = rope(h @ P[p + "wk"].T, cfg.n_kv_heads).view(B, S, cfg.n_kv_heads, hd).transpose(1, 2)
-            v = (h @ P[p + "wv"].T).view(B, S, cfg.n_kv_heads, hd).transpose(1, 2)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + a.transpose(1, 2).reshape(B, S, cfg.d_model) @ P[p + "wo"].T
-            h = rms(x, P[p + "rms_ffn"])
-            x = x + (F.silu(h @ P[p + "w1"].T) * (h @ P[p + "w3"].T)) @ P[p + "w2"].T
-        logits = rms(x, P["rms_final"]) @ P.get("wcls", P["tok_emb"]).T
-        return F.cross_entropy(logits.view(-1, cfg.vocab_size), y.reshape(-1))
+        def rope(x, heads):                    # x [B, S, heads*hd], adjacent pairs
+            B = x.shape[0]
+            xr = x.view(B, S, heads, hd // 2, 2)
+            x0, x1 = xr[..., 0], xr[..., 1]
+            c, s = cos[None, :, None, :], sin[None, :, None, :]
+            return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], -1).view(B, S, heads * hd)
 
-    out = []
-    for i in range(steps + 1):
+        def loss_fn():
+            x = P["tok_emb"][x_in]
+            B = x.shape[0]
+            for i in range(cfg.n_layers):
+                p = f"layers.{i}."
+                h = rms(x, P[p + "rms_att"])
+                q = rope(h @ P[p + "wq"].T, cfg.n_heads).view(B, S, cfg.n_heads, hd).transpose(1, 2)
+                k = rope(h @ P[p + "wk"].T, cfg.n_kv_heads).view(B, S, cfg.n_kv_heads, hd).transpose(1, 2)
+                v = (h @ P[p + "wv"].T).view(B, S, cfg.n_kv_heads, hd).transpose(1, 2)
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                x = x + a.transpose(1, 2).reshape(B, S, cfg.d_model) @ P[p + "wo"].T
+                h = rms(x, P[p + "rms_ffn"])
+                x = x + (F.silu(h @ P[p + "w1"].T) * (h @ P[p + "w3"].T)) @ P[p + "w2"].T
+            logits = rms(x, P["rms_final"]) @ P.get("wcls", P["tok_emb"]).T
+            return F.cross_entropy(logits.view(-1, cfg.vocab_size), y.reshape(-1))
+
+        self.torch, self.P, self.opt, self.loss_fn = torch, P, opt, loss_fn
+        self.threads = torch.get_num_threads()
+
+    def step(self) -> dict:
+        P, opt = self.P, self.opt
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn()
+        loss = self.loss_fn()
         t1 = time.perf_counter()
         loss.backward()
         t2 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(list(P.values()), 1.0)
+        self.torch.nn.utils.clip_grad_norm_(list(P.values()), 1.0)
         opt.step()
         t3 = time.perf_counter()
-        rec = dict(total=t3 - t0, forward=t1 - t0, backward=t2 - t1, optim=t3 - t2, loss=float(loss.detach()))
+        return dict(total=t3 - t0, forward=t1 - t0, backward=t2 - t1, optim=t3 - t2, loss=float(loss.detach()))
+
+
+def torch_step_times(cfg, params, tokens, steps: int, log=print):
+    """``steps`` + 1 (warm-up) :class:`TorchTrainSteps` steps, and torch's thread count."""
+    run = TorchTrainSteps(cfg, params, tokens)
+    out = []
+    for i in range(steps + 1):
+        rec = run.step()
         rec["warmup"] = i == 0
         out.append(rec)
         log(f"  torch step {i}{' (warmup)' if i == 0 else ''}: {rec['total']:.2f}s loss {rec['loss']:.4f}")
-    return out, torch.get_num_threads()
+    return out, run.threads
 
 
 def med(xs, k):
     return float(np.median([x[k] for x in xs if not x["warmup"]]))
 
 
-QUICK = dict(preset="micro", layers=1, seq=32, steps=3)
-FULL = dict(preset="stories110M", layers=12, seq=256, steps=3)
+QUICK = dict(preset="micro", layers=1, seq=32)
+FULL = dict(preset="stories110M", layers=12, seq=256)
+PARTS = ("device", "cpu", "weights", "optim")
 
 
 def setup(preset: str, layers: int, seq: int):
@@ -155,26 +190,39 @@ def setup(preset: str, layers: int, seq: int):
 
 
 def run(quick: bool = False, use_torch: bool = True, log=lambda *a: None) -> dict:
-    """The ``train`` section of an ``orion bench`` result: seconds per step of both sides (medians after a
-    warm-up step), our step split, and the speed-up (torch time / ours)."""
-    from . import metric
+    """The ``train`` section of an ``orion bench`` result: seconds per step of both sides and our step's
+    split (medians after a warm-up step, repeated until their spreads are within target, :mod:`.measure`),
+    and the speed-up (torch time / ours)."""
+    from .measure import figure, ratio, repeat, side_target, time_cap
     p = QUICK if quick else FULL
+    cap, target = time_cap(quick), side_target(use_torch)
     cfg, params, tokens = setup(p["preset"], p["layers"], p["seq"])
-    compile_s, ours, device = our_step_times(cfg, {k: v.copy() for k, v in params.items()}, tokens, p["steps"],
-                                             "dynamic", None, log=log)
-    timed = [r for r in ours if not r["warmup"]]
-    metrics = {"orion_step_s": metric(med(ours, "total"), "s/step", "lower", [r["total"] for r in timed])}
-    for part in ("device", "cpu", "weights", "optim"):
-        metrics[f"orion_{part}_s"] = metric(med(ours, part), "s/step", "lower", [r[part] for r in timed])
-    notes = [f"orion on {device}, strategy dynamic: {timed[-1]['compiles']} compiles and {timed[-1]['loads']} loads "
-             f"per step; one-time compile {compile_s:.2f} s (not timed)"]
+    ours = OrionTrainSteps(cfg, {k: v.copy() for k, v in params.items()}, tokens, "dynamic", None)
+    try:
+        ours.step()                                    # warm-up
+        last = {}
+
+        def one_step():
+            last.update(ours.step())
+            return {k: last[k] for k in ("total",) + PARTS}
+        rep = repeat(one_step, time_cap=cap, target=target)
+    finally:
+        ours.release()
+    metrics = {"orion_step_s": figure(rep.samples["total"], "s/step", "lower")}
+    for part in PARTS:
+        metrics[f"orion_{part}_s"] = figure(rep.samples[part], "s/step", "lower")
+    notes = [f"orion on {ours.device}, strategy dynamic: {last['compiles']} compiles and {last['loads']} loads "
+             f"per step; one-time compile {ours.compile_s:.2f} s (not timed); medians of {rep.reps} steps "
+             f"(stopped: {rep.stopped})"]
+    params_out = dict(preset=p["preset"], layers=p["layers"], seq=p["seq"], d_model=cfg.d_model,
+                      vocab_size=cfg.vocab_size, repeat={"orion": rep.summary()})
     if use_torch:
-        tsteps, threads = torch_step_times(cfg, params, tokens, p["steps"], log=log)
-        t_timed = [r for r in tsteps if not r["warmup"]]
-        metrics["torch_step_s"] = metric(med(tsteps, "total"), "s/step", "lower", [r["total"] for r in t_timed])
-        a, b = metrics["orion_step_s"], metrics["torch_step_s"]
-        metrics["speedup_vs_torch"] = metric(b["value"] / a["value"], "x", "higher", spread=a["spread"] + b["spread"])
-        notes.append(f"PyTorch CPU fp32 with AdamW, {threads} threads")
-    return {"params": dict(preset=p["preset"], layers=p["layers"], seq=p["seq"], steps=p["steps"],
-                           d_model=cfg.d_model, vocab_size=cfg.vocab_size),
-            "notes": notes, "metrics": metrics}
+        theirs = TorchTrainSteps(cfg, params, tokens)
+        theirs.step()                                  # warm-up
+        t_rep = repeat(lambda: {"total": theirs.step()["total"]}, time_cap=cap, target=target)
+        params_out["repeat"]["torch"] = t_rep.summary()
+        metrics["torch_step_s"] = figure(t_rep.samples["total"], "s/step", "lower")
+        metrics["speedup_vs_torch"] = ratio(metrics["torch_step_s"], metrics["orion_step_s"])
+        notes.append(f"PyTorch CPU fp32 with AdamW, {theirs.threads} threads; medians of {t_rep.reps} steps "
+                     f"(stopped: {t_rep.stopped})")
+    return {"params": params_out, "notes": notes, "metrics": metrics}

@@ -1,6 +1,7 @@
 """``orion bench``: the benchmarks behind benchmarks/RESULTS.md (decode, training step, GEMM) in one run,
-ours and the comparison side together; ``--json`` writes the result, ``--compare`` judges it against a
-baseline result (noise: :mod:`orion.bench.compare`) and exits 3 when something regressed."""
+ours and the comparison side together, each figure a median repeated until its spread is within 10 % (or
+marked unstable: :mod:`orion.bench.measure`); ``--json`` writes the result, ``--compare`` judges it against
+a baseline result (noise: :mod:`orion.bench.compare`) and exits 3 when something regressed."""
 
 from __future__ import annotations
 
@@ -23,27 +24,32 @@ def _only(text: str) -> list[str]:
 
 
 def add_bench_parser(sub) -> None:
+    from ..bench import SCHEMA
     from ..bench.compare import NOISE_FLOOR
+    from ..bench.measure import QUICK_TIME_CAP, TARGET_SPREAD
     b = sub.add_parser("bench", help="run the decode / training-step / GEMM benchmarks, write JSON, compare "
                        "with a baseline", description="The benchmarks behind benchmarks/RESULTS.md (decode, "
-                       "training step, GEMM), ours and the comparison side (PyTorch, numpy) in the same run. A "
-                       "regression is a metric that got worse than the baseline's by more than max(--noise, the "
-                       f"run-to-run spread of either run); exit {EXIT_REGRESSION} when there is one.")
+                       "training step, GEMM), ours and the comparison side (PyTorch, numpy) in the same run. Each "
+                       "figure is the median of repetitions run until its spread (the width of the median's 95 % "
+                       f"confidence interval, relative to it) is within {TARGET_SPREAD:.0%}, or marked UNSTABLE when "
+                       "a time cap came first. A regression is a metric that got worse than the baseline's beyond "
+                       f"both runs' spreads and by more than --noise; exit {EXIT_REGRESSION} when there is one.")
     b.add_argument("--only", type=_only, default="decode,train,gemm", metavar="LIST",
                    help="comma-separated benchmarks to run: decode, train, gemm")
-    b.add_argument("--quick", action="store_true", help="tiny shapes, few repetitions: seconds; checks the "
-                   "machinery, not the performance (compare quick results only with quick baselines)")
-    b.add_argument("--json", metavar="OUT", help="write the result document to OUT (schema orion-bench/1)")
+    b.add_argument("--quick", action="store_true", help=f"tiny shapes and a {QUICK_TIME_CAP:g} s time cap per "
+                   "measurement loop: seconds, not the performance of real shapes (compare quick results only with "
+                   "quick baselines)")
+    b.add_argument("--json", metavar="OUT", help=f"write the result document to OUT (schema {SCHEMA})")
     b.add_argument("--compare", metavar="BASELINE", help="a result written by --json earlier: report each metric's "
-                   f"change and exit {EXIT_REGRESSION} when one got worse by more than the noise")
+                   f"change and exit {EXIT_REGRESSION} when one got worse beyond the noise")
     b.add_argument("--noise", type=float_in(0.0, 1.0), default=NOISE_FLOOR, metavar="FRACTION",
-                   help="smallest relative change that counts (the run-to-run spread measured raises it)")
+                   help="smallest relative change that counts, even when both runs' spreads are narrower")
     b.add_argument("--no-torch", action="store_true", help="skip the PyTorch sides even when torch is installed")
     b.set_defaults(func=cmd_bench)
 
 
 def cmd_bench(args) -> int:
-    from ..bench import run
+    from ..bench import TARGET_SPREAD, run
     from ..bench.compare import check_result, compare
     from ..errors import InputError
     from ..fileio import atomic_write, read_json
@@ -56,12 +62,21 @@ def cmd_bench(args) -> int:
         check_result(baseline, f"--compare {args.compare}")
     doc = run(args.only, quick=args.quick, use_torch=not args.no_torch,
               log=lambda m: print(m, file=sys.stderr, flush=True))
+    unstable = []
     for name, section in doc["benchmarks"].items():
         print(f"{name}:")
         for metric, m in section["metrics"].items():
-            print(f"  {metric:34s} {m['value']:12.4g} {m['unit']:16s} spread {m['spread']:.0%}")
+            stable = m.get("stable", True)
+            reps = f" ({len(m['samples'])} reps)" if m.get("samples") else ""
+            mark = "" if stable else "  UNSTABLE"
+            print(f"  {metric:34s} {m['value']:12.4g} {m['unit']:8s} spread {m['spread']:4.0%}{reps}{mark}")
+            if not stable:
+                unstable.append(f"{name}.{metric}")
         for note in section["notes"]:
             print(f"  note: {note}")
+    if unstable:
+        print(f"UNSTABLE: {len(unstable)} figure(s) kept a spread over {TARGET_SPREAD:.0%} until the time cap "
+              f"(a busy machine?): {', '.join(unstable)}")
     if args.json:
         with atomic_write(args.json, "w") as f:
             json.dump(doc, f, indent=1)

@@ -1,0 +1,130 @@
+"""How ``orion bench`` turns repetitions into a figure it can vouch for.
+
+A figure is the **median** of its repetitions. Its **spread** is the relative width of the distribution-free
+~95 % confidence interval of that median: ``(x_(k) - x_(n+1-k)) / median`` over the sorted samples, with the
+rank ``k`` from the binomial distribution (the median lies between the k-th smallest and the k-th largest
+sample with probability >= 95 %). Unlike the spread of single repetitions, this one shrinks as repetitions
+are added, so a benchmark can repeat until its figure is pinned down: :func:`repeat` runs rounds until every
+gated figure's spread is at most ``TARGET_SPREAD``, or its time cap is spent. Below ``MIN_REPS`` repetitions
+no such interval exists, so at least that many always run (the cap cannot cut a figure below it). A figure
+whose spread stayed above the target is marked ``"stable": false`` - reported, never silently trusted.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+
+TARGET_SPREAD = 0.10
+MIN_REPS = 6            # the fewest samples whose full range is a >= 95 % interval of the median (96.9 %)
+MAX_REPS = 1000
+QUICK_TIME_CAP = 3.0    # seconds of repetitions per measurement loop (a benchmark has one per side)
+FULL_TIME_CAP = 60.0
+_TAIL = 0.025           # each side of the 95 % interval
+
+
+def time_cap(quick: bool) -> float:
+    return QUICK_TIME_CAP if quick else FULL_TIME_CAP
+
+
+@functools.lru_cache(maxsize=None)
+def median_ranks(n: int) -> tuple[int, int]:
+    """0-based indices (lo, hi) into ``n`` sorted samples bounding a >= 95 % confidence interval of their
+    median (exact binomial ranks); the full range when ``n`` is too small for one."""
+    # largest k with P(Binomial(n, 1/2) <= k - 1) <= 2.5 %: then [x_(k), x_(n+1-k)] (1-based) covers >= 95 %
+    total, below, c, k = 2 ** n, 0, 1, 0     # c = comb(n, k), updated incrementally
+    while k < n and (below + c) <= _TAIL * total:
+        below += c
+        c = c * (n - k) // (k + 1)
+        k += 1
+    if k == 0:
+        return 0, max(n - 1, 0)
+    return k - 1, n - k
+
+
+def median_interval(samples) -> tuple[float, float]:
+    xs = sorted(float(s) for s in samples)
+    lo, hi = median_ranks(len(xs))
+    return xs[lo], xs[hi]
+
+
+def rel_spread(samples) -> float:
+    """The relative width of the median's confidence interval (module docstring); 0 for fewer than two
+    samples (such a figure is never ``stable``: see :func:`metric`)."""
+    if len(samples) < 2:
+        return 0.0
+    med = statistics.median(samples)
+    if med <= 0:
+        return 0.0
+    lo, hi = median_interval(samples)
+    return (hi - lo) / med
+
+
+def metric(value: float, unit: str, better: str, samples=(), spread: float | None = None,
+           stable: bool | None = None) -> dict:
+    """One number of a result. ``samples``: the repetitions it came from; ``spread`` (relative) defaults to
+    theirs; ``stable``: whether the spread was held within ``TARGET_SPREAD`` (default: judged from the
+    samples when there are any, else from ``spread``)."""
+    samples = [float(s) for s in samples]
+    if spread is None:
+        spread = rel_spread(samples)
+    if stable is None:
+        stable = spread <= TARGET_SPREAD and (not samples or len(samples) >= MIN_REPS)
+    return {"value": float(value), "unit": unit, "better": better, "spread": float(spread), "stable": bool(stable),
+            "samples": samples}
+
+
+def figure(samples, unit: str, better: str) -> dict:
+    """The metric of repeated measurements: their median and its spread."""
+    return metric(statistics.median(samples), unit, better, samples)
+
+
+def ratio(a: dict, b: dict, unit: str = "x", better: str = "higher") -> dict:
+    """a / b of two metrics measured apart: relative spreads of independent estimates add in quadrature."""
+    spread = math.hypot(a["spread"], b["spread"])
+    return metric(a["value"] / b["value"], unit, better, spread=spread,
+                  stable=a["stable"] and b["stable"] and spread <= TARGET_SPREAD)
+
+
+def side_target(paired_with_another: bool) -> float:
+    """The spread to hold one side of a ratio at, so that the ratio of two such sides holds ``TARGET_SPREAD``."""
+    return TARGET_SPREAD / math.sqrt(2) if paired_with_another else TARGET_SPREAD
+
+
+@dataclass
+class Repeated:
+    samples: dict = field(default_factory=dict)      # key -> one sample per round
+    reps: int = 0
+    seconds: float = 0.0
+    stopped: str = ""        # "spread within target" | "time cap" | "max repetitions"
+
+    def summary(self) -> dict:
+        return {"reps": self.reps, "seconds": round(self.seconds, 3), "stopped": self.stopped}
+
+
+def repeat(one_round, *, time_cap: float, target: float = TARGET_SPREAD, min_reps: int = MIN_REPS,
+           max_reps: int = MAX_REPS, clock=time.perf_counter) -> Repeated:
+    """Calls ``one_round()`` (returning ``{key: sample}``) until the spread of every key's samples is at most
+    ``target``: at least ``min_reps`` times, at most until ``time_cap`` seconds have passed or ``max_reps``
+    rounds ran. ``clock``: seconds, injectable for tests."""
+    out = Repeated()
+    start = clock()
+    while True:
+        for key, value in one_round().items():
+            out.samples.setdefault(key, []).append(float(value))
+        out.reps += 1
+        out.seconds = clock() - start
+        if out.reps < min_reps:
+            continue
+        if all(rel_spread(v) <= target for v in out.samples.values()):
+            out.stopped = "spread within target"
+        elif out.reps >= max_reps:
+            out.stopped = "max repetitions"
+        elif out.seconds >= time_cap:
+            out.stopped = "time cap"
+        else:
+            continue
+        return out

@@ -1,0 +1,106 @@
+"""orion.bench.measure: a figure is the median of its repetitions, its spread the relative width of the
+median's exact ~95 % confidence interval (which narrows as repetitions are added); ``repeat`` runs rounds
+until every spread is within target, at least MIN_REPS of them, at most until the time cap - timed here by
+an injected fake clock, so no test waits."""
+
+import math
+
+import numpy as np
+import pytest
+
+from orion.bench.measure import (MIN_REPS, TARGET_SPREAD, figure, median_interval, median_ranks, metric, ratio,
+                                 rel_spread, repeat)
+
+
+def _coverage(n, k):
+    """P(x_(k) <= median <= x_(n+1-k)) (1-based ranks) for a continuous distribution."""
+    return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+
+
+@pytest.mark.parametrize("n", range(MIN_REPS, 80))
+def test_the_interval_is_the_tightest_with_95_percent_coverage(n):
+    lo, hi = median_ranks(n)
+    k = lo + 1
+    assert hi == n - k
+    assert _coverage(n, k) >= 0.95
+    assert _coverage(n, k + 1) < 0.95          # one rank further in would not cover 95 %
+
+
+def test_below_min_reps_the_interval_is_the_full_range():
+    assert MIN_REPS == 6 and _coverage(5, 1) < 0.95 <= _coverage(6, 1)
+    for n in range(1, MIN_REPS + 1):
+        assert median_ranks(n) == (0, n - 1)
+    assert median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0)
+
+
+def test_the_spread_narrows_with_repetitions_and_ignores_a_stall():
+    samples = list(np.random.default_rng(0).normal(1.0, 0.1, 400))
+    assert rel_spread(samples[:10]) > TARGET_SPREAD > rel_spread(samples[:100]) > rel_spread(samples)
+    steady = [10.0, 10.1, 9.9, 10.0, 10.05, 9.95, 10.0, 10.02, 9.98, 40.0]   # one stalled repetition
+    assert rel_spread(steady) < 0.02
+    assert rel_spread([]) == rel_spread([3.0]) == 0.0
+
+
+def test_metric_is_stable_only_with_enough_samples_within_target():
+    assert figure([1.0] * MIN_REPS, "s", "lower")["stable"] is True
+    assert figure([1.0] * (MIN_REPS - 1), "s", "lower")["stable"] is False      # no 95 % interval yet
+    wide = figure([1.0, 2.0] * 10, "s", "lower")
+    assert wide["value"] == 1.5 and wide["spread"] == pytest.approx(1 / 1.5) and wide["stable"] is False
+    assert metric(2.0, "x", "higher", spread=0.05)["stable"] is True            # a given spread, no samples
+
+
+def test_ratio_adds_spreads_in_quadrature_and_inherits_instability():
+    a, b = metric(6.0, "tok/s", "higher", spread=0.06), metric(2.0, "tok/s", "higher", spread=0.08)
+    r = ratio(a, b)
+    assert r["value"] == 3.0 and r["spread"] == pytest.approx(0.10) and r["stable"] is True
+    assert ratio(a, dict(b, stable=False))["stable"] is False
+    assert ratio(a, metric(2.0, "tok/s", "higher", spread=0.09))["stable"] is False   # 10.8 % > target
+
+
+class FakeClock:
+    def __init__(self, per_call):
+        self.t, self.per_call = 0.0, per_call
+
+    def __call__(self):
+        self.t += self.per_call
+        return self.t
+
+
+def _script(values):
+    it = iter(values)
+    return lambda: {"t": next(it)}
+
+
+def test_steady_samples_stop_at_min_reps():
+    rep = repeat(_script([1.0] * 100), time_cap=1e9, clock=FakeClock(0.0))
+    assert rep.reps == MIN_REPS and rep.stopped == "spread within target"
+
+
+def test_noisy_samples_repeat_until_the_spread_is_within_target():
+    values = [0.5, 1.5] * 5 + [1.0] * 100          # ten noisy rounds, then steady ones
+    rep = repeat(_script(values), time_cap=1e9, clock=FakeClock(0.0))
+    s = rep.samples["t"]
+    assert rep.stopped == "spread within target" and rep.reps > 10
+    assert rel_spread(s) <= TARGET_SPREAD
+    assert all(rel_spread(s[:k]) > TARGET_SPREAD for k in range(MIN_REPS, rep.reps))   # not one round later
+
+
+def test_every_key_is_held():
+    it = iter([0.5, 1.5] * 50)
+    rep = repeat(lambda: {"steady": 1.0, "noisy": next(it)}, time_cap=20.0, clock=FakeClock(1.0))
+    assert rep.stopped == "time cap"
+    assert figure(rep.samples["steady"], "s", "lower")["stable"] is True
+    assert figure(rep.samples["noisy"], "s", "lower")["stable"] is False
+
+
+def test_the_time_cap_ends_a_figure_that_never_settles():
+    rep = repeat(_script([0.5, 1.5] * 100), time_cap=10.0, clock=FakeClock(1.0))     # 1 s per round
+    assert rep.stopped == "time cap" and rep.reps == 10 and rep.seconds == pytest.approx(10.0)
+    assert figure(rep.samples["t"], "s", "lower")["stable"] is False
+
+
+def test_min_reps_run_even_past_the_cap_and_max_reps_bounds_it():
+    rep = repeat(_script([0.5, 1.5] * 100), time_cap=1.0, clock=FakeClock(100.0))
+    assert rep.reps == MIN_REPS and rep.stopped == "time cap"
+    rep = repeat(_script([0.5, 1.5] * 100), time_cap=1e9, max_reps=20, clock=FakeClock(0.0))
+    assert rep.reps == 20 and rep.stopped == "max repetitions"
