@@ -2,10 +2,12 @@
 
     PYTHONPATH=python:BUILD python benchmarks/bench_gemm.py [--reps 10] [--rounds 6] [--mode both|wall|cpu]
 
-numpy runs in a subprocess with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed from its environment, so
-OpenBLAS picks its best kernel for this CPU; the kernel name and thread count come from threadpoolctl.
-Ours and numpy alternate in blocks of --reps runs per shape for --rounds rounds (the machine is
-shared and noisy), with a pause before each block so OpenBLAS's spinning threads are asleep. Reported per shape:
+numpy runs in this process (orion.bench.gemm.sample, what `orion bench gemm` runs) with its BLAS threads
+limited to our pool's size through threadpoolctl, each timed sample a block of back-to-back calls of at
+least 20 ms; the kernel name and thread count come from threadpoolctl (an OPENBLAS_CORETYPE the
+environment forces stays in force in-process: the result notes it). Ours and numpy alternate in blocks of
+--reps samples per shape for --rounds rounds (the machine is shared and noisy), with a pause after each
+numpy block so OpenBLAS's spinning threads are asleep. Reported per shape:
 GFLOP/s from the best (minimum) time over all repetitions of all rounds, which is what the kernel can do
 when it gets the cores, and from the median time; both ratios compare numbers from the same run. The
 target (>= 0.8) is judged on the best-time ratio: under contention OpenBLAS's thread hand-off
