@@ -20,12 +20,9 @@ branches only). The run prints one JSON line of counts; it exits 1 on any findin
 
 from __future__ import annotations
 
-import argparse
-import faulthandler
 import json
 import os
 import random
-import resource
 import sys
 import time
 import warnings
@@ -34,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "tests", "fixtures", "models")
 warnings.filterwarnings("ignore", category=SyntaxWarning)      # Python's, on the plain-jinja reference's code
 
+import harness  # noqa: E402 - fuzz/, this script's folder
 from orion.models.tokenizers import template_sandbox as sandbox
 from orion.models.tokenizers.chat import ChatTemplate, ChatTemplateError, _messages
 
@@ -245,46 +243,17 @@ def one_case(rng: random.Random, stats: Stats, hang: float) -> None:
 
 
 def run(seconds: float, seed: int, hang: float, max_cases: int | None = None) -> Stats:
-    rng = random.Random(seed)
     stats = Stats()
-    end = time.monotonic() + seconds
-    while time.monotonic() < end and (max_cases is None or stats.counts["cases"] < max_cases):
-        case_rng = random.Random(rng.getrandbits(64))
-        faulthandler.dump_traceback_later(max(30.0, 10 * hang), exit=True)   # a real hang: traceback, exit
-        one_case(case_rng, stats, hang)
-        faulthandler.cancel_dump_traceback_later()
-    return stats
+    return harness.loop(lambda rng: one_case(rng, stats, hang), stats, seconds, seed, hang, max_cases)
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seconds", type=float, default=60.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-cases", type=int, default=None)
-    p.add_argument("--hang", type=float, default=2.0, help="seconds after which a case counts as a hang")
-    p.add_argument("--memory-gb", type=float, default=4.0, help="address-space cap (MemoryError past it)")
-    p.add_argument("--atheris", action="store_true", help="run under atheris (the other arguments go to it)")
-    args, rest = p.parse_known_args()
-    cap = int(args.memory_gb * (1 << 30))
-    resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    args, rest = harness.parse(__doc__.splitlines()[0])
     if args.atheris:
-        import atheris
         stats = Stats()
-
-        def test_one_input(data: bytes) -> None:
-            one_case(random.Random(data), stats, args.hang)
-            if stats.findings:
-                raise AssertionError(stats.findings[0])
-
-        atheris.Setup([sys.argv[0], *rest], test_one_input)
-        atheris.Fuzz()
-        return 0
-    stats = run(args.seconds, args.seed, args.hang, args.max_cases)
-    for f in stats.findings:
-        print(f, file=sys.stderr)
-    print(json.dumps(stats.counts))
-    bad = sum(stats.counts[k] for k in ("crashes", "hangs", "memory", "divergences"))
-    return 1 if bad else 0
+        return harness.under_atheris(lambda rng: one_case(rng, stats, args.hang), stats, rest)
+    return harness.report(run(args.seconds, args.seed, args.hang, args.max_cases),
+                          ("crashes", "hangs", "memory", "divergences"))
 
 
 if __name__ == "__main__":

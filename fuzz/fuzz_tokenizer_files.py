@@ -21,13 +21,10 @@ encode/decode, the chat prompt, the end-of-turn probe. The run prints one JSON l
 
 from __future__ import annotations
 
-import argparse
 import copy
-import faulthandler
 import json
 import os
 import random
-import resource
 import shutil
 import sys
 import tempfile
@@ -36,6 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "tests", "fixtures", "models")
 
+import harness  # noqa: E402 - fuzz/, this script's folder
 from orion.errors import ModelFormatError
 from orion.models.tokenizers import chat_prompt_ids, end_of_turn_ids, load_tokenizer
 
@@ -255,48 +253,21 @@ def one_case(rng: random.Random, stats: Stats, hang: float, work: str) -> None:
 
 
 def run(seconds: float, seed: int, hang: float, max_cases: int | None = None) -> Stats:
-    rng = random.Random(seed)
     stats = Stats()
-    end = time.monotonic() + seconds
     with tempfile.TemporaryDirectory(prefix="fuzz_tok_") as work:
-        while time.monotonic() < end and (max_cases is None or stats.counts["cases"] < max_cases):
-            faulthandler.dump_traceback_later(max(30.0, 10 * hang), exit=True)
-            one_case(random.Random(rng.getrandbits(64)), stats, hang, work)
-            faulthandler.cancel_dump_traceback_later()
-    return stats
+        return harness.loop(lambda rng: one_case(rng, stats, hang, work), stats, seconds, seed, hang, max_cases)
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seconds", type=float, default=60.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-cases", type=int, default=None)
-    p.add_argument("--hang", type=float, default=2.0, help="seconds after which a case counts as a hang")
-    p.add_argument("--memory-gb", type=float, default=4.0, help="address-space cap (MemoryError past it)")
-    p.add_argument("--atheris", action="store_true", help="run under atheris (the other arguments go to it)")
-    args, rest = p.parse_known_args()
+    args, rest = harness.parse(__doc__.splitlines()[0])
     if not FOLDERS:
         print("no fixtures with tokenizer.json + tokenizer_config.json under tests/fixtures/models", file=sys.stderr)
         return 2
-    resource.setrlimit(resource.RLIMIT_AS, (int(args.memory_gb * (1 << 30)), resource.getrlimit(resource.RLIMIT_AS)[1]))
     if args.atheris:
-        import atheris
-        stats = Stats()
-        work = tempfile.mkdtemp(prefix="fuzz_tok_")
-
-        def test_one_input(data: bytes) -> None:
-            one_case(random.Random(data), stats, args.hang, work)
-            if stats.findings:
-                raise AssertionError(stats.findings[0])
-
-        atheris.Setup([sys.argv[0], *rest], test_one_input)
-        atheris.Fuzz()
-        return 0
-    stats = run(args.seconds, args.seed, args.hang, args.max_cases)
-    for f in stats.findings:
-        print(f, file=sys.stderr)
-    print(json.dumps(stats.counts))
-    return 1 if sum(stats.counts[k] for k in ("crashes", "hangs", "changed", "accepted")) else 0
+        stats, work = Stats(), tempfile.mkdtemp(prefix="fuzz_tok_")
+        return harness.under_atheris(lambda rng: one_case(rng, stats, args.hang, work), stats, rest)
+    return harness.report(run(args.seconds, args.seed, args.hang, args.max_cases),
+                          ("crashes", "hangs", "changed", "accepted"))
 
 
 if __name__ == "__main__":

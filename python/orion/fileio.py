@@ -217,19 +217,12 @@ def read_json(path: str, error: type[Exception], missing: str = "no such file", 
     bound); failures raise ``error`` (an orion error class) as "<path>: <missing>" or
     "<path>: <invalid> (<reason>)"."""
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > max_bytes:
-                raise error(f"{path}: {invalid} ({size} bytes, more than the {max_bytes} a JSON file of this kind "
-                            f"can need)")
-            data = f.read(max_bytes + 1)          # st_size is 0 for pipes and /proc files
-    except FileNotFoundError:
-        raise error(f"{path}: {missing}") from None
-    except IsADirectoryError:
-        raise error(f"{path}: is a folder, expected a JSON file") from None
-    except OSError as e:
-        raise error(f"{path}: cannot read it ({e.strerror or e})") from None
+    with _opened(path, error, missing, "a JSON file") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > max_bytes:
+            raise error(f"{path}: {invalid} ({size} bytes, more than the {max_bytes} a JSON file of this kind "
+                        f"can need)")
+        data = f.read(max_bytes + 1)              # st_size is 0 for pipes and /proc files
     if len(data) > max_bytes:
         raise error(f"{path}: {invalid} (more than the {max_bytes} bytes a JSON file of this kind can need)")
     return parse_json(data, path, error, invalid)
@@ -242,15 +235,26 @@ def iter_jsonl(path: str, error: type[Exception], skip_invalid: bool = False,
     naming the file and line, or is skipped with ``skip_invalid`` (a log whose writer was killed mid-line);
     an over-long or over-deep line always raises: no writer produces one."""
     path = os.fspath(path)
+    with _opened(path, error, "no such file", "a JSON Lines file") as f:
+        yield from _jsonl_records(f, path, error, skip_invalid, max_line_bytes)
+
+
+@contextlib.contextmanager
+def _opened(path: str, error: type[Exception], missing: str, kind: str):
+    """``path`` opened for reading bytes; a missing file, a folder or an unreadable file is ``error``."""
     try:
-        with open(path, "rb") as f:
-            yield from _jsonl_records(f, path, error, skip_invalid, max_line_bytes)
+        f = open(path, "rb")
     except FileNotFoundError:
-        raise error(f"{path}: no such file") from None
+        raise error(f"{path}: {missing}") from None
     except IsADirectoryError:
-        raise error(f"{path}: is a folder, expected a JSON Lines file") from None
+        raise error(f"{path}: is a folder, expected {kind}") from None
     except OSError as e:
         raise error(f"{path}: cannot read it ({e.strerror or e})") from None
+    with f:
+        try:
+            yield f
+        except OSError as e:                      # reading it failed (EIO, a vanished network file, ...)
+            raise error(f"{path}: cannot read it ({e.strerror or e})") from None
 
 
 def _jsonl_records(f, path: str, error: type[Exception], skip_invalid: bool, max_line_bytes: int):

@@ -14,7 +14,8 @@ from orion.cli import main
 from orion.train import checkpoint as ck
 from orion.train.errors import CheckpointError
 
-FAST = ["--preset", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--warmup", "2", "--sample-tokens", "0"]
+FAST = ["--preset", "micro", "--batch", "2", "--no-progress", "--seq-len", "64", "--warmup", "2",
+        "--sample-tokens", "0"]
 
 
 @pytest.fixture(scope="module")

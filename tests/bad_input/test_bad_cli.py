@@ -9,8 +9,8 @@ import os
 import numpy as np
 import pytest
 
+from bad_input_helpers import error_line, run_cli
 from orion.blob import write_blob_file
-from orion.cli import main
 from orion.demo import demo_mil
 
 LLAMA3 = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models", "llama3")
@@ -32,11 +32,6 @@ def files(tmp_path):
     return tmp_path
 
 
-def _run(argv) -> int:
-    try:
-        return main(argv)
-    except SystemExit as e:                     # argparse's own usage errors
-        return e.code
 
 
 # (argv with {d} for the fixture folder, exit status, words the message must contain)
@@ -133,10 +128,8 @@ CASES = [
 @pytest.mark.parametrize("argv,code,needles", CASES, ids=[" ".join(c[0][:1] + c[0][-2:]) for c in CASES])
 def test_bad_command_line(files, capsys, argv, code, needles):
     argv = [a.replace("{d}", str(files)) for a in argv]
-    assert _run(argv) == code
-    err = capsys.readouterr().err
-    line = err.rstrip().splitlines()[-1]
-    assert line.startswith("orion: error: ") and "Traceback" not in err
+    assert run_cli(argv) == code
+    line = error_line(capsys.readouterr().err)
     for word in needles:
         assert word.replace("{d}", str(files)) in line, (word, line)
 
@@ -144,5 +137,5 @@ def test_bad_command_line(files, capsys, argv, code, needles):
 def test_a_refused_train_run_writes_nothing(files, capsys):
     """Output paths are checked before training: nothing is created when --export-hf is a file."""
     before = sorted(os.listdir(files))
-    assert _run(MICRO + ["--ckpt-dir", str(files / "run"), "--export-hf", str(files / "text.txt")]) == 2
+    assert run_cli(MICRO + ["--ckpt-dir", str(files / "run"), "--export-hf", str(files / "text.txt")]) == 2
     assert sorted(os.listdir(files)) == before

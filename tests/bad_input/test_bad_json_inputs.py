@@ -11,15 +11,13 @@ import json
 import pytest
 
 import orion.bench
-from orion.cli import main
+from bad_input_helpers import run_cli, snapshot
 from orion.errors import ModelFormatError
 from orion.fileio import MAX_JSON_DEPTH, iter_jsonl, read_json
 from orion.quant.activations import ActivationScales
 from orion.train.errors import DataError
 
 
-def _snapshot(folder):
-    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}
 
 
 def _nested(depth: int) -> bytes:
@@ -41,11 +39,11 @@ RAW_CASES = [
 def test_read_json_refuses(tmp_path, raw, needles):
     f = tmp_path / "config.json"
     f.write_bytes(raw)
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     with pytest.raises(ModelFormatError) as e:
         read_json(str(f), ModelFormatError)
     assert str(f) in str(e.value) and all(w in str(e.value) for w in needles), str(e.value)
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before
 
 
 def test_read_json_checks_the_size_before_reading(tmp_path, monkeypatch):
@@ -104,11 +102,11 @@ SCALES_CASES = [
 @pytest.mark.parametrize("raw,needles", [c[1:] for c in SCALES_CASES], ids=[c[0] for c in SCALES_CASES])
 def test_activation_scales_file_refused(tmp_path, raw, needles):
     (tmp_path / "activation_scales.json").write_bytes(raw)
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     with pytest.raises(ModelFormatError) as e:
         ActivationScales.load(str(tmp_path))
     assert all(w in str(e.value) for w in needles), str(e.value)
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before
 
 
 def test_activation_scales_good_file_loads(tmp_path):
@@ -118,11 +116,6 @@ def test_activation_scales_good_file_loads(tmp_path):
 
 # --- JSON Lines: the training log orion plot reads -------------------------------------------------
 
-def _run(argv) -> int:
-    try:
-        return main(argv)
-    except SystemExit as e:
-        return e.code
 
 
 GOOD_LINE = b'{"step": 1, "loss": 2.0, "tokens_per_s": 10.0}\n'
@@ -139,13 +132,13 @@ PLOT_CASES = [
 @pytest.mark.parametrize("raw,needles", [c[1:] for c in PLOT_CASES], ids=[c[0] for c in PLOT_CASES])
 def test_orion_plot_refuses_a_bad_log(tmp_path, capsys, raw, needles):
     (tmp_path / "train_log.jsonl").write_bytes(raw)
-    before = _snapshot(tmp_path)
-    assert _run(["plot", str(tmp_path)]) == 1
+    before = snapshot(tmp_path)
+    assert run_cli(["plot", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     line = err.rstrip().splitlines()[-1]
     assert line.startswith("orion: error: ") and "Traceback" not in err
     assert all(w in line for w in needles), line
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before
 
 
 def test_jsonl_names_the_line_and_skips_only_when_asked(tmp_path):
@@ -197,20 +190,20 @@ def test_bad_baseline_fails_before_any_benchmark(tmp_path, capsys, monkeypatch, 
     monkeypatch.setattr(orion.bench, "run", refuse)
     base = tmp_path / "base.json"
     base.write_bytes(raw if isinstance(raw, bytes) else raw.encode())
-    before = _snapshot(tmp_path)
-    assert _run(["bench", "--quick", "--compare", str(base), "--json", str(tmp_path / "out.json")]) == 1
+    before = snapshot(tmp_path)
+    assert run_cli(["bench", "--quick", "--compare", str(base), "--json", str(tmp_path / "out.json")]) == 1
     err = capsys.readouterr().err
     line = err.rstrip().splitlines()[-1]
     assert line.startswith("orion: error: ") and "Traceback" not in err and str(base) in line
     assert all(w in line for w in needles), line
-    assert _snapshot(tmp_path) == before                     # no out.json either
+    assert snapshot(tmp_path) == before                     # no out.json either
 
 
 def test_a_well_formed_baseline_reaches_the_comparison(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(orion.bench, "run", lambda *a, **k: _doc(value=5.0))
     base = tmp_path / "base.json"
     base.write_text(json.dumps(_doc()))
-    assert _run(["bench", "--quick", "--compare", str(base)]) == 3
+    assert run_cli(["bench", "--quick", "--compare", str(base)]) == 3
     assert "regression   decode.tok_s" in capsys.readouterr().out
 
 
