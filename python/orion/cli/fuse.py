@@ -26,7 +26,7 @@ def add_fuse_parser(sub) -> None:
 
 def cmd_fuse(args, out=None) -> int:
     from ..lora.files import read_config
-    from ..lora.runs import fuse, is_lora_run
+    from ..train.lora_runs import fuse, is_lora_run
     from .common import UsageError
     out = out or sys.stdout
     if not os.path.exists(args.adapter):

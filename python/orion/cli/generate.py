@@ -161,7 +161,7 @@ def cmd_generate(args, out=None, err=None) -> int:
     calib = read_text("--calibration", args.calibration) if getattr(args, "calibration", None) else None
     run_adapter = None
     if not getattr(args, "adapter", None):
-        from ..lora.runs import is_lora_run, run_adapter as read_run
+        from ..train.lora_runs import is_lora_run, run_adapter as read_run
         if is_lora_run(args.model):         # an orion train --lora run: its base model + its adapters
             base, run_adapter = read_run(args.model)
             print(f"orion generate: {args.model} is a LoRA run: its base {base} with the adapter of "

@@ -48,11 +48,10 @@ from .config import ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraConfig
 from .errors import AdapterConfigError, AdapterFormatError, AdapterMismatch, AdapterShapeError, LoraError
 from .files import PEFT_PREFIX, load, save
 from .merge import merge, unmerge
-from .runs import fuse, is_lora_run, run_adapter
 from .slots import AdapterSlots, get_adapter, graph_linear, set_adapter, slot_names
 from .targets import canonical_name, linear_shapes, model_config, module_path, resolve_targets
 
-__all__ = ["fuse", "is_lora_run", "run_adapter", "LoraError", "AdapterConfigError", "AdapterMismatch", "AdapterShapeError", "AdapterFormatError",
+__all__ = ["LoraError", "AdapterConfigError", "AdapterMismatch", "AdapterShapeError", "AdapterFormatError",
            "LoraConfig", "Adapter", "init_adapter", "load", "save", "merge", "unmerge", "set_adapter",
            "resolve_targets", "module_path", "AdapterSlots", "graph_linear", "slot_names", "base_fingerprint",
            "ADAPTER_CONFIG", "ADAPTER_WEIGHTS"]

@@ -16,9 +16,10 @@ from .model import PRESETS, init_params, llama_config  # noqa: F401
 from .programs import BudgetExhausted, LayerPrograms  # noqa: F401
 from .run_info import Run  # noqa: F401
 from .api import RunOutcome, run  # noqa: F401
+from .lora_runs import fuse, is_lora_run, run_adapter  # noqa: F401
 from .trainer import TrainConfig, Trainer, TrainResult  # noqa: F401
 
-__all__ = ["run", "RunOutcome", "Run", "TrainError", "DataError", "VocabMismatch", "CheckpointError", "ResumeMismatch", "StrategyUnavailable",
+__all__ = ["run", "RunOutcome", "fuse", "is_lora_run", "run_adapter", "Run", "TrainError", "DataError", "VocabMismatch", "CheckpointError", "ResumeMismatch", "StrategyUnavailable",
            "ModelTooLarge", "check_memory", "estimate_memory",
            "LlamaConfig", "llama_config", "PRESETS", "init_params", "BudgetExhausted", "LayerPrograms",
            "TrainConfig", "Trainer", "TrainResult"]

@@ -1,21 +1,21 @@
 """The adapter of an ``orion train --lora`` run: a LoRA checkpoint holds the adapter tensors and names the
-model it was trained on (its ``--init``), so the run alone is enough to generate with (``orion generate
---model RUN``) or to fuse (``orion fuse --adapter RUN``)."""
+model it was trained on (its ``--model``), so the run alone is enough to generate with (``orion generate
+--model RUN``) or to fuse (``orion fuse --adapter-path RUN``). Runs are training's files, so this lives in
+:mod:`orion.train`, above :mod:`orion.lora`, which training builds on."""
 
 from __future__ import annotations
 
 import os
 
-from .adapter import Adapter
-from .config import LoraConfig
-from .errors import AdapterFormatError
+from ..lora import Adapter, LoraConfig
+from ..lora.errors import AdapterConfigError, AdapterFormatError
 
 __all__ = ["is_lora_run", "run_adapter", "fuse"]
 
 
 def is_lora_run(path) -> bool:
     """Whether ``path`` is an orion train run (or one of its step folders) that trained LoRA adapters."""
-    from ..train import checkpoint as ck
+    from . import checkpoint as ck
     path = os.fspath(path)
     if not ck.is_run(path):
         return False
@@ -24,8 +24,8 @@ def is_lora_run(path) -> bool:
 
 def run_adapter(path) -> tuple[str, Adapter]:
     """(the base model's path, the :class:`Adapter` of the run's latest checkpoint, or of that step folder)."""
-    from ..train import checkpoint as ck
-    from ..train.model import config_from_state
+    from . import checkpoint as ck
+    from .model import config_from_state
     step = ck.resolve(os.fspath(path))
     c = ck.load(step)
     state = c.state
@@ -50,12 +50,11 @@ def fuse(adapter, save_path, model=None) -> tuple[str, Adapter]:
     Returns (the base's path, the adapter); what ``orion fuse`` runs."""
     from ..models.loaders import load_weights
     from ..models.model import resolve_model_path
-    from ..train.checkpoint import _check_writable
-    from ..train.model import write_hf
-    from .errors import AdapterConfigError
-    from .files import load as load_adapter
-    from .files import read_config
-    from .merge import merge
+    from ..lora import load as load_adapter
+    from ..lora import merge
+    from ..lora.files import read_config
+    from .checkpoint import _check_writable
+    from .model import write_hf
     save = os.path.abspath(os.fspath(save_path))
     _check_writable(save)                                   # refused before anything is read
     adapter = os.fspath(adapter)

@@ -1,0 +1,132 @@
+"""The layers of python/orion import downwards only, lazy (function-level) imports included; every exception
+that exists today is listed below with why, so a NEW upward import fails here (remove a line when its
+exception is fixed: the test also fails on a listed exception that no longer occurs).
+
+Layers, lowest first (a module may import its own layer and those below it):
+
+    base      errors, fileio, _html
+    native    _native (the C++ extension) and its wrappers: blob, mil, sim, safetensors, runtime, cost_table,
+              weight_updates
+    ir        the graph IR and its ops
+    quant     compressed weights
+    compiler  passes, codegen, lowered, program, compiler
+    models    models (loading, the model definition, generation), lora (adapters)
+    train     training
+    apps      cli, bench, doctor, demo, and the package's __init__ (which re-exports)
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+import orion
+
+PKG = os.path.dirname(orion.__file__)
+LAYERS = [
+    ("base", {"errors", "fileio", "_html"}),
+    ("native", {"_native", "blob", "mil", "sim", "safetensors", "runtime", "cost_table", "weight_updates"}),
+    ("ir", {"ir"}),
+    ("quant", {"quant"}),
+    ("compiler", {"passes", "codegen", "lowered", "program", "compiler"}),
+    ("models", {"models", "lora"}),
+    ("train", {"train"}),
+    ("apps", {"cli", "bench", "doctor", "demo", "__init__"}),
+]
+LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
+
+# (importer, imported): the upward imports that exist today, each with the move that would remove it.
+KNOWN_UPWARD = {
+    ("orion.ir.display", "orion.compiler"): "a graph's notebook view compiles it for its notes: a display hook",
+    ("orion.ir.graph", "orion.quant"): "Graph.weight(quant=) builds QuantizedTensors: the type belongs in ir",
+    ("orion.ir.ops.quantization", "orion.quant"): "constexpr ops' schemes: the scheme table belongs in ir",
+    ("orion.quant.activations", "orion.models.host_run"): "W8A8 calibration runs the model: calibration "
+                                                          "belongs with the models",
+    ("orion.runtime", "orion.doctor"): "ane_control is a ctypes call into our own extension: a nanobind "
+                                       "function",
+    ("orion.train.programs", "orion.doctor"): "the delta strategy asks for the verdict doctor cached: the "
+                                              "verdict cache belongs in weight_updates",
+    ("orion.models.model", "orion.train.checkpoint"): "a run folder means its latest checkpoint: the "
+                                                      "checkpoint layout belongs below models",
+    ("orion.train.api", "orion.cli.common"): "orion.train.run runs the command's own code path (parser, "
+                                             "checks, _run): that code belongs in train, the CLI thin",
+    ("orion.train.api", "orion.cli.train"): "the same",
+    ("orion.train.api", "orion.cli.train_checks"): "the same",
+}
+
+
+def _module_files() -> dict[str, str]:
+    out = {}
+    for root, _, files in os.walk(PKG):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(root, f)
+                name = "orion." + os.path.relpath(path, PKG)[:-3].replace(os.sep, ".")
+                out[name[:-9] if name.endswith(".__init__") else name] = path
+    out["orion._native"] = "<extension>"
+    return out
+
+
+def _imports(name: str, path: str, modules: dict) -> set[str]:
+    """The orion modules ``name`` imports anywhere in its file (module, class or function level)."""
+    package = name if path.endswith("__init__.py") else name.rsplit(".", 1)[0]
+    found = set()
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in modules:
+                t = t.rsplit(".", 1)[0] if "." in t else ""
+            if t.startswith("orion") and t != name:
+                found.add(t)
+    return found
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def _upward() -> set[tuple[str, str]]:
+    modules = _module_files()
+    out = set()
+    for name, path in modules.items():
+        if path == "<extension>":
+            continue
+        for target in _imports(name, path, modules):
+            if LAYER_OF[_unit(target)] > LAYER_OF[_unit(name)]:
+                out.add((name, target))
+    return out
+
+
+def test_every_module_has_a_layer():
+    assert {_unit(m) for m in _module_files()} <= set(LAYER_OF)
+
+
+def test_no_new_upward_import():
+    new = _upward() - set(KNOWN_UPWARD)
+    assert not new, "upward imports (importer -> imported): " + ", ".join(f"{a} -> {b}" for a, b in sorted(new))
+
+
+def test_every_listed_exception_still_exists():
+    gone = set(KNOWN_UPWARD) - _upward()
+    assert not gone, f"fixed - remove from KNOWN_UPWARD: {sorted(gone)}"
+
+
+def test_the_scan_sees_lazy_imports(tmp_path):
+    src = "def f():\n    from ..train import checkpoint\n    return checkpoint\n"
+    path = tmp_path / "m.py"
+    path.write_text(src)
+    modules = _module_files()
+    assert _imports("orion.models.m", str(path), modules) == {"orion.train.checkpoint"}
