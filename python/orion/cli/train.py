@@ -1,12 +1,13 @@
-"""``orion train``: train a Llama-style model (a preset, or ``--init`` any family orion loads: Llama 2/3,
-SmolLM2, Qwen 2.5/3, Mistral, Gemma 3, Phi-3, llama2.c) with forward and backward passes as device programs.
+"""``orion train``: train a Llama-style model (a fresh ``--preset``, or ``--model`` any family orion loads:
+Llama 2/3, SmolLM2, Qwen 2.5/3, Mistral, Gemma 3, Phi-3, llama2.c) with forward and backward passes as
+device programs; data as text, pretokenized .bin or JSON Lines (:mod:`orion.train.examples`).
 
 With no arguments it trains the small default model (``tiny``) on the story corpus shipped inside the
 package, with a SentencePiece tokenizer trained on the fly, on the default device (the ANE simulator
 when there is no ANE), shows a progress bar (loss, tokens/s, the split of each step) and prints a sample.
 
-``--lora r=8,alpha=16,targets=q,v`` fine-tunes LoRA adapters instead of the model: the base (``--init``: a
-llama2.c .bin, a Hugging Face folder or an ``orion train`` checkpoint folder; default: a fresh model) is
+``--lora r=8,alpha=16,targets=q,v`` fine-tunes LoRA adapters instead of the model: the base (``--model``: a
+llama2.c .bin, a Hugging Face folder or Hub id, or an ``orion train`` run; default: a fresh model) is
 baked into programs compiled once and frozen, checkpoints hold only the adapters, and the result is a
 PEFT adapter folder (``--export-adapter``, default ``<ckpt-dir>/adapter``).
 
@@ -71,7 +72,7 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     d.add_argument("--mask-prompt", action="store_true",
                    help="JSONL data: the loss counts only completions / assistant turns (not the prompts)")
     d.add_argument("--tokenizer", metavar="PATH", help="tokenizer for text data: SentencePiece .model, tokenizer.json, "
-                                                       "llama2.c tokenizer.bin; default: the --init checkpoint's own, "
+                                                       "llama2.c tokenizer.bin; default: the --model checkpoint's own, "
                                                        "else train one on the data (vocab = --vocab)")
     d.add_argument("--seq-len", type=positive_int, default=None,
                    help="tokens per training sequence (default: the preset's context; with --model the model's "
@@ -461,7 +462,7 @@ def _run(args, dist=None, outcome: dict | None = None) -> int:
             params, _ = quantize_model(params, extras["lora_quantize"])
         if extras.get("init") is None and resume is None:
             logging.getLogger("orion").warning(
-                "orion train: LoRA on a freshly initialised base model (no --init); pass --init with a trained "
+                "orion train: LoRA on a freshly initialised base model (no --model); pass --model with a trained "
                 "model (e.g. an orion train checkpoint folder) for a real fine-tune")
     t_setup = time.perf_counter()
     trainer = Trainer(cfg, tc, params, data, tokenizer=tok, resume=resume, extra_state=extras, lora=adapter,

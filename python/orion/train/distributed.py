@@ -245,7 +245,7 @@ class Comm:
             diff = [k for k in mine if other[k] != every[0][k]]
             if diff:
                 raise TrainError(f"MPI rank {p} does not start where rank 0 does ({', '.join(diff)} differ): every "
-                                 f"rank must see the same --init/--resume checkpoint, data and options (on several "
+                                 f"rank must see the same --model/--resume checkpoint, data and options (on several "
                                  f"machines: the same paths, e.g. a shared folder)")
 
     # ---------------------------------------------------------------------------- ending
