@@ -42,7 +42,7 @@ class Profile:
     """What the simulator reproduces.
 
     chip: m1..m5 (chip-specific constraints C24, C28-C32, C35).
-    strictness: "strict" rejects the contested patterns (``conf`` "[X]" in :func:`constraints`);
+    strictness: "strict" rejects the contested patterns (``confidence`` "[X]" in :func:`constraints`);
         "permissive" allows them.
     delta: what the simulated device does with the delta recipes: "hardware" (a reload never picks up
         rewritten weight files, as measured on M4/M5, C07; a delta patch is a charged hidden compile) or
