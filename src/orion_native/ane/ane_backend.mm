@@ -2,7 +2,8 @@
 // itself with the backend registry. Every compile is first validated with the simulator's checks and
 // the caller's profile (a typed CompileError with the constraint ID before the framework is touched,
 // instead of the framework's bare failure), which also give the I/O slots in hardware order, the
-// warnings and the cost estimate; no simulator plan (and so no second copy of the weights) is kept: the device holds the program.
+// warnings and the cost estimate; no simulator plan (and so no second copy of the weights) is kept:
+// the device holds the program.
 // The delta recipes run on the device itself, the same way for orion doctor and for training.
 #include "ane/ane_backend.h"
 
