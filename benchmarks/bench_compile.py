@@ -1,11 +1,11 @@
 """Compile-time benchmark: all forward + backward programs of a 12-layer, 768-wide Llama-style model.
 
-Programs per layer follow training-on-ane.md §2.1 (fwdAttn, fwdFFN, ffnBwd, sdpaBwd1, sdpaBwd2, qkvBwd),
-S = 256, 12 heads, hidden 2048, RoPE, RMSNorm, SwiGLU. Two strategies:
+Programs per layer follow the static training pipeline of maderix/ANE's train_large.m (fwdAttn, fwdFFN,
+ffnBwd, sdpaBwd1, sdpaBwd2, qkvBwd), S = 256, 12 heads, hidden 2048, RoPE, RMSNorm, SwiGLU. Two strategies:
   static  — weights baked (72 programs, every layer's weights and transposes in blob files)
-  dynamic — weights as program inputs (6 programs shared by all layers, §2.2)
+  dynamic — weights as program inputs (6 programs shared by all layers)
 Measured: Graph build + passes + MIL text + MILBlob files, written to a folder per program
-(model.mil + weights/), in Python. Target (issue 3): < 1 s for the whole set.
+(model.mil + weights/), in Python. Target: < 1 s for the whole set.
 
     PYTHONPATH=python:<build> python benchmarks/bench_compile.py [--layers 12] [--keep DIR]
 """

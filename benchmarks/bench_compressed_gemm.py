@@ -1,4 +1,4 @@
-"""Compressed weights in the simulator's 1x1 conv (issue 14 §2): plan bytes and eval time of one linear layer
+"""Compressed weights in the simulator's 1x1 conv: plan bytes and eval time of one linear layer
 held as fp16 vs as int8 (constexpr_affine_dequantize), LUT 4/6-bit (constexpr_lut_to_dense) and blockwise
 int4 (constexpr_blockwise_shift_scale), each decoded per 16-row panel inside the GEMM. Every compressed
 result is checked bit-equal to the fp16 program on the dequantized weight before it is timed.

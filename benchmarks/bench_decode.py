@@ -1,5 +1,5 @@
 """GPT-2 124M-shaped decode and prefill: orion programs on the simulator (or the ANE) vs PyTorch CPU
-fp32 with a KV cache, side by side in one run (issue 5 target: decode >= 2x PyTorch).
+fp32 with a KV cache, side by side in one run (target: decode >= 2x PyTorch).
 
 Random weights (the shapes are what matter). Ours: 13 stage programs per (S, T) set, KV cache as
 program inputs written in place, classifier on the CPU (fp16 weights, orion's native GEMM, the same

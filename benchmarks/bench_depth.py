@@ -1,4 +1,4 @@
-"""Deep-narrow decode: baked per-layer programs vs one shared program for every middle stage (issue 25), on
+"""Deep-narrow decode: baked per-layer programs vs one shared program for every middle stage, on
 the SmolLM2-135M shape (30 layers, d_model 576, 9 query / 3 KV heads, head_dim 64, d_ff 1536, vocab 32,000,
 random weights, fp16; also int8 weights).
 

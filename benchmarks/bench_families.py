@@ -1,5 +1,5 @@
 """Current model families at real sizes: a Qwen3-0.6B-shaped and a Llama-3.2-1B-shaped random model, orion
-on the simulator next to HF transformers (bf16 and fp32, the CPU build of torch) in the same run (issue 10).
+on the simulator next to HF transformers (bf16 and fp32, the CPU build of torch) in the same run.
 
 For each shape a random checkpoint is written once with transformers (bf16 safetensors, as the Hub ships
 them). Then each system runs in its own process, so that peak RSS is its own:

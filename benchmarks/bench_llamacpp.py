@@ -1,4 +1,4 @@
-"""orion vs llama.cpp vs HF transformers on the same GPT-2 124M-shaped weights, in one run (issue 15 targets:
+"""orion vs llama.cpp vs HF transformers on the same GPT-2 124M-shaped weights, in one run (targets:
 single-stream decode >= 1.0x llama.cpp f16 with prefill still ahead; batch of 16 >= 8x one stream, next
 to llama.cpp's batched figure and transformers bf16 with the same batch).
 
@@ -14,7 +14,7 @@ median over rounds.
 - llama.cpp: ``llama-bench -t 2 -p 64 -n 32`` (median of its repetitions) for f16 and q8_0;
   ``llama-batched-bench -npp 64 -ntg 32 -npl 1,16`` (f16; S_TG = aggregate decode tok/s; median of runs).
 - ``--family llama``: a random Llama of the same width and depth (Llama-2 tokenizer.model, 32,000 tokens),
-  which orion also runs with int8 weights (``quantize="int8"``), next to llama.cpp q8_0 (issue 15's int8
+  which orion also runs with int8 weights (``quantize="int8"``), next to llama.cpp q8_0 (int8
   target: >= 1.0x q8_0).
 - transformers bf16 and fp32: ``model.generate`` on the 16 prompts as one batch (and on one prompt), decode tok/s
   = new tokens after the first / (time of 32 new tokens - time of 1 new token).

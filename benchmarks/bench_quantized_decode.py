@@ -1,4 +1,4 @@
-"""Compressed weights at model size (issue 14): a Llama-3.2-1B-shaped random Llama (16 layers, d 2048, d_ff
+"""Compressed weights at model size: a Llama-3.2-1B-shaped random Llama (16 layers, d 2048, d_ff
 8192, GQA 32/8, vocab 128,256, tied; shape of benchmarks/bench_families.py) decoding on the simulator with
 fp16, int8 and lut4 weights, side by side in one run, each in its own process so that peak RSS is its own.
 

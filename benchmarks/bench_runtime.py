@@ -1,4 +1,4 @@
-"""Runtime overheads, side by side in one run (issue 2 targets):
+"""Runtime overheads, side by side in one run, with their targets:
 
 1. per-eval overhead from Python for a tiny program (z = x + y on [1, 256, 1, 64] fp16): target < 30 us;
    numpy's own ``x + y`` on the same arrays is printed beside it for scale;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Everything a user does with a 30-layer model at real width, in ONE process within the device's
-compile budget (issue 25; C05: ~119 compiles per process, enforced by the simulator):
+compile budget (C05: ~119 compiles per process, enforced by the simulator):
 
 a SmolLM2-135M-shaped Llama (30 layers, d_model 576, 9 / 3 heads, d_ff 1536, vocab 32,000, tied embeddings,
 random fp16 weights; the smollm2 fixture's tokenizer and ChatML template) - generate with fp16, int8,

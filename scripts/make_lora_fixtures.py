@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate PEFT LoRA adapters and their reference logits in tests/fixtures/lora/ (issue 10: LoRA on
+"""Generate PEFT LoRA adapters and their reference logits in tests/fixtures/lora/ (LoRA on
 every family, checked against PEFT itself).
 
 Run from the repository root (needs torch, transformers 5.x and peft; no network):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate tests/fixtures/models/massive/: bf16 checkpoints with "massive activations" (issue 26).
+"""Generate tests/fixtures/models/massive/: bf16 checkpoints with "massive activations".
 
 Run from the repository root (needs torch and transformers 5.x; no network):
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate the tiny per-family reference checkpoints in tests/fixtures/models/ (issue 10, point 6).
+"""Generate the tiny per-family reference checkpoints in tests/fixtures/models/.
 
 Run from the repository root (needs torch, transformers 5.x and tokenizers; no network):
 

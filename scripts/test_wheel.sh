@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The wheel a notebook installs, built and checked on Linux (issue 17):
+# The wheel a notebook installs, built and checked on Linux:
 #   1. `pip wheel . --no-deps` builds it (scikit-build-core, in WORK_DIR's own build folder), and the sdist
 #      is built and turned into a wheel too (the sdist must build; both wheels hold the same files);
 #   2. `auditwheel repair` gives it a manylinux tag, then: the listing holds the package, the generated

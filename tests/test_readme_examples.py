@@ -1,4 +1,4 @@
-"""Every Python block in README.md runs as written (issue 13 §4): the examples cannot rot."""
+"""Every Python block in README.md runs as written: the examples cannot rot."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ def demo_mil(dim: int, seq: int, out_dim: int) -> str:
     inv_sqrt_d = float(np.float16(1.0 / np.sqrt(dim)))
     return _HEADER + "\n".join([
         f"    func main<ios18>({x} x) {{",
-        # Scale before squaring so the fp16 sum of squares cannot overflow (mil-dialect.md §5.3 note).
+        # Scale before squaring: the plain fp16 sum of squares overflows once dim * rms^2 > 65504.
         f'        fp16 s = const()[name = string("s"), val = fp16({inv_sqrt_d!r})];',
         f'        {x} xs = mul(x = x, y = s)[name = string("xs")];',
         f'        {x} sq = mul(x = xs, y = xs)[name = string("sq")];',

@@ -1,7 +1,7 @@
 """``orion doctor``: which weight-update strategies really work on this machine.
 
 Weights are baked into a compiled ANE program (C07), so training needs a way to get new weights onto
-the device (training-on-ane.md §1; the four strategies are described in :mod:`orion.weight_updates`).
+the device (the four strategies are described in :mod:`orion.weight_updates`).
 The upstream evidence for the two "delta" recipes is contradictory, so the runtime only uses what this
 machine verified.
 

@@ -1,6 +1,6 @@
 """MIL text: parse to plain Python data and re-print in canonical form.
 
-Both dialects of ``mil-dialect.md`` are accepted: ``program(1.3)`` / ``func main<ios18>`` (or
+Both dialects of MIL text are accepted: ``program(1.3)`` / ``func main<ios18>`` (or
 ``ios17``) with bare scalar types, and the legacy ``program(1.0)`` / ``func main<ios16>`` with rank-0
 ``tensor<fp16, []>`` types. Parsing is syntax only (names, shapes and op signatures are checked by the
 simulator); literals are checked for element count, value type and range. Malformed text raises

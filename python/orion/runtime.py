@@ -242,7 +242,7 @@ class Program:
     def __exit__(self, *exc) -> None:
         self.release()
 
-    # -- weight updates (training-on-ane.md §1; orion.weight_updates) ------------------------
+    # -- weight updates (orion.weight_updates) -----------------------------------------------
     # Each returns a WeightUpdate: what the device did, not whether the outputs changed (that is
     # orion.weight_updates.probe's question, answered by comparing with a fresh compile).
     def recompile(self, weights: Mapping[str, bytes]) -> WeightUpdate:
@@ -250,7 +250,7 @@ class Program:
         return WeightUpdate.from_native("recompile", self._p.recompile(dict(weights)))
 
     def delta_reload(self, weights: Mapping[str, bytes]) -> WeightUpdate:
-        """EXPERIMENTAL (reference W1/W2): rewrite the weight files, unload and load the same program.
+        """EXPERIMENTAL: rewrite the weight files, unload and load the same program.
 
         The backend does it on the device. On hardware it was measured to have no effect (C07); the
         simulator reproduces that (with an AneSimWarning) unless its profile is "paper".
@@ -258,7 +258,7 @@ class Program:
         return WeightUpdate.from_native("delta_reload", self._p.delta_reload(dict(weights)))
 
     def delta_patch(self, weights: Mapping[str, bytes]) -> WeightUpdate:
-        """EXPERIMENTAL (reference W4): new descriptor with the new weights, loaded without an explicit
+        """EXPERIMENTAL: new descriptor with the new weights, loaded without an explicit
         compile. A compile inside the device is charged to the budget (observed on the ANE; assumed by the
         simulator's hardware profile, as the evidence suggests)."""
         return WeightUpdate.from_native("delta_patch", self._p.delta_patch(dict(weights)))

@@ -1,6 +1,6 @@
 """Simulator settings and introspection: chip profile, strictness, constraint and op catalogs, budget.
 
-The simulator reproduces the documented ANE behaviour (``shared/reference/ane-constraints.md``).
+The simulator reproduces the documented ANE behaviour: the constraint catalog of :func:`constraints`.
 Contested and chip-specific rules follow a :class:`Profile`; the default (m4, strict) rejects every
 disputed pattern, so what passes the simulator should run on every reported chip.
 """
@@ -42,9 +42,10 @@ class Profile:
     """What the simulator reproduces.
 
     chip: m1..m5 (chip-specific constraints C24, C28-C32, C35).
-    strictness: "strict" rejects the contested ([X]) patterns; "permissive" allows them.
+    strictness: "strict" rejects the contested patterns (``confidence`` "[X]" in :func:`constraints`);
+        "permissive" allows them.
     delta: what the simulated device does with the delta recipes: "hardware" (a reload never picks up
-        rewritten weight files, as measured on M4/M5, C07; a W4 patch is a charged hidden compile) or
+        rewritten weight files, as measured on M4/M5, C07; a delta patch is a charged hidden compile) or
         "paper" (the reload does and the patch is free, as the Orion paper claims). A simulator setting:
         on the ANE backend the recipes run on the device, whatever the profile says.
     min_surface_bytes: smallest surface the hardware evaluates (C04).

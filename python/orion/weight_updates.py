@@ -1,12 +1,13 @@
 """Weight updates: one interface to the four strategies, one probe that decides whether one works here.
 
 Weights are baked into a compiled ANE program (C07), so training needs a way to get new weights onto
-the device (training-on-ane.md §1):
+the device:
 
 * ``dynamic``      weights are program inputs, written into their surfaces (``Program.stage``)
 * ``recompile``    a new program from the new weight bytes (charges the compile budget, C05)
-* ``delta_reload`` rewrite the weight files, unload and load the same model (reference W1/W2)
-* ``delta_patch``  a new descriptor with the new weights, loaded without an explicit compile (W4)
+* ``delta_reload`` rewrite the weight files, unload and load the same model (no effect on M4/M5, C07)
+* ``delta_patch``  a new descriptor with the new weights, loaded without an explicit compile (probably a
+                   compile inside the device; what is known: docs/ane-framework.md)
 
 :func:`apply` performs one update through the backend and returns a :class:`WeightUpdate`: what the
 device did (compiles, loads, compile budget used), never a claim about the outputs. Only :func:`probe`

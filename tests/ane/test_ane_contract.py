@@ -397,7 +397,7 @@ def test_delta_reload_reloads_the_same_model_and_the_daemon_keeps_the_baked_weig
 
 
 def test_delta_patch_is_an_observed_hidden_compile(fake, ane_stats):
-    # No side channel: Program.delta_patch is always the W4 recipe on the device, with the program's own
+    # No side channel: Program.delta_patch is always the patch recipe on the device, with the program's own
     # model as the donor; the hidden compile it causes is observed, reported and charged.
     wa, wb = rand((128, 64, 1, 1), 29, 0.1), rand((128, 64, 1, 1), 30, 0.1)
     x = rand((1, 64, 1, 256), 31)

@@ -158,7 +158,7 @@ def test_cleanup_no_temp_folders_left(device):
 
 
 def test_client_route_probe(device):
-    """The direct _ANEClient route is experimental and unverified (it failed on an M4 Max, reference §11):
+    """The direct _ANEClient route is experimental and unverified (it failed on an M4 Max):
     report what it does here. A failure is an xfail whose reason is the exact call, its arguments' shapes
     and the NSError (shown with ``-rx``)."""
     routes = doctor.ane_control("info")["routes"]

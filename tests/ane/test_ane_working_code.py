@@ -1,5 +1,5 @@
-"""Issue 18: on the default path the ANE backend does only what code known to run on M4/M5 does, and
-every extra check warns instead of refusing (reference ane-private-api.md §11). Each test pins one
+"""On the default path the ANE backend does only what code known to run on M4/M5 does, and every extra
+check warns instead of refusing (docs/ane-framework.md). Each test pins one
 point down through the Linux fake framework (tests/ane_fake), which is switched into the behaviour a
 real Mac might show: identifiers of another shape, device-info getters that raise or answer odd types,
 unloads that answer NO; and which checks that CPU access to IOSurfaces happens under a lock, that
@@ -203,7 +203,7 @@ def test_the_client_route_is_reported_unverified(fake, capsys):
 def test_weight_entries_are_the_working_code_literal(fake):
     blob = weight_blob(rand((128, 64, 1, 1), 10, 0.1))
     with orion.compile_mil(linear_program(), {KEY: blob}, device="ane"):
-        # Keys in enumeration order: the framework takes the first value, which must be the blob (§4).
+        # Keys in enumeration order: the framework takes the first value, which must be the blob.
         assert fake.report()["last_weight_entry"] == f"data:NSData {len(blob)} B, offset:NSNumber 0"
 
 

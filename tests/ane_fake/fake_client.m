@@ -117,7 +117,7 @@ static void check_folder(_ANEModel* m, const char* sel) {
   m->compiled = nil;
   m->loaded = NO;
   g_fake.unloads++;
-  if (g_fake.unload_no) {  // did its work, answers NO (the reference implementation ignores the answer)
+  if (g_fake.unload_no) {  // did its work, answers NO (working code ignores the answer)
     if (error) *error = fake_error(@"com.apple.appleneuralengine", 5, @"fake: unloadModel reported a failure");
     return NO;
   }

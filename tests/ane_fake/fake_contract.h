@@ -14,7 +14,7 @@ void fake_violation(BOOL raise, NSString* format, ...);
 typedef struct {
   long descriptors, models_created, models_alive, compiles, hidden_compiles, loads, unloads, evals,
       requests_created, surface_objects, budget;
-  // Behaviours a test can switch on (ane_fake_set; issue 18): identifiers of another shape (1: lower-case
+  // What a real Mac might do that working code copes with (ane_fake_set): identifiers of another shape (1: lower-case
   // hex with '-' separators, 2: an unsafe "../..." name), unloads that do their work but answer NO.
   long id_style, unload_no;
 } FakeCounters;

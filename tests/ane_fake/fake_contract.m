@@ -244,9 +244,9 @@ void ane_fake_set_budget(long budget) {
   g_fake.budget = budget;
 }
 
-// Switches a behaviour of issue 18 on or off: "id_style" (0 upstream, 1 another safe shape, 2 unsafe),
-// "unload_no" (unloads answer NO with an NSError after doing their work). Returns 0, or -1 for an
-// unknown name.
+// Switches on or off a behaviour a real Mac might show (tests/ane/test_ane_working_code.py): "id_style"
+// (0 upstream, 1 another safe shape, 2 unsafe), "unload_no" (unloads answer NO with an NSError after
+// doing their work). Returns 0, or -1 for an unknown name.
 int ane_fake_set(const char* name, long value) {
   fake_init();
   if (!strcmp(name, "id_style")) g_fake.id_style = value;

@@ -1,4 +1,4 @@
-// Fake _ANEInMemoryModelDescriptor / _ANEInMemoryModel: the behaviour of ane-private-api.md §2.1/§2.2/§3
+// Fake _ANEInMemoryModelDescriptor / _ANEInMemoryModel: the behaviour of docs/ane-framework.md
 // (identifier = hashes of MIL, weights and options; files saved once per model object; load reuses the
 // daemon's program for a known identifier, else compiles implicitly; unload deletes the folder), plus
 // the contract checks of every call.
@@ -129,7 +129,7 @@ static NSString* hex(NSData* d) {
 }
 
 // C44: the caller writes model.mil and every weight file before compiling; and weights/ exists even
-// without weights, as working code always creates it (reference §11).
+// without weights, as working code always creates it.
 - (void)checkFolder:(const char*)sel {
   NSString* dir = fake_folder(identifier);
   BOOL isdir = NO;
@@ -150,7 +150,7 @@ static NSString* hex(NSData* d) {
   }
 }
 
-// Framework save step (§3 step 5), once per model object: net.plist = MIL text, each entry's first
+// Framework save step on the first compile, once per model object: net.plist = MIL text, each entry's first
 // value under its first key.
 - (void)saveFiles {
   if (saved) return;
@@ -219,7 +219,7 @@ static NSString* hex(NSData* d) {
   loaded = NO;
   state = 1;
   g_fake.unloads++;
-  if (g_fake.unload_no) {  // did its work, answers NO (the reference implementation ignores the answer)
+  if (g_fake.unload_no) {  // did its work, answers NO (working code ignores the answer)
     if (error) *error = fake_error(@"com.apple.appleneuralengine", 5, @"fake: unloadWithQoS reported a failure");
     return NO;
   }

@@ -1,7 +1,7 @@
 // Fake _ANERequest (with the -validate limits of C42), _ANEIOSurfaceObject (retains its surface) and
 // _ANEDeviceInfo (an ANE of the generation named by ORION_ANE_FAKE_CHIP; ORION_ANE_FAKE_NO_ANE=1 makes
 // +hasANE answer NO, to test the "no Neural Engine" path; ORION_ANE_FAKE_DEVICE_INFO=odd makes the
-// optional getters misbehave (issue 18): +hasANE missing, +aneSubType raising, +aneArchitectureType
+// optional getters misbehave, as a real Mac might: +hasANE missing, +aneSubType raising, +aneArchitectureType
 // answering an NSNumber, +numANECores declaring a double return type).
 #import "fake_contract.h"
 

@@ -2,7 +2,7 @@
 // Objective-C because the properties argument is an NSDictionary and a surface is reference counted
 // like a CF object (CFRetain/CFRelease). Released surfaces become zombies: their memory is freed, and
 // any later use is a loud contract violation instead of silent memory corruption.
-// CPU access under lock (reference §5/§11): IOSurfaceGetBaseAddress needs a lock held, and the bytes
+// CPU access under lock (as working code does): IOSurfaceGetBaseAddress needs a lock held, and the bytes
 // are fingerprinted whenever the last lock is released; the next IOSurfaceLock finds them changed
 // only if the CPU wrote without a lock (the fake device reports its own writes, and reads/writes
 // through orion_iosurface_device_base, which needs the surface unlocked).
@@ -101,7 +101,8 @@ IOSurfaceRef IOSurfaceCreate(CFDictionaryRef properties) {
   long long w = number(d, kIOSurfaceWidth, &ok), h = number(d, kIOSurfaceHeight, &ok);
   long long bpe = number(d, kIOSurfaceBytesPerElement, &ok), bpr = number(d, kIOSurfaceBytesPerRow, &ok);
   long long alloc = number(d, kIOSurfaceAllocSize, &ok), fmt = number(d, kIOSurfacePixelFormat, &ok);
-  // Reference §5: a flat byte buffer, width = bytes-per-row = alloc size, height 1, 1 byte/element, format 0.
+  // The properties working code uses: a flat byte buffer, width = bytes-per-row = alloc size, height 1,
+  // 1 byte/element, format 0.
   if (!ok || h != 1 || bpe != 1 || bpr != w || alloc != w || fmt != 0 || w <= 0) {
     char m[256];
     snprintf(m, sizeof m, "IOSurfaceCreate properties differ from the reference's flat buffer: width %lld height %lld "

@@ -1,5 +1,5 @@
 """Malformed PEFT adapter folders: typed Adapter*Errors (orion.OrionError) naming the file and the key or
-tensor (issue 12 §5, §7). Unsupported PEFT features and fused-module files are in
+tensor. Unsupported PEFT features and fused-module files are in
 tests/lora/test_lora_files.py, config spec strings in test_lora_adapters.py."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_bad_adapter(tmp_path, good, name, spec, exc, needle):
     assert needle in str(e.value) and str(d) in str(e.value)
 
 
-# adapter_config.json values of the wrong type (issue 28 class 8): each a typed AdapterConfigError naming the
+# adapter_config.json values of the wrong type: each a typed AdapterConfigError naming the
 # file, the key and the pattern entry, before any tensor is read; nothing in the folder changes.
 # (key, value, words of the message)
 TYPE_CASES = [

@@ -52,7 +52,7 @@ def test_random_blob_file_refuses_what_the_writer_cannot_store():
         random_blob_file("@model_path/w.bin", {64: ("uint64", (2,))}, np.random.default_rng(0))
 
 
-# --- orion.blob.read_blob's own arguments (issue 28 class 8): typed before native code sees them --------
+# --- orion.blob.read_blob's own arguments: typed before native code sees them ---------------------------
 
 def _blob_file():
     from orion.blob import write_blob_file

@@ -1,4 +1,4 @@
-"""Hostile chat templates in a model folder (issue 28, class 2): a template is a stranger's program. Each
+"""Hostile chat templates in a model folder: a template is a stranger's program. Each
 one below would loop for minutes, build a gigabyte prompt, recurse until RecursionError or fail outside
 jinja's own errors without the limits of orion.models.tokenizers.template_sandbox; each must end within
 2 s in a ChatTemplateError naming tokenizer_config.json and the limit, leaving the folder as it was."""

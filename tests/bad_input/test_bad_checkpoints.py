@@ -1,6 +1,5 @@
 """Damaged ``orion train`` run folders: ``checkpoint.load`` and ``orion train --resume`` end in a
-CheckpointError naming the folder and the file, never a KeyError/TypeError from a half-read state
-(issue 12 §6)."""
+CheckpointError naming the folder and the file, never a KeyError/TypeError from a half-read state."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bad command lines for every ``orion`` command (issue 12 §7): each ends in ``orion: error: <message>`` on
+"""Bad command lines for every ``orion`` command: each ends in ``orion: error: <message>`` on
 stderr naming the problem, exit 2 for a bad flag (refused before any work) or 1 for a bad file, never a
 traceback, a silent default or a run that starts anyway."""
 

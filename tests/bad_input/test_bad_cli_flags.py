@@ -1,4 +1,4 @@
-"""Bad flags of ``orion generate`` / ``bench`` / ``info`` / ``plot`` (issue 28 class 5): refused before any
+"""Bad flags of ``orion generate`` / ``bench`` / ``info`` / ``plot``: refused before any
 model is loaded or any benchmark runs — a value out of the library's range (``--batch`` above the decode
 columns, ``--draft-k`` above MAX_DRAFT) or a combination that would be ignored exits 2 at argument-parse
 time; a file a flag names that cannot be used (binary --prompts-file, adapter config) exits 1. Each case:

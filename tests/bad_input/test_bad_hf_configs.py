@@ -1,5 +1,5 @@
 """HF config.json values of the wrong type that test_family_configs.py does not try: a ModelFormatError
-naming config.json and the key (issue 12 §5)."""
+naming config.json and the key."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_config_that_is_not_an_object():
 @pytest.mark.parametrize("layers", [10 ** 9, 10 ** 7, 3, 1])
 def test_a_layer_count_the_weights_do_not_have_is_refused_at_once(layers, tmp_path):
     """Sizes come from the file only after the file agrees: num_hidden_layers 10^9 in a config.json used to
-    build per-layer tables for minutes (or run out of memory) before any tensor was compared (issue 28)."""
+    build per-layer tables for minutes (or run out of memory) before any tensor was compared."""
     import shutil
     import time
     from orion.models.loaders import read_checkpoint
@@ -77,7 +77,7 @@ def test_a_layer_count_the_weights_do_not_have_is_refused_at_once(layers, tmp_pa
 
 def test_bad_engine_options_of_the_depth_and_fp16_work_are_typed_errors(tmp_path, capsys):
     """layers=, probe_ids= and `orion info --model M --quantize Q` refuse bad values with typed errors before
-    any work (issue 25/26 options)."""
+    any work."""
     from orion.cli import main
     from orion.errors import InputError
     from orion.models import load

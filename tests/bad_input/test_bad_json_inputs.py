@@ -1,8 +1,8 @@
-"""JSON and JSON Lines from users' files through the one bounded reader of orion.fileio (issue 28 class 4):
+"""JSON and JSON Lines from users' files through the one bounded reader of orion.fileio:
 a size cap before reading, a nesting cap before parsing (Python's parser would hit RecursionError), an
 undecodable byte named by its offset, a JSONL error named by file and line — every one a typed error,
 never a bare RecursionError/ValueError/OverflowError, and nothing on disk changed. The bench baseline
-(class 5) is checked whole before any benchmark runs."""
+(``orion bench --compare``) is checked whole before any benchmark runs."""
 
 from __future__ import annotations
 
@@ -207,7 +207,7 @@ def test_a_well_formed_baseline_reaches_the_comparison(tmp_path, capsys, monkeyp
     assert "regression   decode.tok_s" in capsys.readouterr().out
 
 
-# ---- the readers of orion's own files, which a user can still hand in corrupt (issue 28 class 4) ---------
+# ---- the readers of orion's own files, which a user can still hand in corrupt ---------------------------
 
 DEEP = b"[" * 50000 + b"]" * 50000
 

@@ -1,4 +1,4 @@
-"""MPI launcher environments that do not describe this process (issue 28, class 6): malformed launcher
+"""MPI launcher environments that do not describe this process: malformed launcher
 variables (PMI_*, OMPI_COMM_WORLD_*, MV2_COMM_WORLD_*), two launchers' variables that disagree, and an MPI
 world that is not the one they describe (``PMI_RANK=0 PMI_SIZE=2 orion train`` without mpiexec: mpi4py
 starts a 1-rank world) end in a LaunchError naming the variables, before any work: exit 1, one line on

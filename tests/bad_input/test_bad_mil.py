@@ -1,5 +1,5 @@
 """Bad MIL programs and weight dictionaries given to ``orion.compile_mil``: each a typed error whose message
-names the problem (issue 12). The parser's own token-level cases live in tests/native/test_mil_parser.py and
+names the problem. The parser's own token-level cases live in tests/native/test_mil_parser.py and
 the simulator's constraints in tests/sim/test_constraints.py; these are whole programs as a user writes them."""
 
 from __future__ import annotations

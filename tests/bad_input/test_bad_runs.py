@@ -1,6 +1,6 @@
-"""Runs that must stay self-contained, and messages that must not mislead (issue 28, classes 7 and 9).
+"""Runs that must stay self-contained, and messages that must not mislead.
 
-Class 7: a run started with ``--init`` keeps its own copy of the tokenizer files from its first save; every
+Self-contained: a run started with ``--init`` keeps its own copy of the tokenizer files from its first save; every
 later save, every resume and every export takes them from the run, never from the --init folder again. So
 after that folder is deleted, or its tokenizer replaced by another model's (one that loads with the model's
 vocabulary: silently wrong text; one that does not: unloadable), the run still resumes, its checkpoints
@@ -8,7 +8,7 @@ still carry the original tokenizer, and they load in ``orion.load`` / ``orion ge
 refuses a ``--tokenizer`` other than its own, and a changed tokenizer file in the run is a CheckpointError.
 Every refusal leaves the files on disk as they were.
 
-Class 9: a Hub id with a non-ASCII character is "not a valid Hub id" (never blamed on the cache); an
+Not misleading: a Hub id with a non-ASCII character is "not a valid Hub id" (never blamed on the cache); an
 activation scale fp16 cannot hold says so and gives the nearest valid value; an unknown or wrongly typed key
 of a checkpoint's ``state.json`` model section is a CheckpointError naming the file and the key (never
 LlamaConfig's TypeError); loader errors name tensors as the checkpoint does (``lm_head.weight``,
@@ -58,7 +58,7 @@ def _one_line_error(capsys, *phrases) -> str:
     return err
 
 
-# ==================================================================================== class 7: the run's tokenizer
+# ============================================================================= self-contained: the run's tokenizer
 def _train(*args) -> int:
     return main(["train", "--batch", "1", "--seq-len", "32", "--sample-tokens", "0", "--no-progress",
                  "--eval-interval", "0", *args])
@@ -143,7 +143,7 @@ def test_a_changed_tokenizer_file_in_the_run_is_a_checkpoint_error(init_run, cap
     assert _tree(d) == before
 
 
-# ==================================================================================== class 9: Hub ids
+# ============================================================================= not misleading: Hub ids
 @pytest.fixture()
 def offline_cache(tmp_path, monkeypatch):
     cache = tmp_path / "hub"
@@ -180,7 +180,7 @@ def test_orion_generate_with_a_non_ascii_hub_id(offline_cache, capsys):
     assert _tree(offline_cache) == {}
 
 
-# ==================================================================================== class 9: fp16 scales
+# ============================================================================= not misleading: fp16 scales
 SCALES = [
     (0.1, ["exactly representable in fp16", "0.1 is not", "the nearest fp16 value is 0.0999755859375", "0.125"]),
     (1e6, ["exactly representable in fp16", "the largest fp16 value is 65504"]),
@@ -211,7 +211,7 @@ def test_a_scales_file_with_0_1_names_the_file_and_the_nearest_value(tmp_path):
     assert _tree(tmp_path) == before
 
 
-# ==================================================================================== class 9: state.json keys
+# ============================================================================= not misleading: state.json keys
 @pytest.fixture(scope="module")
 def micro_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("micro") / "run"
@@ -261,7 +261,7 @@ def test_a_bad_model_key_in_state_json_is_named(micro_run, tmp_path, capsys, edi
     assert _tree(tmp_path) == before
 
 
-# ==================================================================================== class 9: tensor names
+# ============================================================================= not misleading: tensor names
 def _hf_copy(tmp_path, family: str, edit) -> Path:
     d = tmp_path / family
     shutil.copytree(FIXTURES / family, d)

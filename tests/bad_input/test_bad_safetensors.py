@@ -1,5 +1,5 @@
 """Malformed safetensors files: a ModelFormatError naming the file and what is wrong, never a bare
-ValueError/TypeError/RecursionError or a tensor read from the wrong bytes (issue 12 §5). The shape overflow
+ValueError/TypeError/RecursionError or a tensor read from the wrong bytes. The shape overflow
 and the __metadata__ types are in tests/models/test_bad_model_files.py."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Wrong-typed and oversized tokenizer_config.json / special_tokens_map.json keys (issue 28, class 3):
+"""Wrong-typed and oversized tokenizer_config.json / special_tokens_map.json keys:
 every key orion reads is typed as transformers types it, so a wrong type is a ModelFormatError naming the
 file, the key and the expected type (never a bare TypeError, never "abc" read as the special tokens a, b
 and c, never "false" read as true), and sizes are bounded before any work. The folder is left as it was."""

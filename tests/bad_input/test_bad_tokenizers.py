@@ -1,5 +1,5 @@
-"""Malformed tokenizer.json / tokenizer_config.json beside a model: a ModelFormatError naming the file
-(issue 12 §5). Truncated llama2.c tokenizer.bin, non-protobuf tokenizer.model and bad vocab.json are in
+"""Malformed tokenizer.json / tokenizer_config.json beside a model: a ModelFormatError naming the file.
+Truncated llama2.c tokenizer.bin, non-protobuf tokenizer.model and bad vocab.json are in
 tests/models/test_tokenizers.py; `{"model": 3}`, a bad added_tokens_decoder in test_hf_tokenizer.py."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A short fixed-seed run of the two tokenizer-input fuzzers (fuzz/fuzz_chat_template.py and
-fuzz/fuzz_tokenizer_files.py, issue 28): a few seconds each, no crash, hang, memory blow-up, divergence
+fuzz/fuzz_tokenizer_files.py): a few seconds each, no crash, hang, memory blow-up, divergence
 from jinja, changed file or wrong type accepted. Longer runs: the scripts' --seconds / --seed."""
 
 from __future__ import annotations

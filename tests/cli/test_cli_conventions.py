@@ -1,4 +1,4 @@
-"""The ``orion`` command's conventions (issue 13 §5): help text and shown defaults on every flag, -v before
+"""The ``orion`` command's conventions: help text and shown defaults on every flag, -v before
 and after the subcommand, one error style (``orion: error: <message>``, exit 2 for bad flags, 1 for orion
 errors, a traceback only with -v), mlx-lm's flag names, and generate's statistics line."""
 

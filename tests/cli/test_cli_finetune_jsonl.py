@@ -1,4 +1,4 @@
-"""Fine-tuning as a researcher would (issue 27): chat-format train/valid/test.jsonl, `orion train --init FIXTURE
+"""Fine-tuning as a researcher would: chat-format train/valid/test.jsonl, `orion train --init FIXTURE
 --lora --mask-prompt --test`, then `orion generate --model RUN` (base + the run's adapter), `orion fuse` into an
 HF folder that orion and transformers load with the same logits."""
 

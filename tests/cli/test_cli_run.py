@@ -1,5 +1,5 @@
-"""``orion run``: only the weight files the program names are read (issue 12 §10); missing ones are
-listed or filled with seeded random MILBlob data (issue 13 §3); outputs print as a table."""
+"""``orion run``: only the weight files the program names are read; missing ones are
+listed or filled with seeded random MILBlob data; outputs print as a table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One graph per ANE constraint (ane-constraints.md) that applies to MIL: it either shows the automatic
+"""One graph per ANE constraint (orion.sim.constraints()) that applies to MIL: it either shows the automatic
 fix (and the fixed program runs on the strict simulator) or the CompileError carrying the constraint ID."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""dynamic_weights: weights become program inputs; 1x1 convs lower to the training-on-ane.md §2.2
-matmul idiom; optional packing; set_weights updates them without a compile."""
+"""dynamic_weights: weights become program inputs; 1x1 convs lower to the
+matmul idiom of passes/dynamic_weights.py; optional packing; set_weights updates them without a compile."""
 
 from __future__ import annotations
 

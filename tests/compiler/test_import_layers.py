@@ -1,4 +1,4 @@
-"""The layers import downwards only (issue 11 §3): the program layer (program.py, lowered.py, runtime.py)
+"""The layers import downwards only: the program layer (program.py, lowered.py, runtime.py)
 never imports the compiler; orion.compile hands itself to the programs it makes for recompiles."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """orion doctor on the simulator: the probes, the hardware-faithful verdicts, the cache and the rule
-that picks the weight-update strategies (training-on-ane.md §1)."""
+that picks the weight-update strategies (orion.weight_updates)."""
 
 import argparse
 import json
@@ -37,9 +37,9 @@ def test_simulator_reports_the_hardware_faithful_verdicts(sim_verdict):
     r = sim_verdict["results"]
     assert r["dynamic"]["verdict"] == "works" and r["dynamic"]["budget_used"] == 0
     assert r["recompile"]["verdict"] == "works" and r["recompile"]["budget_used"] == 1
-    # W1/W2: the reload finds the identifier's compiled program (C07).
+    # delta_reload: the reload finds the identifier's compiled program (C07).
     assert r["delta_reload"]["verdict"] == "no effect" and not r["delta_reload"]["matches_fresh"]
-    # W4: equal to a fresh compile because it is one (a hidden compile, charged).
+    # delta_patch: equal to a fresh compile because it is one (a hidden compile, charged).
     assert r["delta_patch"]["verdict"] == "works" and r["delta_patch"]["budget_used"] == 1
     assert not r["delta_patch"]["budget_free"]
     assert sim_verdict["allowed"] == ["dynamic", "recompile"]

@@ -1,5 +1,6 @@
-"""Independent checkpoint writers for the loader tests (byte layouts straight from
-reference/model-formats.md §1.2, §3.2, §3.3; no orion loader code)."""
+"""Independent checkpoint writers for the loader tests (byte layouts as the formats'
+own writers produce them: HF GPT-2 and Llama tensor names and shapes, llama2.c export.py headers; no orion
+loader code)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Malformed checkpoint files end in a ModelFormatError that names the file and the problem — never a
-bare ValueError/TypeError/RecursionError or a huge allocation (issue 12 §5)."""
+bare ValueError/TypeError/RecursionError or a huge allocation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real models at their real depth within the ANE's compile budget (issue 25, C05: ~119 compiles per
+"""Real models at their real depth within the ANE's compile budget (C05: ~119 compiles per
 process, which the simulator enforces).
 
 36-layer copies of every family fixture (tests/models/deep_models.py) do everything a user does, in ONE

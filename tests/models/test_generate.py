@@ -184,7 +184,7 @@ def test_kv_cache_is_sized_for_the_call_not_for_n_ctx():
 
 
 def test_one_model_shared_by_threads_gives_each_the_answer_it_would_get_alone():
-    """Issue 12 §3: a Model used from two threads serialises its generations (each owns the KV cache
+    """A Model used from two threads serialises its generations (each owns the KV cache
     for its duration); a second generation inside an unfinished stream of the same thread is refused."""
     import threading
     cfg = tiny_llama()

@@ -331,7 +331,7 @@ def test_prompt_and_token_errors():
 
 
 def test_weight_cache_is_capped_pruned_and_can_be_turned_off(tmp_path, monkeypatch):
-    """Issue 12 §8: temp files of killed writes are pruned, the cache stays under ORION_CACHE_MAX_GB
+    """Temp files of killed writes are pruned, the cache stays under ORION_CACHE_MAX_GB
     (least recently used entries go first), ORION_CACHE_MAX_GB=0 and use_cache=False write nothing, and
     files are created with the user's umask, not mkstemp's 0600."""
     import time

@@ -1,4 +1,4 @@
-"""bf16 checkpoints with "massive activations" run without NaN (issue 26).
+"""bf16 checkpoints with "massive activations" run without NaN.
 
 The fixtures (tests/fixtures/models/massive, made by scripts/make_massive_fixtures.py with transformers)
 are the family fixtures saved in bf16 with ONE projection of layer 0 - the attention output or the MLP

@@ -1,4 +1,4 @@
-"""A SentencePiece BPE model written as tokenizer.json (issue 13 §1) encodes and decodes through the
+"""A SentencePiece BPE model written as tokenizer.json encodes and decodes through the
 `tokenizers` library exactly as `sentencepiece` does: every document of the bundled corpus, whitespace edge
 cases (leading, repeated, trailing spaces, newlines, tabs, a literal "▁"), digits, accents and emoji
 (unknown: one fused <unk>; byte fallback: bytes) and random strings, for the model `orion train` trains and
@@ -97,7 +97,7 @@ def test_post_processor_adds_bos_and_specials_are_added_tokens(model):
 
 
 def test_orion_model_ids(docs):
-    """The documented example: what transformers' own conversion gives (issue 13) and sentencepiece."""
+    """The documented example: what transformers' own conversion gives and sentencepiece."""
     mb = D.train_sentencepiece(docs, 512).model_bytes
     tk = Tokenizer.from_str(spm_tokenizer_json(mb))
     assert tk.encode("Once upon a time").ids == [1, 310, 312, 4, 311]

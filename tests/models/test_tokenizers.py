@@ -1,6 +1,6 @@
 """Tokenizers against the real files in shared/data.
 
-GPT-2 BPE: golden ids (model-formats.md §1.3), tiktoken built from the same vocab/merges files (when
+GPT-2 BPE: golden ids (HF transformers' encodings), tiktoken built from the same vocab/merges files (when
 importable) and an independent straightforward implementation of OpenAI's encoder.py with the `regex`
 package (when importable), on a varied corpus (unicode, whitespace runs, contractions, emoji, numbers)
 plus thousands of random strings. llama2.c tokenizer.bin vs SentencePiece on the same vocabulary."""

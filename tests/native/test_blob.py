@@ -1,5 +1,5 @@
-"""MILBlob storage format v2: writer bytes, reader validation (weight-blob-format.md §1, §4), and
-coremltools 9.0 as an independent oracle (§5)."""
+"""MILBlob storage format v2 (layout: src/orion_native/blob/blob.h): writer bytes, reader validation, and
+coremltools 9.0 as an independent oracle (its Linux wheel ships the MILBlob reader and writer)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ SENTINEL = 0xDEADBEEF
 U64_MAX = 2**64 - 1
 NUMPY_CODES = {np.float16: 1, np.float32: 2, np.uint8: 3, np.int8: 4, np.int16: 6, np.uint16: 7,
                np.int32: 14, np.uint32: 15}
-# BlobDataType code -> bits per element (§1.3).
+# BlobDataType code -> bits per element.
 BITS = {1: 16, 2: 32, 3: 8, 4: 8, 5: 16, 6: 16, 7: 16, 8: 4, 9: 1, 10: 2, 11: 4, 12: 3, 13: 6, 14: 32,
         15: 32, 16: 8, 17: 8}
 
@@ -58,7 +58,7 @@ def two_blob_file() -> bytes:
 
 
 def pack_subbyte(values, bits: int) -> tuple[bytes, int]:
-    """LSB-first packing (§1.3): returns (bytes, unused bits in the last byte)."""
+    """LSB-first packing: returns (bytes, unused bits in the last byte)."""
     acc = 0
     for i, v in enumerate(values):
         acc |= (int(v) & ((1 << bits) - 1)) << (i * bits)
@@ -79,7 +79,7 @@ def read_both(data: bytes, offset: int, **kw):
 # ---------------------------------------------------------------------------------------------
 # Writer: worked examples byte for byte.
 
-def test_worked_example_single_fp16():  # §1.4
+def test_worked_example_single_fp16():  # one [64, 64, 1, 1] tensor: an 8,320-byte file
     w = np.random.default_rng(0).standard_normal((64, 64, 1, 1)).astype(np.float16)
     data, offsets = write_blob_file([w])
     assert offsets == [64]
@@ -96,7 +96,7 @@ def test_worked_example_single_fp16():  # §1.4
     assert data == spec_file([(1, w.tobytes())])
 
 
-def test_worked_example_two_fp16():  # §1.5
+def test_worked_example_two_fp16():  # two [40, 40]: metadata at 64 and 3,328
     a = np.full((40, 40), 1.5, np.float16)
     b = np.full((40, 40), -2.0, np.float16)
     data, offsets = write_blob_file([a, b])
@@ -108,12 +108,12 @@ def test_worked_example_two_fp16():  # §1.5
     assert data == spec_file([(1, a.tobytes()), (1, b.tobytes())])
 
 
-def test_chain_after_64k_payload():  # §1.5: offsets 64 then 65664
+def test_chain_after_64k_payload():  # offsets 64 then 65664
     data, offsets = write_blob_file([np.zeros(32768, np.float16), np.ones(3, np.float16)])
     assert offsets == [64, 65664]
 
 
-def test_mixed_dtypes_no_tail_padding():  # §1.5: fp16[10] + fp32[7] + int8[5] -> 389 bytes
+def test_mixed_dtypes_no_tail_padding():  # fp16[10] + fp32[7] + int8[5] -> 389 bytes
     arrays = [np.arange(10, dtype=np.float16), np.arange(7, dtype=np.float32), np.arange(5, dtype=np.int8)]
     data, offsets = write_blob_file(arrays)
     assert len(data) == 389
@@ -172,7 +172,7 @@ def test_every_blob_dtype_code_native(code):
     _native.blob_read(data, 64, declared=(code, elements))
 
 
-def test_uint4_packing_example():  # §1.3: uint4 [1,2,3] -> 21 03, padding 4
+def test_uint4_packing_example():  # uint4 [1,2,3] -> 21 03, padding 4
     assert pack_subbyte([1, 2, 3], 4) == (bytes([0x21, 0x03]), 4)
     data, _ = _native.blob_write([(11, bytes([0x21, 0x03]), 4)])
     assert struct.unpack_from("<IIQQQ", data, 64) == (SENTINEL, 11, 2, 128, 4)
@@ -202,7 +202,7 @@ def test_writer_accepts_any_contiguous_buffer():
 
 
 # ---------------------------------------------------------------------------------------------
-# Reader: every row of the §4 validation table, errors vs warnings, in both option modes.
+# Reader: every check (blob.cpp), errors vs warnings, in both option modes.
 
 @pytest.mark.parametrize("n", [0, 10, 63])
 def test_error_file_shorter_than_header(n):
@@ -400,7 +400,7 @@ def test_hard_error_wins_over_strict_deviation():
 
 
 def test_upstream_maderix_style_multiblob_file():
-    """count left at 1 and offset fields 0 (§3): loads with warnings, rejected under strict (C32)."""
+    """count left at 1 and offset fields 0: loads with warnings, rejected under strict (C32)."""
     a, b, c = (np.full(32, i, np.float16).tobytes() for i in range(3))
     data = bytearray(spec_file([(1, a), (1, b), (1, c)], count=1))
     for m in (64, 192, 320):
@@ -416,7 +416,7 @@ def test_upstream_maderix_style_multiblob_file():
 
 
 def test_upstream_orion_u32_fields_are_spec_exact():
-    """Orion writes size/offset as u32 into zeroed memory: the same bytes below 4 GiB (§3)."""
+    """Orion writes size/offset as u32 into zeroed memory: the same bytes below 4 GiB."""
     payload = np.arange(16, dtype=np.float16).tobytes()
     hand = bytearray(128)
     hand[0] = 1
@@ -511,7 +511,7 @@ def test_save_blob_file_atomic(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# coremltools 9.0 as the oracle (§5).
+# coremltools 9.0 as the oracle.
 
 @pytest.fixture(scope="module")
 def milstorage():

@@ -1,5 +1,6 @@
-"""MIL text parser and printer (src/orion_native/mil/): both dialects, every literal form of
-mil-dialect.md §3, error positions and messages, canonical printing, robustness and speed."""
+"""MIL text parser and printer (src/orion_native/mil/): both dialects, every literal form (decimal and hex
+floats, ints, bools, strings, int vectors, BLOBFILE), error positions and messages, canonical printing,
+robustness and speed."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ BUILDINFO_18 = (
 )
 BUILDINFO_16 = '[buildInfo = dict<tensor<string, []>, tensor<string, []>>({{"coremlc-version", "3505.4.1"}})]'
 
-# mil-dialect.md §5, verbatim.
+# Whole programs: an add in both dialects, a linear layer with fp32 I/O and casts, an RMSNorm.
 EX_ADD = f"""program(1.3)
 {BUILDINFO_18}
 {{
@@ -288,7 +289,7 @@ def test_op_forms():
 
 
 # ---------------------------------------------------------------------------------------------
-# Literal forms (mil-dialect.md §3)
+# Literal forms
 
 TINY = "0." + "0" * 400 + "1"  # far below double range: 0
 LITERALS = [

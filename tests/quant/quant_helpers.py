@@ -22,7 +22,7 @@ def coremltools_module(name: str):
 
 
 def one_blob_file(dtype_code: int, payload: np.ndarray, padding_bits: int) -> bytes:
-    """A spec-exact MILBlob v2 file holding one payload (weight-blob-format.md §1.1-1.2)."""
+    """A spec-exact MILBlob v2 file holding one payload (layout: src/orion_native/blob/blob.h)."""
     header = struct.pack("<II", 1, 2).ljust(64, b"\0")
     meta = struct.pack("<IIQQQ", 0xDEADBEEF, dtype_code, payload.size, 128, padding_bits).ljust(64, b"\0")
     return header + meta + payload.tobytes()

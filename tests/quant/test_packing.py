@@ -24,7 +24,7 @@ def _values(bits, signed, n, seed=0):
 
 
 def test_documented_example_uint4():
-    # weight-blob-format.md §1.3: uint4 [1, 2, 3] -> bytes 21 03, 4 padding bits
+    # LSB-first, as coremltools writes it: uint4 [1, 2, 3] -> bytes 21 03, 4 padding bits
     p = PackedInts.pack(np.array([1, 2, 3], np.uint8), 4)
     assert p.payload.tobytes() == b"\x21\x03" and p.padding_bits == 4 and p.dtype == "uint4"
 

@@ -1,4 +1,4 @@
-"""Small hand-written MIL programs for the runtime tests (ios18 dialect, mil-dialect.md §5)."""
+"""Small hand-written MIL programs for the runtime tests (ios18 dialect)."""
 
 from __future__ import annotations
 

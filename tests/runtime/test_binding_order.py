@@ -17,7 +17,7 @@ def test_inputs_by_name_whatever_the_declaration_order():
 
 
 def test_raw_request_in_declaration_order_gives_the_hardwares_wrong_answer():
-    """The reference's bug: binding surfaces in text order. Slot 0 is lora_a, not x (C13)."""
+    """An upstream runtime's bug: binding surfaces in text order. Slot 0 is lora_a, not x (C13)."""
     prog = orion.compile_mil(sub_program())
     x, a, b = rand((1, 64, 1, 256), 1), rand((1, 64, 1, 256), 2), rand((1, 64, 1, 256), 3)
     surf = {n: orion._native.Surface(prog.input_surface(n).alloc_size) for n in ("x", "lora_a", "lora_b")}

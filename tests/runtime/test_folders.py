@@ -88,7 +88,7 @@ def _run_in(env, tmp_path):
 
 
 def test_the_temp_root_is_per_user_private_and_checked(tmp_path):
-    """Issue 12 §9: one fixed root for every user locked the second user out and a root pre-created by
+    """One fixed root for every user locked the second user out and a root pre-created by
     someone else could redirect program folders: the root is per user, 0700, a real folder, ours."""
     env = dict(os.environ, ORION_TMPDIR=str(tmp_path))
     r = _run_in(env, tmp_path)

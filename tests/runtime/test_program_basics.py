@@ -1,4 +1,4 @@
-"""Program lifecycle and calls by name (issue 2: compile_mil, identifier, load/unload/release)."""
+"""Program lifecycle and calls by name (compile_mil, identifier, load/unload/release)."""
 
 import re
 

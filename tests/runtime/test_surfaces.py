@@ -102,7 +102,7 @@ def test_surface_view_bounds_checked():
 
 
 def test_views_of_more_than_eight_dimensions_see_the_surface():
-    """Issue 12 §2: the binding had room for 8 dimensions and read uninitialised memory beyond them."""
+    """The binding once had room for 8 dimensions and read uninitialised memory beyond them."""
     s = Surface(49152)
     flat = s.view("fp16", [24576])
     flat[:] = np.arange(24576) % 1000

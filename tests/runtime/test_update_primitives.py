@@ -1,4 +1,4 @@
-"""Weight-update primitives of a Program (training-on-ane.md §1): dynamic inputs, recompile, and the
+"""Weight-update primitives of a Program (orion.weight_updates): dynamic inputs, recompile, and the
 experimental delta recipes, each reporting what the device did (compiles, loads, budget), with the
 compile budget (C05) and baked weights (C07) reproduced. Whether an update works is the probe's
 question: tests/weight_updates."""

@@ -80,7 +80,7 @@ BLOB_CODES = {np.dtype(np.float16): 1, np.dtype(np.float32): 2, np.dtype(np.uint
 
 
 def blob_file(*arrays) -> tuple[bytes, list[int]]:
-    """Spec-exact MILBlob v2 file (weight-blob-format.md §1): 64-byte header (count, version 2), per blob
+    """Spec-exact MILBlob v2 file (src/orion_native/blob/blob.h): 64-byte header (count, version 2), per blob
     a 64-byte metadata record (0xDEADBEEF, dtype code, u64 size, u64 offset = M + 64), the payload,
     zero padding to 64 between blobs. Returns (file bytes, metadata offsets = MIL BLOBFILE offsets)."""
     out = bytearray(struct.pack("<II56x", len(arrays), 2))

@@ -1,4 +1,4 @@
-"""ANE constraints reproduced by the simulator's plan builder (ane-constraints.md): every
+"""ANE constraints reproduced by the simulator's plan builder (orion.sim.constraints()): every
 compile-reject with a program that triggers it (constraint ID and statement asserted), every
 reproduce/warn behaviour with data, the MIL-level checks (names, parameters, types), the constraint
 and op catalogs, and the cost model."""
@@ -354,7 +354,7 @@ def test_c30_matmul_on_m1_m2_strict():
 # ---- C32 sloppy multi-blob files ---------------------------------------------------------------------------
 
 def sloppy_file():
-    """maderix-style multi-blob file: count left at 1, second record's offset field 0 (weight-blob-format §3)."""
+    """maderix-style multi-blob file: count left at 1, second record's offset field 0."""
     data, offs = blob_file(f16(np.arange(32)), f16(np.arange(32) * 2))
     b = bytearray(data)
     b[0:4] = struct.pack("<I", 1)

@@ -574,7 +574,7 @@ def test_layer_norm_defaults():
 
 
 def test_rmsnorm_example_5_3():
-    # mil-dialect.md §5.3: RMSNorm over channels with a BLOBFILE gamma
+    # the textbook MIL RMSNorm (no pre-scaling) over channels with a BLOBFILE gamma
     d, s = 768, 64
     g = f16(rng.uniform(0.5, 1.5, [1, d, 1, 1]))
     x = randn(1, d, 1, s)

@@ -1,5 +1,5 @@
 """Constants shared by C++ and Python are defined once, in the native core (sim/profile.h and the
-constraint catalog), and every Python default reads them (issue 11 §3)."""
+constraint catalog), and every Python default reads them."""
 
 from orion import _native, sim
 from orion.compiler import _resolve_target

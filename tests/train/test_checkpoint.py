@@ -166,7 +166,7 @@ def test_export_roundtrips_through_the_model_loaders(tmp_path, tied):
 
 def test_a_save_removes_what_killed_writes_left(tmp_path):
     """A .latest.json.*.tmp (killed latest.json replace) and a hidden step folder (killed checkpoint write)
-    are gone after the next save (issue 12 §8)."""
+    are gone after the next save."""
     d = tmp_path / "run"
     d.mkdir()
     (d / ".latest.json.k3j2.tmp").write_text("{")

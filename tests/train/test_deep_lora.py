@@ -1,4 +1,4 @@
-"""LoRA fine-tuning at real depth (issue 25): deeper than ``programs.LORA_BAKED_LAYERS`` the frozen base is
+"""LoRA fine-tuning at real depth: deeper than ``programs.LORA_BAKED_LAYERS`` the frozen base is
 not baked into 4 programs per layer (4·L compiles; C05 allows ~119 per process) but shares the dynamic
 strategy's 4 programs, each layer's base weights and adapters staged into their inputs. Adapter
 gradients against the float64 reference (tolerance of test_family_gradients.py), and ``orion train

@@ -1,4 +1,4 @@
-"""Training gradients of every LlamaConfig feature the model families use (issue 10): the device step
+"""Training gradients of every LlamaConfig feature the model families use: the device step
 (programs.py + step.py) against the float64 tape reference (np_reference.py, written from the features'
 definitions and itself checked against finite differences here), one feature at a time and all of
 Gemma 3's together, plus LoRA adapter gradients on a feature model.

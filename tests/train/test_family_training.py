@@ -1,4 +1,4 @@
-"""``orion train --init`` on every model family's fixture (tests/fixtures/models, issue 10): a few steps
+"""``orion train --init`` on every model family's fixture (tests/fixtures/models): a few steps
 lower the loss on the bundled story text (tokenized by the folder's own tokenizer.json), a run resumed
 from a checkpoint repeats the uninterrupted run exactly, ``--export-hf`` writes a folder that
 ``orion.models`` loads back to the trained weights and logits (Gemma's norm offset, Phi-3's fused tensors,

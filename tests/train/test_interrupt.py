@@ -1,4 +1,4 @@
-"""Ctrl-C and kills at random moments of a real `orion train` process (issue 12 §1): whatever the moment
+"""Ctrl-C and kills at random moments of a real `orion train` process: whatever the moment
 (setup, a step, a validation pass, a checkpoint write, the end), resuming gives the uninterrupted run's
 final weights, optimizer state and per-step losses bit for bit; a first SIGINT saves the state of a
 finished step, a second one exits 130 at once without writing."""

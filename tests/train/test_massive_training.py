@@ -1,4 +1,4 @@
-"""Training on bf16 checkpoints with massive activations (issue 26): one projection of layer 0 reaches
+"""Training on bf16 checkpoints with massive activations: one projection of layer 0 reaches
 2e5 / 6e5 at one trigger token (tests/fixtures/models/massive, scripts/make_massive_fixtures.py).
 
 The forward programs take the residual scale before the projection that could overflow (``Wo(s·att)``,

@@ -1,4 +1,4 @@
-"""Sizes checked before anything is allocated (issue 12 §4, training side): a run that cannot fit is a
+"""Sizes checked before anything is allocated (training side): a run that cannot fit is a
 ModelTooLarge naming what to lower, raised at once (no MemoryError, no init that never ends)."""
 
 from __future__ import annotations

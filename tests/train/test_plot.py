@@ -1,4 +1,4 @@
-"""``orion plot RUN`` (issue 13 §6): loss.png from the run's log when matplotlib (the optional [plot]
+"""``orion plot RUN``: loss.png from the run's log when matplotlib (the optional [plot]
 extra) is installed; without it a TrainError that says how to install it."""
 
 from __future__ import annotations

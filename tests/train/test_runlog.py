@@ -1,4 +1,4 @@
-"""The run's JSONL log (issue 13 §6, issue 12 §8): every record is on disk as soon as it is written (a
+"""The run's JSONL log: every record is on disk as soon as it is written (a
 killed run's log is complete up to its last step), non-finite values are JSON nulls, and a resumed run
 first drops the records past its checkpoint (and a line cut short by a kill)."""
 

@@ -1,4 +1,4 @@
-"""state.json of a checkpoint (issue 12 §6): covered by the sha256 manifest, its schema checked on read
+"""state.json of a checkpoint: covered by the sha256 manifest, its schema checked on read
 (a missing key or a wrong type is a CheckpointError naming the key, not a KeyError/TypeError on --resume),
 and the manifest's file entries confined to the checkpoint folder."""
 

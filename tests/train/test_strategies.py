@@ -56,8 +56,8 @@ FEATURES = {"plain": {}, "families": dict(qkv_bias=True, qk_norm=True, sliding_w
 @pytest.mark.parametrize("strategy", ["dynamic", "recompile"])
 def test_updated_weights_reach_the_device(strategy, features):
     """After an update, every layer's program output equals a fresh compile with the new weights; a
-    missed or no-op update (the reference's 'reload') would still produce the old outputs. With biases
-    and q/k norms the baked programs take those vectors as inputs (programs.lean_baked): staged too."""
+    missed or no-op update (an upstream trainer's in-place 'reload', C07) would still produce the old outputs.
+    With biases and q/k norms the baked programs take those vectors as inputs (programs.lean_baked): staged too."""
     cfg = micro_config(**FEATURES[features])
     p = lively_params(cfg)
     progs = LayerPrograms(cfg, cfg.n_ctx, p, strategy, "sim")

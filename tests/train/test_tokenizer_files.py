@@ -1,9 +1,9 @@
-"""A run folder is a model (issue 13 §1): each checkpoint folder, and the run folder meaning its latest
+"""A run folder is a model: each checkpoint folder, and the run folder meaning its latest
 one, carries config.json + model.safetensors + the tokenizer files, so orion.models.load, orion generate
 and orion train --init take it without --tokenizer; --export-hf carries the tokenizer too and is written as
-a folder renamed into place (issue 12 §8). A SentencePiece tokenizer travels as tokenizer.model and as
+a folder renamed into place. A SentencePiece tokenizer travels as tokenizer.model and as
 tokenizer.json, which transformers loads without protobuf and which encodes, decodes and generates as the
-SentencePiece model it was written from (issue 13 §1)."""
+SentencePiece model it was written from."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Checks of ``orion train``'s flags that need more than one value: output paths (a file where a folder
 goes, an unwritable parent) and the memory the flags' model would need (orion.train.memory's estimate),
-before anything is read, allocated or compiled, so a mistake costs nothing (issue 12 §4, §7)."""
+before anything is read, allocated or compiled, so a mistake costs nothing."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A compressed weight (:class:`orion.quant.QuantizedTensor`) as MIL: its constexpr op with every operand a
-``BLOBFILE`` tensor, parameters in the attribute list (mil-dialect.md §2), as coremltools writes them.
+``BLOBFILE`` tensor, parameters in the attribute list, as coremltools writes them.
 
 ``blob_items(q)`` gives the operands in the order they go into the weight file (name, MIL dtype, shape,
 item for :func:`orion.blob.write_blob_file`); ``statement`` the op's text once their offsets are known.

@@ -1,10 +1,10 @@
 """Composite layers built from registry ops, in the ANE layout ``[1, C, 1, S]`` (channels on axis 1).
 
 Each composite emits only primitive ops (gelu/silu/rsqrt/reduce_mean nodes are expanded later by the
-decompose pass, so the graph stays readable until then). Numerics follow the reference kernels with
-the fp16 caveats of mil-dialect.md §5.3 handled: norms pre-scale by 1/sqrt(N) before squaring so the
-sum of squares cannot overflow fp16 for RMS values up to ~250; attention scales Q before QK^T (C36)
-and masks with -1e4, never -65504 (which can turn into -inf).
+decompose pass, so the graph stays readable until then). Numerics follow the upstream ANE kernels with
+their fp16 hazards removed: norms pre-scale by 1/sqrt(N) before squaring so the sum of squares cannot
+overflow fp16 for RMS values up to ~250 (the plain sum of 768 squares overflows above ~9.2); attention
+scales Q before QK^T (C36) and masks with -1e4, never -65504 (which can turn into -inf).
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def inv_rms(x: Value, eps: float, axis: int = 1, stable: bool = True) -> Value:
 
 def rms_norm(x: Value, weight=None, eps: float = 1e-5, axis: int = 1, name: str | None = None,
              stable: bool = False) -> Value:
-    """RMSNorm over ``axis``: ``x * (mean(x^2) + eps)^-0.5 * weight`` (mil-dialect.md example 5.3, pre-scaled);
+    """RMSNorm over ``axis``: ``x * (mean(x^2) + eps)^-0.5 * weight`` (x pre-scaled by 1/sqrt(N) before squaring);
     ``stable``: :func:`inv_rms`'s overflow-proof form."""
     y = ops.mul(x, inv_rms(x, eps, axis, stable))
     if weight is not None:

@@ -1,6 +1,6 @@
 """Batched generation: up to 16 sequences share each decode eval, column ``i`` carrying sequence ``i``.
 
-Design (issue 15 §2):
+Design:
 
 * One decode program set ``(S = 16, T = R)`` with *region* caches, compiled once per ``R`` and kept on the
   engine (``Engine.batch_sets``): the caches hold one region of ``R`` positions per column (sequence

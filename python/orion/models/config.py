@@ -1,6 +1,5 @@
 """Model configurations of the two graph families (GPT-2, and Llama with its descendants), from Hugging
-Face ``config.json`` files (through :mod:`orion.models.families`) and from llama2.c checkpoint headers
-(reference/model-formats.md §1.1, §3).
+Face ``config.json`` files (through :mod:`orion.models.families`) and from llama2.c checkpoint headers.
 
 Every constructor validates what the graph builders rely on and raises :class:`orion.ModelFormatError`
 naming the file, the key and the expectation.

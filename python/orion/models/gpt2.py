@@ -1,4 +1,4 @@
-"""GPT-2 as ANE programs (reference/model-formats.md §1).
+"""GPT-2 as ANE programs.
 
 Layout: activations ``[1, C, 1, S]``; linears are 1x1 convs with the weights baked; LayerNorm, tanh-GELU
 and attention are the composites of :mod:`orion.ir` (explicit additive mask, -1e4; never SDPA, C06).

@@ -1,5 +1,5 @@
 """Llama and its descendants (llama2.c "Stories", Llama 3, SmolLM, Qwen 2.5/3, Mistral, Gemma 3, Phi-3) as
-ANE programs (reference/model-formats.md §3); the variants' switches are fields of ``LlamaConfig``.
+ANE programs; the variants' switches are fields of ``LlamaConfig``.
 
 The decoder block is written once here - :func:`qkv`, :func:`attention`, :func:`mlp` and the residual
 adds - over a view of the layer's tensors (:mod:`orion.models.layer_params`: baked per layer, program

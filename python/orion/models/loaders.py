@@ -1,4 +1,4 @@
-"""Checkpoint loaders → canonical weights (reference/model-formats.md §1-§3).
+"""Checkpoint loaders → canonical weights.
 
 Canonical weights are a flat ``{name: array}`` dict in the ANE orientation (every matrix ``[out, in]``):
 
@@ -463,7 +463,7 @@ def _split_layers(w: dict, name: str, arr: np.ndarray, L: int) -> None:
 
 def read_llama2c(path: str) -> Checkpoint:
     """llama2.c ``.bin``: legacy v0 (28-byte header, negative vocab = separate classifier), v1 (fp32) and
-    v2 (Q8_0) with the 256-byte ``ak42`` header (reference/model-formats.md §3.3)."""
+    v2 (Q8_0) with the 256-byte ``ak42`` header, as llama2.c's ``export.py`` writes them."""
     try:
         size = os.path.getsize(path)
         f = open(path, "rb")

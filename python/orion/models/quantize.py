@@ -44,7 +44,7 @@ def quantize_model(weights: dict, scheme: str, *, seed: int = 0):
     return out, report
 
 
-# -- W8A8 (experimental, issue 14 §5): int8 activations at the inputs of the int8 linears --------------
+# -- W8A8 (experimental): int8 activations at the inputs of the int8 linears ---------------------------
 
 #: the activation dtypes ``load(activations=...)`` and ``--activations`` take
 ACTIVATION_SCHEMES = ACTIVATION_DTYPES

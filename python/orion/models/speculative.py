@@ -1,4 +1,4 @@
-"""Speculative decoding (issue 15 §3): drafts from prompt lookup or from a smaller draft model, verified
+"""Speculative decoding: drafts from prompt lookup or from a smaller draft model, verified
 by the target in one decode eval, exact for greedy decoding and for sampling.
 
 One decode eval verifies up to 15 drafts: the last token and the drafts run as consecutive columns of

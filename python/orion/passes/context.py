@@ -117,7 +117,7 @@ class OutputBinding:
 
 @dataclass
 class DynamicWeight:
-    """A weight passed as a program input (training-on-ane.md §2.2)."""
+    """A weight passed as a program input (passes/dynamic_weights.py)."""
     name: str
     user_shape: tuple                  # what set_weights accepts
     layout: str                        # "as_is" | "conv_t" ([OC, IC, 1, 1] stored as [1, IC, 1, OC])

@@ -1,4 +1,4 @@
-"""Weights as program inputs (training-on-ane.md §1 strategy C, §2.2): compile once, update by writing
+"""Weights as program inputs (the ``dynamic`` strategy of :mod:`orion.weight_updates`): compile once, update by writing
 surfaces — no compile, no reload (C07 makes baked weights immutable).
 
 A weight is dynamic when ``g.weight(..., dynamic=True)`` or ``compile(dynamic_weights=True | [names])``.
@@ -61,7 +61,7 @@ def _conv_weight_uses(w: Value, uses) -> list[Node] | None:
 
 
 def _matmul_idiom(x: Value, w_t: Value, oc: int, name: str | None) -> Value:
-    """conv1x1(x, W) with W given as [1, IC, 1, OC] (training-on-ane.md §2.2)."""
+    """conv1x1(x, W) with W given as [1, IC, 1, OC], by the matmul idiom of the module docstring."""
     _, ic, h, wd = x.shape
     s = h * wd
     xt = ops.transpose(ops.reshape(x, (1, 1, ic, s)), (0, 1, 3, 2))           # [1, 1, S, IC]

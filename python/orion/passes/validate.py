@@ -1,4 +1,4 @@
-"""Validation, last before codegen: every constraint of ane-constraints.md that applies to MIL text is
+"""Validation, last before codegen: every ANE constraint (``orion.sim.constraints()``) that applies to MIL text is
 checked, and a violation raises CompileError with the constraint ID and the offending node.
 
 (Constraints fixed by earlier passes are re-checked here, so a custom pipeline that drops a pass gets a

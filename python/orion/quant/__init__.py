@@ -1,4 +1,4 @@
-"""Compressed weights in the exact layouts of the MIL constexpr ops (numpy side of issue 14).
+"""Compressed weights in the exact layouts of the MIL constexpr ops, in numpy.
 
 One module per scheme, each returning a :class:`QuantizedTensor` dataclass with the op's operands,
 ``dequantize()`` (the fp16 result the op computes: the reference for the simulator's bit-equality

@@ -1,4 +1,4 @@
-"""Static int8 activation scales for W8A8 (experimental, issue 14 §5).
+"""Static int8 activation scales for W8A8 (experimental).
 
 A W8A8 model runs every quantized linear (int8 weights, :func:`orion.quant.quantize_int8`) on an int8
 input: ``x -> quantize(int8, s) -> dequantize(s) -> linear``, the MIL ``quantize`` / ``dequantize`` pair

@@ -1,7 +1,7 @@
 """Sub-byte integers exactly as MILBlob v2 stores them: row-major, packed LSB-first, zero padding bits.
 
 ``uint4 [1, 2, 3]`` -> bytes ``21 03`` (4 padding bits), the layout coremltools'
-``_BlobStorageWriter.write_uint4_data`` writes (weight-blob-format.md §1.3). A payload holds
+``_BlobStorageWriter.write_uint4_data`` writes. A payload holds
 ``ceil(n * bits / 8)`` bytes. Signed sub-byte values (MIL ``int4``) are stored as two's complement in
 ``bits`` bits. :class:`PackedInts` is how ``orion.quant`` keeps every integer tensor of a constexpr op:
 compressed in memory, in the bytes the blob stores.
@@ -23,7 +23,7 @@ __all__ = ["UNSIGNED_BITS", "SIGNED_BITS", "BLOB_DTYPE_CODES", "pack_bits", "unp
 UNSIGNED_BITS = (1, 2, 3, 4, 6, 8)
 SIGNED_BITS = (4, 8)
 
-#: MIL dtype name -> MILBlob BlobDataType code (weight-blob-format.md §1.3)
+#: MIL dtype name -> MILBlob BlobDataType code (coremltools' ``BlobDataType``, append-only)
 BLOB_DTYPE_CODES = {"uint8": 3, "int8": 4, "int4": 8, "uint1": 9, "uint2": 10, "uint4": 11, "uint3": 12,
                     "uint6": 13}
 

@@ -4,8 +4,10 @@ Qwen 2.5/3, Mistral, Gemma 3, Phi-3, llama2.c Stories) with forward and backward
 
 Device programs per layer (programs.py), CPU gradients and loss (step.py), AdamW + loss scaling
 (optim.py), fp16 safety (stability.py), data (data.py), atomic checkpoints (checkpoint.py), the loop
-(trainer.py). See shared/reference/training-on-ane.md for the strategies and the upstream defects this
-implementation is built to make impossible.
+(trainer.py); weight-update strategies in :mod:`orion.weight_updates`. Built to make the defects of
+upstream ANE trainers impossible: outputs read in return order instead of by name (C03), transposed
+weight gradients, no RoPE in the training graphs, NaN turned into finite numbers, reloads that leave the
+old weights (C07), the user's weight files overwritten in place.
 """
 
 from .errors import (CheckpointError, DataError, ModelTooLarge, ResumeMismatch, StrategyUnavailable,  # noqa: F401

@@ -1,7 +1,7 @@
 """AdamW on fp32 master weights, global-norm clipping, warmup + cosine schedule, dynamic loss scaling.
 
-Defaults follow maderix's dynamic pipeline (training-on-ane.md §3): β1 0.9, β2 0.95, eps 1e-8, weight
-decay 0.1 on matrices and 0 on norm vectors, clip 1.0, cosine decay to 10 % of the peak. Non-finite
+Defaults follow maderix/ANE's dynamic-weight pipeline (``training_dynamic/train.m``): β1 0.9, β2 0.95,
+eps 1e-8, weight decay 0.1 on matrices and 0 on norm vectors, clip 1.0, cosine decay to 10 % of the peak. Non-finite
 gradients are never rewritten: the step is skipped, the loss scale halved, and both are counted.
 """
 

@@ -1,7 +1,7 @@
 """Per-layer device programs of a training step for every Llama-style family, built with the graph compiler.
 
 Four programs per layer, on ``[1, C, 1, S]`` fp16 tensors, every result a NAMED output (the runtime binds
-by name, so the C03 slot order can never swap them — training-on-ane.md §4.1):
+by name, so the alphabetical slot order (C03) can never swap them, as it did upstream):
 
 ``attn_fwd``  the decoder definition's attention sublayer (:func:`orion.models.llama.qkv` + ``attention``)
               over the sequence itself, causal (or sliding-window) with the score clamp; outputs ``xn``
@@ -20,7 +20,7 @@ sublayer outputs, final soft-capping, bias gradients (row sums of dq/dk/dv).
 
 Weight gradients (dW = dY·Xᵀ, ``[out, in]``) and the RMSNorm backward run on the CPU (step.py).
 
-Weight-update strategies (training-on-ane.md §1):
+Weight-update strategies (:mod:`orion.weight_updates`):
 
 * ``dynamic``   weights are program inputs: four programs compiled once and shared by all layers (the
                 attention pair once per window/RoPE variant: Gemma 3's sliding and global layers); each

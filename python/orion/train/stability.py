@@ -1,4 +1,4 @@
-"""fp16 safety of the training step (ane-constraints.md C37, training-on-ane.md §3), with counters.
+"""fp16 safety of the training step (C37), with counters.
 
 Where overflow really occurs, and what is done about it:
 

@@ -4,9 +4,9 @@ CPU side (fp32, numpy BLAS): token embedding (times the config's embed_scale) an
 residual stream (with Gemma's post-attention/post-MLP norms when ``sandwich_norms``), the final RMSNorm,
 the classifier, soft-capping and cross-entropy, every RMSNorm backward, q/k/v bias and q/k norm weight
 gradients, and every weight gradient as
-``dW[out, in] = dY · Xᵀ`` (training-on-ane.md §4.3: never the transpose). Gradients accumulate in
-``grads`` (same names and shapes as the parameters) across microbatches; they are multiplied by the loss
-scale until the optimizer unscales them.
+``dW[out, in] = dY · Xᵀ`` (never its transpose, which an upstream trainer applied to ``W[out, in]``).
+Gradients accumulate in ``grads`` (same names and shapes as the parameters) across microbatches; they are
+multiplied by the loss scale until the optimizer unscales them.
 
 LoRA (``lora=`` an :class:`orion.lora.Adapter`): the base is frozen, so no base weight, norm or embedding
 gradient is computed; for every adapted linear ``y = W x + s·B(A x)`` the CPU forms, from the same dY

@@ -1,8 +1,8 @@
 """The training loop: data → device programs (forward/backward) → CPU gradients → AdamW → weight update.
 
-Order of construction matters (training-on-ane.md §3, "deferred compile on resume"): weights are
-loaded (checkpoint, pretrained file or fresh init) first, and only then are the device programs
-compiled, so a program can never run with pre-resume weights.
+Order of construction matters: weights are loaded (checkpoint, pretrained file or fresh init) first,
+and only then are the device programs compiled, so a program can never run with pre-resume weights
+(an upstream trainer got NaN on resume that way).
 
 Every step records its loss, learning rate, loss scale, gradient norm, whether it was skipped, and the
 split of its wall time (device evals, CPU work, weight update = surface staging / recompiles,

@@ -8,7 +8,7 @@
 //                             selectors exist), stats, live models/folders
 //   "route=inmemory|client"   route for later compiles (client: experimental, only where its
 //                             selectors exist)
-//   "entry=two|one"           weight-dictionary entry shape (reference §4)
+//   "entry=two|one"           weight-dictionary entry shape (docs/ane-framework.md)
 //   "shutdown"                unload and release every model, remove every folder
 #pragma once
 #include <string>

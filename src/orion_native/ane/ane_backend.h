@@ -6,15 +6,15 @@
 
 namespace orion::ane {
 
-// Two ways to drive the framework (issue 4): the in-memory model every upstream project uses, and the
+// Two ways to drive the framework: the in-memory model every upstream project uses, and the
 // _ANEClient/_ANEModel route the in-memory model wraps (experimental and unverified: it failed on an
-// M4 Max, reference §11; opt-in only). Default: ORION_ANE_ROUTE ("inmemory"/"client").
+// M4 Max; opt-in only). Default: ORION_ANE_ROUTE ("inmemory"/"client").
 enum class Route { in_memory, client };
 Route route();
 void set_route(Route r);  // throws when the client route is unusable on this machine
 const char* route_name(Route r);
 
-// Weight-dictionary entry shape (reference §4, §11): "two" (default) = @{@"offset": @0, @"data": blob}
+// Weight-dictionary entry shape (docs/ane-framework.md): "two" (default) = @{@"offset": @0, @"data": blob}
 // as working code builds it; "one" = @{@"data": blob}, an opt-in experiment (ORION_ANE_WEIGHT_ENTRY).
 bool single_key_entries();
 void set_single_key_entries(bool one);

@@ -1,8 +1,9 @@
 // The "ane" backend: plugs ane::Model into the runtime's Backend/BackendModel interface and registers
 // itself with the backend registry. Every compile is first validated with the simulator's checks and
-// the caller's profile (reference §10: typed CompileError with constraint IDs before the framework is
-// touched), which also give the I/O slots in hardware order, the warnings and the cost estimate; no
-// simulator plan (and so no second copy of the weights) is kept: the device holds the program.
+// the caller's profile (a typed CompileError with the constraint ID before the framework is touched,
+// instead of the framework's bare failure), which also give the I/O slots in hardware order, the
+// warnings and the cost estimate; no simulator plan (and so no second copy of the weights) is kept:
+// the device holds the program.
 // The delta recipes run on the device itself, the same way for orion doctor and for training.
 #include "ane/ane_backend.h"
 
@@ -131,7 +132,7 @@ class AneBackend : public runtime::Backend {
     return std::make_shared<AneModel>(checked, model, req.profile.min_surface_bytes);
   }
 
-  // W1/W2 on the very same framework model object: whatever the device does with the rewritten files.
+  // delta_reload on the very same framework model object: whatever the device does with the rewritten files.
   std::shared_ptr<runtime::BackendModel> reload(const std::shared_ptr<runtime::BackendModel>& loaded,
                                                 const runtime::CompileRequest& req, runtime::UpdateReport* r) override {
     AneModel& live = ane_model(loaded);
@@ -149,7 +150,7 @@ class AneBackend : public runtime::Backend {
     return std::make_shared<AneModel>(live.checked(), live.shared_model(), req.profile.min_surface_bytes);
   }
 
-  // W4: a new descriptor with the new weights, the previous program's compiled files copied into its
+  // delta_patch: a new descriptor with the new weights, the previous program's compiled files copied into its
   // folder, loaded without an explicit compile; a compile inside aned is observed when it happens.
   std::shared_ptr<runtime::BackendModel> patch(const std::shared_ptr<runtime::BackendModel>& previous,
                                                const runtime::CompileRequest& req, runtime::UpdateReport* r) override {

@@ -43,7 +43,7 @@ std::string info() {
   for (size_t i = 0; i < f.warnings.size(); ++i) warnings += (i ? ", " : "") + q(f.warnings[i]);
   warnings += "]";
   // Route status: the in-memory route is what working code uses; the client route's selectors
-  // existing does not make it usable (reference §11).
+  // existing does not make it usable (it failed on an M4 Max).
   std::string inmemory = f.available ? "usable" : "unavailable";
   std::string client = !f.available ? "unavailable" : f.client_route ? kClientRouteStatus : "unavailable (" + f.client_reason + ")";
   return "{\"built\": true, \"fake\": " + b(f.fake) + ", \"available\": " + b(f.available) +

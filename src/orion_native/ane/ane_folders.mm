@@ -84,7 +84,7 @@ std::string model_folder(const std::string& hex_id) {
                                       "(non-empty, at most " + std::to_string(kMaxIdentifier) + " bytes, no '/', no '..'); "
                                       "refusing to create or delete NSTemporaryDirectory()/<it>" + context());
   // Working code uses whatever the framework returns; the 64_64_64 hex shape is from decompiled code
-  // only (reference §11), so another shape is logged once and used.
+  // only, so another shape is logged once and used.
   static std::once_flag logged;
   if (!is_upstream_identifier(hex_id))
     std::call_once(logged, [&] {
@@ -107,7 +107,7 @@ void populate_model_folder(const std::string& hex_id, const std::string& mil,
   }
   fs::create_directories(owners_dir(), ec);
   write_file(marker(hex_id), "", 0);
-  // <dir>/weights exists even for weight-free programs: working code always creates it (reference §11).
+  // <dir>/weights exists even for weight-free programs: working code always creates it.
   fs::create_directories(dir / "weights", ec);
   if (ec) throw_error(ErrorKind::Orion, "cannot create " + (dir / "weights").string() + ": " + ec.message() + context());
   write_file(dir / "model.mil", mil.data(), mil.size());

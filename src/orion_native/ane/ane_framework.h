@@ -1,4 +1,4 @@
-// Lazy loading of AppleNeuralEngine.framework (ane-private-api.md §1, §2.5, §10, §11): dlopen, then
+// Lazy loading of AppleNeuralEngine.framework (docs/ane-framework.md): dlopen, then
 // the REQUIRED check (the four classes and the in-memory route's selectors: what working code needs),
 // then best-effort extras (the _ANEDeviceInfo capability record, compiledModelExists, the _ANEClient
 // route), each under its own exception guard so that none of them can disable the backend; and the
@@ -39,12 +39,12 @@ struct Framework {
   id device_info_class = nil, client_class = nil, ane_model_class = nil;
   bool has_compiled_model_exists = false;  // optional -[_ANEInMemoryModel compiledModelExists]
   // The _ANEClient/_ANEModel route's selectors are present. That does not make it usable: on an M4 Max
-  // it failed (reference §11), so it is reported as kClientRouteStatus and stays opt-in.
+  // it failed, so it is reported as kClientRouteStatus and stays opt-in.
   bool client_route = false;
   std::string client_reason;               // why its selectors are not all there
   std::vector<std::string> missing_optional;
   // Optional probes that failed (a getter that raised or answered an unexpected type, no +hasANE):
-  // reported by `orion info`, never a reason to refuse (reference §11, issue 18).
+  // reported by `orion info`, never a reason to refuse (working code asks none of them).
   std::vector<std::string> warnings;
   DeviceInfo info;
 };
@@ -68,7 +68,7 @@ struct Pool {
 
 std::string str(NSString* s);  // UTF-8 copy, "" for nil
 std::string describe(NSError* err);  // "domain=... code=... description=..."
-// Eval status for an NSError code (_ANEErrors, reference §8): 8 -> 0x1d, 23 -> 0x0e, 3 -> 0x0f.
+// Eval status for an NSError code (the framework's _ANEErrors): 8 -> 0x1d, 23 -> 0x0e, 3 -> 0x0f.
 int eval_status(NSError* err);
 
 // Runs f() (which must only send messages, not throw) under orion_ane_guard; an NSException becomes

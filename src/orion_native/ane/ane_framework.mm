@@ -37,7 +37,7 @@ std::string host_chip() {
   return uname(&u) == 0 ? std::string(u.sysname) + " " + u.machine : "unknown";
 }
 
-// ANE generation from the sub-type (reference §2.5: h13 M1, h14 M2, h15 M3, h16 M4, h17 M5).
+// ANE generation from the sub-type (h13 M1, h14 M2, h15 M3, h16 M4, h17 M5).
 std::string chip_profile_for(const std::string& subtype) {
   std::string s;
   for (char ch : subtype) s += (char)std::tolower((unsigned char)ch);
@@ -216,9 +216,9 @@ void probe_framework(Framework* fw) {
     if (f.client_reason.empty()) f.client_reason = "probing its selectors raised " + str([e name]);
     [e release];
   }
-  // Device check (best effort): working code asks nothing (§11), so a missing class or +hasANE, or
+  // Device check (best effort): working code asks nothing, so a missing class or +hasANE, or
   // one that raises, only warns. An explicit NO is the one refusal: in a VM without a virtual ANE
-  // every compile/load/eval fails ("Host too old", §1), and device="auto" must then pick the simulator.
+  // every compile/load/eval fails ("Host too old"), and device="auto" must then pick the simulator.
   auto find_info = [&] { f.device_info_class = lookup("_ANEDeviceInfo"); };
   if (NSException* e = guarded(find_info)) [e release];
   if (!f.device_info_class) {

@@ -1,5 +1,5 @@
-// One framework model (one hexStringIdentifier) in this process: the documented sequence of
-// ane-private-api.md §3/§6/§10 on either route, with every call checked.
+// One framework model (one hexStringIdentifier) in this process: the sequence of docs/ane-framework.md
+// (temp folder, compile, load, request, eval, unload) on either route, with every call checked.
 //   create()  descriptor (NSData MIL + weight dictionary, never nil) -> model -> identifier
 //   prepare() temp folder NSTemporaryDirectory()/<id>/ with model.mil + weight files (C44)
 //   compile() / load()  QoS 21, options @{} (never nil); load retried once after 100 ms
@@ -38,15 +38,15 @@ class Model {
 
   void create();
   void prepare();
-  // W4 probe: instead of compiling, copy the donor folder's net.plist (or write the MIL as net.plist)
-  // and the weight blob as "data" (reference §7 W4).
+  // delta_patch: instead of compiling, copy the donor folder's net.plist (or write the MIL as net.plist)
+  // and the weight blob as "data", as the one measured patch did.
   void prepare_patch(const std::string& donor_hex_id);
   void compile();
   // hidden: the load is expected to compile inside aned (no explicit compile); counted when observed.
   LoadOutcome load(bool expect_hidden_compile);
   // After the first load: the weight files are in the folder and in the descriptor.
   void forget_weights() { weights_ = nullptr; }
-  // W1/W2: unload (a NO is logged, not fatal), rewrite the weight files in the folder, load the same
+  // delta_reload: unload (a NO is logged, not fatal), rewrite the weight files in the folder, load the same
   // model object again; cached requests are dropped.
   LoadOutcome reload(const std::vector<runtime::WeightEntry>& weights);
   void eval(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out);
@@ -60,7 +60,7 @@ class Model {
 
  private:
   id request_for(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out);
-  // Unloads when loaded; a NO or an exception is logged and counted, never thrown (reference §11).
+  // Unloads when loaded; a NO or an exception is logged and counted, never thrown (working code ignores it).
   void unload_locked(bool reloading);
   void drop_requests();
   const char* cls() const;

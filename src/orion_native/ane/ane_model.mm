@@ -17,13 +17,13 @@ namespace {
 
 constexpr size_t kRequests = 4;  // cached requests per model (one per distinct surface set)
 
-NSDictionary* empty_options() { return [NSDictionary dictionary]; }  // never nil (§2.2)
+NSDictionary* empty_options() { return [NSDictionary dictionary]; }  // never nil: nil drops the framework's keys
 
 NSString* ns(const std::string& s) {
   return [[[NSString alloc] initWithBytes:s.data() length:s.size() encoding:NSUTF8StringEncoding] autorelease];
 }
 
-// Reference §4/§11: key = the BLOBFILE path, value = @{@"offset": @0, @"data": blob} (the whole
+// Key = the BLOBFILE path, value = @{@"offset": @0, @"data": blob} (the whole
 // MILBlob file), the literal working code builds. The framework uses each entry's first enumerated
 // value, so "data" must come first; working code does not check that, so neither do we beyond one
 // warning (the descriptor's error message shows the order). ORION_ANE_WEIGHT_ENTRY=one (opt-in
@@ -56,7 +56,7 @@ std::string shape_of(id v) {
 }
 
 // The weight dictionary as the framework sees it: entries in enumeration order, each with its keys in
-// enumeration order (the §4 hazard is visible here).
+// enumeration order (so an entry enumerating 'offset' first is visible here).
 std::string shape_of_weights(NSDictionary* wd) {
   std::string o = "NSDictionary " + std::to_string((unsigned long)[wd count]) + " entr" + ([wd count] == 1 ? "y" : "ies");
   if (![wd count]) return o + " (@{})";
@@ -144,7 +144,7 @@ void Model::create() {
                                       ", not an NSString: no temp folder name" + context());
   hid = (NSString*)hid_any;
   hex_id_ = str(hid);
-  std::string dir = model_folder(hex_id_);  // a single safe folder name; any shape is used (issue 18)
+  std::string dir = model_folder(hex_id_);  // a single safe folder name; any shape is used, as working code does
   if (route_ == Route::in_memory) {
     model_ = [m retain];
     return;
@@ -170,7 +170,7 @@ void Model::create() {
 // The blob the framework's own save step leaves in the folder's "data" file: it writes every entry's
 // first value to <dir>/<first key> = "data" in the weight dictionary's enumeration order, so the last
 // enumerated entry wins. The descriptor's own dictionary is enumerated when it answers -weights (it may
-// be a copy of ours), else ours. Only the client route and the W4 patch probe write "data" themselves.
+// be a copy of ours), else ours. Only the client route and the delta_patch recipe write "data" themselves.
 const runtime::WeightEntry* Model::data_blob() {
   const std::vector<runtime::WeightEntry>& ws = weights();
   if (ws.empty()) return nullptr;
@@ -190,14 +190,14 @@ const runtime::WeightEntry* Model::data_blob() {
 void Model::prepare() {
   folder_ = true;
   populate_model_folder(hex_id_, mil_, weights());
-  // The direct route has no in-memory model to run the framework's own save step (§3 step 5).
+  // The direct route has no in-memory model to run the framework's own save step (net.plist, data).
   if (route_ == Route::client) write_framework_files(hex_id_, mil_, data_blob());
 }
 
 void Model::prepare_patch(const std::string& donor_hex_id) {
   folder_ = true;
   populate_model_folder(hex_id_, mil_, weights());
-  // W4 was shown with ONE weight file (reference §7). With several, "data" gets the blob the
+  // The patch was measured with ONE weight file only. With several, "data" gets the blob the
   // framework's own save step would leave there (the last entry in the weight dictionary's
   // enumeration order, see create()): say so, since the probe's outcome may depend on it.
   const runtime::WeightEntry* data = data_blob();
@@ -257,7 +257,7 @@ LoadOutcome Model::load(bool implicit_compile) {
   NSError* err = nil;
   BOOL ok = NO;
   for (int attempt = 0; attempt < 2 && !ok; ++attempt) {
-    if (attempt) {  // 0x50004-style transient load failures: retry once after 100 ms (§8)
+    if (attempt) {  // 0x50004-style transient load failures: retry once after 100 ms, as working code does
       stats().load_retries++;
       usleep(100 * 1000);
     }
@@ -298,7 +298,7 @@ LoadOutcome Model::reload(const std::vector<runtime::WeightEntry>& weights) {
     // As working probe code: unload (its NO is logged, not fatal: the probe judges the outcome),
     // rewrite, load, and build new requests (unload_locked dropped the old ones).
     unload_locked(true);
-    // The framework's unload deleted the folder (§3 step 8): recreate it with the new weight files.
+    // The framework's unload deleted the folder: recreate it with the new weight files.
     populate_model_folder(hex_id_, mil_, weights);
     generation_++;
   }
@@ -348,7 +348,7 @@ id Model::request_for(const std::vector<runtime::Surface*>& in, const std::vecto
                                                         procedureIndex:[NSNumber numberWithInt:0]];
   }, what);
   if (!r) throw_error(ErrorKind::Orion, what + " returned nil" + context());
-  // -validate is the framework's own check, run again inside evaluate ([D] §2.3); working code does not
+  // -validate is the framework's own check, run again inside evaluate (decompiled code); working code does not
   // call it, so a NO only warns here and evaluate's answer decides.
   BOOL valid = YES;
   if ([r respondsToSelector:@selector(validate)])
@@ -416,7 +416,7 @@ void Model::unload_locked(bool reloading) {
   } u{this, &err, &ok};
   NSException* ex = guarded(u);
   drop_requests();  // working probe code builds a new _ANERequest after every reload
-  loaded_ = false;  // as the reference implementation, which ignores unload's result
+  loaded_ = false;  // as working code, which ignores unload's result
   stats().unloads++;
   if (ok && !ex) return;
   std::string msg = text(route_ == Route::in_memory ? "unloadWithQoS:21 error:&error"

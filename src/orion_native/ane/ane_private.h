@@ -1,7 +1,8 @@
 // Our own declarations of the private AppleNeuralEngine.framework classes, with the argument and
-// return types of shared/reference/ane-private-api.md §2 (nothing here was checked on a Mac).
+// return types that public projects calling it use and a decompilation confirms (nothing here was
+// checked on a Mac by us; docs/ane-framework.md).
 //
-// Calling style (reference §1): one protocol per class for its `+` methods (a Class object answers
+// Calling style: one protocol per class for its `+` methods (a Class object answers
 // them) and one for its `-` methods. Classes are looked up at run time with NSClassFromString and cast
 // to `id<...Class>`, so no class symbol is referenced at link time and every call is an ordinary,
 // correctly typed message send (no casted objc_msgSend: that does not exist on GNUstep's GCC runtime
@@ -10,7 +11,7 @@
 #import <Foundation/Foundation.h>
 #include <IOSurface/IOSurface.h>  // the real framework on macOS; tests/ane_fake's shim on Linux
 
-// --- _ANEInMemoryModelDescriptor (§2.1) --------------------------------------------------------
+// --- _ANEInMemoryModelDescriptor -----------------------------------------------------------------
 @protocol OrionANEInMemoryModelDescriptorClass
 // MIL text as UTF-8 NSData (never NSString: C09); weights never nil (C11); options plist or nil.
 // Returns nil on invalid input.
@@ -19,10 +20,10 @@
 
 @protocol OrionANEInMemoryModelDescriptor
 - (NSString*)hexStringIdentifier;  // <sha(MIL)>_<sha(weights)>_<sha(options)>, upper-case hex
-- (NSDictionary*)weights;          // the stored weight dictionary ([D]; optional, guarded)
+- (NSDictionary*)weights;          // the stored weight dictionary (decompiled; optional, guarded)
 @end
 
-// --- _ANEInMemoryModel (§2.2) --------------------------------------------------------------------
+// --- _ANEInMemoryModel ---------------------------------------------------------------------------
 @protocol OrionANEInMemoryModelClass
 - (id)inMemoryModelWithDescriptor:(id)descriptor;
 @end
@@ -32,16 +33,16 @@
 // options: an empty dictionary, never nil (the framework mutable-copies it and adds its own keys).
 - (BOOL)compileWithQoS:(unsigned int)qos options:(NSDictionary*)options error:(NSError**)error;
 - (BOOL)loadWithQoS:(unsigned int)qos options:(NSDictionary*)options error:(NSError**)error;
-// Returns NO with *error left nil when the request fails -validate (§2.3).
+// Returns NO with *error left nil when the request fails -validate (limits: C42).
 - (BOOL)evaluateWithQoS:(unsigned int)qos options:(NSDictionary*)options request:(id)request error:(NSError**)error;
 // Also deletes the model's temp directory.
 - (BOOL)unloadWithQoS:(unsigned int)qos error:(NSError**)error;
-// Optional introspection ([D]); guarded with respondsToSelector: before use.
+// Optional introspection (seen decompiled only); guarded with respondsToSelector: before use.
 - (BOOL)compiledModelExists;
 - (unsigned long)state;
 @end
 
-// --- _ANERequest (§2.3) --------------------------------------------------------------------------
+// --- _ANERequest ---------------------------------------------------------------------------------
 @protocol OrionANERequestClass
 // Every parameter is an object: NSArray<_ANEIOSurfaceObject*>, NSArray<NSNumber*> symbol indices,
 // weightsBuffer (nil), perfStats (nil), procedureIndex NSNumber (@0).
@@ -58,7 +59,7 @@
 - (BOOL)validate;
 @end
 
-// --- _ANEIOSurfaceObject (§2.4) ------------------------------------------------------------------
+// --- _ANEIOSurfaceObject -------------------------------------------------------------------------
 @protocol OrionANEIOSurfaceObjectClass
 - (id)objectWithIOSurface:(IOSurfaceRef)surface;  // retains the surface; nil for NULL
 @end
@@ -67,7 +68,7 @@
 - (IOSurfaceRef)ioSurface;
 @end
 
-// --- _ANEDeviceInfo (§2.5, all class methods) ----------------------------------------------------
+// --- _ANEDeviceInfo (all class methods) ----------------------------------------------------------
 @protocol OrionANEDeviceInfoClass
 - (BOOL)hasANE;
 - (unsigned int)numANEs;
@@ -83,9 +84,9 @@
 - (BOOL)isVirtualMachine;
 @end
 
-// --- the direct route (§2.2 "internally", §2.6): _ANEModel + _ANEClient --------------------------
-// Only compileModel:options:qos:error: and evaluateWithModel:options:request:qos:error: are spelled
-// out in the reference; loadModel:/unloadModel: are written by symmetry ("loadModel:…") and are
+// --- the direct route: _ANEModel + _ANEClient, what _ANEInMemoryModel calls internally -----------
+// Only compileModel:options:qos:error: and evaluateWithModel:options:request:qos:error: were seen
+// spelled out when this was written; loadModel:/unloadModel: are written by symmetry ("loadModel:…") and are
 // checked with respondsToSelector: before the route is offered.
 @protocol OrionANEModelClass
 - (id)modelAtURL:(NSURL*)url key:(NSString*)key;
@@ -106,5 +107,5 @@
 - (BOOL)unloadModel:(id)model options:(NSDictionary*)options qos:(unsigned int)qos error:(NSError**)error;
 @end
 
-// QoS for every call: QOS_CLASS_DEFAULT, what every upstream runtime passes (§2; 0 is real-time).
+// QoS for every call: QOS_CLASS_DEFAULT, what every upstream runtime passes (0 is real-time).
 enum { kOrionANEQoS = 21 };

@@ -1,9 +1,9 @@
-// IOSurface-backed surface storage for the ANE backend (ane-private-api.md §5): a flat 1-D byte buffer
+// IOSurface-backed surface storage for the ANE backend: a flat 1-D byte buffer
 // (width = bytes, height 1, 1 byte per element, bytes-per-row = bytes, alloc size = bytes, pixel
 // format 0). Exposed to the runtime (and numpy, zero-copy) through the same Surface type the simulator
 // uses; native_handle() is the IOSurfaceRef the request wraps.
 //
-// CPU access under lock (reference §5, §11: working code copies in and out between IOSurfaceLock and
+// CPU access under lock (working code copies in and out between IOSurfaceLock and
 // IOSurfaceUnlock): the runtime and numpy views read and write data() at any time, so the CPU holds
 // each surface locked (options 0) from creation on, and DeviceAccess unlocks the surfaces of one
 // evaluation just for the framework call, then locks them again. Every CPU copy in or out therefore

@@ -1,4 +1,4 @@
-// MILBlob storage format v2 (weight-blob-format.md §1, §4). Every offset computation is done with
+// MILBlob storage format v2 (layout in blob.h). Every offset computation is done with
 // fits()/checked adds so that hostile u64 fields near 2^64 cannot wrap into a valid-looking range.
 #include "blob/blob.h"
 
@@ -88,7 +88,8 @@ bool fits(uint64_t off, uint64_t len, uint64_t size) { return off <= size && len
 // Bytes of zero padding that bring `pos` to the next 64-byte boundary.
 uint64_t pad_to_alignment(uint64_t pos) { return (kAlignment - pos % kAlignment) % kAlignment; }
 
-// Spec deviations that upstream files commit (§4 "warn" rows). Collected first so that a hard
+// Spec deviations that upstream files commit and compilers accept (count mismatch, offset field
+// != M + 64, non-zero reserved fields): warnings, errors under strict_spec. Collected first so that a hard
 // error elsewhere in the same record wins over a strict-mode deviation.
 struct Deviations {
   std::vector<std::string> items;
@@ -140,7 +141,7 @@ void check_count(uint32_t count, uint64_t records, Deviations& dev) {
             num(records) + (records == 1 ? " record" : " records"));
 }
 
-// Checks the record at m (all §4 rows that concern one record) and locates its payload at m + 64.
+// Checks the record at m (every check that concerns one record) and locates its payload at m + 64.
 Blob parse_record(const uint8_t* file, uint64_t size, uint64_t m, bool ignore_sentinel, Deviations& dev,
                   std::vector<std::string>& notes) {
   if (m < kHeaderSize)

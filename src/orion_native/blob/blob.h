@@ -1,4 +1,10 @@
-// MILBlob storage format v2 (weight-blob-format.md): reader with spec validation, writer.
+// MILBlob storage format v2 (coremltools' MILBlob/Blob/StorageFormat.hpp): reader with spec validation,
+// writer. All integers little-endian. A file is a 64-byte storage header (u32 count of blobs, u32
+// version = 2, reserved zeros), then per blob a 64-byte metadata record at a 64-aligned offset M
+// (u32 sentinel 0xDEADBEEF, u32 BlobDType code, u64 payload size in bytes, u64 payload offset = M + 64,
+// u64 unused bits in the last byte of a sub-byte payload, reserved zeros), the payload at M + 64 and
+// zero padding up to the next multiple of 64 (none after the last payload). The MIL BLOBFILE offset is
+// M, not the payload's offset (C08). Sub-byte payloads are row-major and packed LSB-first.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -61,8 +67,8 @@ std::vector<Record> list(const uint8_t* file, size_t file_size, std::vector<std:
 // Payload bytes of `elements` values of type t: ceil(elements * bits / 8). False on u64 overflow.
 bool payload_bytes(BlobDType t, uint64_t elements, uint64_t* bytes);
 
-// Checks a blob against the MIL const that references it (weight-blob-format.md §4 rows "dtype
-// matches the requested type" and "sizeInBytes == element count x dtype size"): throws BlobFormat.
+// Checks a blob against the MIL const that references it (its dtype is the declared one, and its size
+// is the element count x the dtype's size): throws BlobFormat.
 // For a blob read with an ignored bad sentinel only "enough payload bytes" is checked.
 void check_declaration(const Blob& blob, BlobDType declared, uint64_t element_count);
 

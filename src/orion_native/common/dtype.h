@@ -7,7 +7,7 @@
 
 namespace orion {
 
-// MIL element types (mil-dialect.md §2 DTYPE). Order is internal only; never serialised.
+// MIL element types (those a MIL tensor type can name). Order is internal only; never serialised.
 // int4 and uint1..uint6 exist only as operands of constexpr ops (MILBlob sub-byte types, packed in the
 // blob); inside the simulator each element takes one byte (int4 as int8, uintN as uint8).
 enum class DType : uint8_t { fp16, fp32, int8, uint8, int16, uint16, int32, uint32, uint64, bool_, string,

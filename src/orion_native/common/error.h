@@ -30,7 +30,8 @@ class Error : public std::runtime_error {
 
 [[noreturn]] void throw_error(ErrorKind kind, const std::string& msg);
 [[noreturn]] void throw_syntax(int line, int column, const std::string& msg);
-// msg should already follow the reference's text patterns; " [Cnn]" is appended when constraint is set.
+// msg should already follow the hardware's text ("InvalidMILProgram: ...", "ANECCompile() FAILED:
+// err=(CompilationFailure) ..."); " [Cnn]" is appended when constraint is set.
 [[noreturn]] void throw_compile(const std::string& constraint, const std::string& statement, const std::string& msg);
 [[noreturn]] void throw_eval(int status, const std::string& constraint, const std::string& msg);
 

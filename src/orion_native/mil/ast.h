@@ -1,4 +1,4 @@
-// Parsed MIL program (mil-dialect.md §2), as written: no type checking beyond syntax.
+// Parsed MIL program, as written: no type checking beyond syntax.
 // Produced by mil/parser.h, printed back by mil/printer.h, checked and lowered by sim/.
 #pragma once
 #include <cstdint>

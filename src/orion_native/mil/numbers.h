@@ -1,6 +1,6 @@
 // Number literal text <-> values for the MIL parser and printer: strict decimal / C99 hex-float
 // reading (locale-independent, exact), integer ranges per dtype, and shortest round-trip printing
-// of fp16/fp32 values (mil-dialect.md §3: never "%f").
+// of fp16/fp32 values (never "%f", which turns small constants into 0.000000).
 #pragma once
 #include <cstdint>
 #include <string>

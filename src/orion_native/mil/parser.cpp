@@ -1,4 +1,4 @@
-// Recursive-descent parser for MIL text (mil-dialect.md §2). The grammar is flat: nothing nests
+// Recursive-descent parser for MIL text. The grammar is flat: nothing nests
 // deeper than a literal inside an attribute, so there is no unbounded recursion on any input.
 // Syntax only: names, shapes and op signatures are checked later by the simulator; literals are
 // checked here (element count, value type, integer/float range) because only the text knows them.

@@ -57,7 +57,7 @@ class BackendModel {
   virtual sim::CostEstimate cost() const { return {}; }
 };
 
-// What one weight update did on the device (training-on-ane.md §1), as the backend saw it. The runtime
+// What one weight update did on the device (strategies: orion.weight_updates), as the backend saw it. The runtime
 // charges the compile budget from it; it says nothing about the outputs (only a comparison with a fresh
 // compile does: orion.weight_updates.probe).
 struct UpdateReport {
@@ -79,12 +79,12 @@ class Backend {
 
   // Weight updates. `dynamic` (weights as inputs) needs nothing from a backend and `recompile` is
   // compile(); these are the two experimental delta recipes, done the same way for every caller.
-  // delta_reload (W1/W2): the runtime rewrote the weight files in req.dir (req.weights = the new files);
+  // delta_reload: the runtime rewrote the weight files in req.dir (req.weights = the new files);
   // unload `loaded`, load it again. Returns the model that now answers for the program (`loaded` itself
   // when the device kept its program).
   virtual std::shared_ptr<BackendModel> reload(const std::shared_ptr<BackendModel>& loaded, const CompileRequest& req,
                                                UpdateReport* report) = 0;
-  // delta_patch (W4): a model for req (new weights, the MIL of `previous`) loaded without an explicit
+  // delta_patch: a model for req (new weights, the MIL of `previous`) loaded without an explicit
   // compile, with `previous`'s compiled files as the donor.
   virtual std::shared_ptr<BackendModel> patch(const std::shared_ptr<BackendModel>& previous, const CompileRequest& req,
                                               UpdateReport* report) = 0;

@@ -29,7 +29,7 @@ std::string g_root;
 
 bool process_alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM); }
 
-// Stale folders of crashed processes would otherwise pile up in the temp dir (ane-private-api.md §10).
+// Stale folders of crashed processes would otherwise pile up in the temp dir (they do with the ANE's).
 void clean_stale(const fs::path& base) {
   std::error_code ec;
   for (auto& e : fs::directory_iterator(base, ec)) {

@@ -1,4 +1,4 @@
-// Program temp folders, laid out like the ANE's (ane-private-api.md §3): <root>/<identifier>/
+// Program temp folders, laid out like the ANE's (docs/ane-framework.md): <root>/<identifier>/
 // holding model.mil and every weight file at the path its "@model_path/..." key names. Folders are
 // reference-counted per identifier, so releasing one of two identical programs never deletes the
 // other's folder (the C44 collision bug). The root is per user and process (<tmp>/orion-sim-<uid>/<pid>, 0700,
@@ -20,7 +20,7 @@ std::string weight_relative_path(const std::string& key);
 // created. Returns its path.
 std::string acquire_folder(const std::string& identifier, const std::string& mil, const std::vector<WeightEntry>& weights);
 void release_folder(const std::string& identifier);
-// Rewrites weight files inside an existing folder (the reference's delta recipe).
+// Rewrites weight files inside an existing folder (the delta_reload recipe).
 void rewrite_weight_files(const std::string& dir, const std::vector<WeightEntry>& weights);
 // Reads back the weight files named by `keys` from a folder (what a reload would see).
 std::vector<WeightEntry> read_weight_files(const std::string& dir, const std::vector<std::string>& keys);

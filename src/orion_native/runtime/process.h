@@ -14,7 +14,7 @@ namespace orion::runtime {
 
 struct Counters {
   std::atomic<int64_t> compiles{0};         // compile calls that succeeded (each charges the budget)
-  std::atomic<int64_t> hidden_compiles{0};  // compiles done implicitly by a load (delta patch, W4)
+  std::atomic<int64_t> hidden_compiles{0};  // compiles done implicitly by a load (delta_patch)
   std::atomic<int64_t> cache_hits{0};       // compiles answered from the identifier cache
   std::atomic<int64_t> loads{0};
   std::atomic<int64_t> unloads{0};

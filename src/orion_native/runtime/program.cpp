@@ -337,7 +337,7 @@ UpdateReport Program::delta_patch(std::vector<WeightEntry> weights) {
   require_live("patch weights");
   check_weights(weights);
   const std::string backend = backend_->name();
-  check_budget(backend, profile_.compile_budget);  // W4 may be a compile in disguise
+  check_budget(backend, profile_.compile_budget);  // the patch may be a compile in disguise
   std::string id = make_identifier(mil_, weights, backend + ";" + sim::profile_key(profile_));
   std::string dir = acquire_folder(id, mil_, weights);
   UpdateReport r;

@@ -60,15 +60,15 @@ class Program {
   // Raw request: surfaces bound to hardware slots exactly as given (no name mapping).
   std::vector<sim::Warning> eval_slots(const std::vector<SurfacePtr>& in, const std::vector<SurfacePtr>& out);
 
-  // Weight-update primitives (training-on-ane.md §1), one path per recipe for every caller; each keeps
+  // Weight-update primitives (strategies: orion.weight_updates), one path per recipe for every caller; each keeps
   // this Program's surfaces and reports what the device did (the runtime charges the budget from it).
   // Whether the outputs follow the new weights is the probe's question (orion.weight_updates.probe).
   // recompile: new program from new weight bytes; the old compiled model is dropped; budget charged.
   UpdateReport recompile(std::vector<WeightEntry> weights);
-  // delta_reload (W1/W2, experimental): rewrite the weight files in the folder, then the backend
+  // delta_reload (experimental): rewrite the weight files in the folder, then the backend
   // unloads and loads the same model. Give exactly the keys the program was compiled with.
   UpdateReport delta_reload(const std::vector<WeightEntry>& weights);
-  // delta_patch (W4, experimental): a new descriptor with the new weights and the old MIL, loaded
+  // delta_patch (experimental): a new descriptor with the new weights and the old MIL, loaded
   // without an explicit compile, the current program as the donor. Checked against the budget first.
   UpdateReport delta_patch(std::vector<WeightEntry> weights);
 

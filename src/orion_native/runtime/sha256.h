@@ -1,5 +1,5 @@
 // SHA-256 (FIPS 180-4). Program identifiers hash MIL text, weight bytes and options with it, as the
-// ANE framework's _ANEHashEncoding does (ane-private-api.md §2.1).
+// ANE framework's _ANEHashEncoding does (docs/ane-framework.md).
 #pragma once
 #include <cstddef>
 #include <cstdint>

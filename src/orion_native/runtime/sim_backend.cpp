@@ -111,7 +111,7 @@ class SimBackend : public Backend {
     return compile(reread);
   }
 
-  // W4: the new identifier is unknown to the device, so the load compiles: measured evidence says it is
+  // delta_patch: the new identifier is unknown to the device, so the load compiles: the evidence says it is
   // a compile in disguise, charged under the hardware profile; free under "paper".
   std::shared_ptr<BackendModel> patch(const std::shared_ptr<BackendModel>&, const CompileRequest& req,
                                       UpdateReport* r) override {

@@ -1,6 +1,7 @@
-// ANE constraints the simulator reproduces at plan build (ane-constraints.md): the catalog C01–C46
-// with each profile's reaction, per-statement and program-level compile checks, I/O dtype and shape
-// limits. Messages follow the catalog's §3 patterns; throw_compile appends " [Cnn]".
+// ANE constraints the simulator reproduces at plan build: the catalog C01–C47 (collected from public
+// ANE projects and a decompilation of the framework; nothing checked on a Mac by us) with each profile's
+// reaction, per-statement and program-level compile checks, I/O dtype and shape limits. Messages use the
+// hardware's texts ("InvalidMILProgram: ", "ANECCompile() FAILED: ..."); throw_compile appends " [Cnn]".
 #include <algorithm>
 #include <set>
 

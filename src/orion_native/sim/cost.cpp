@@ -1,10 +1,10 @@
-// Static cost model of one eval on an M4-class ANE (numbers.md; deliberately simple):
+// Static cost model of one eval on an M4-class ANE (figures others measured on M4/M5; deliberately simple):
 //   est_ms = 0.095 ms dispatch (C41)
 //          + conv-like flops / (peak x depth efficiency) + matmul flops x 3 / (same)   (C46)
-//   peak   = 11 TFLOPS (128 chained 1x1 convs on M4 Max / M5, numbers.md §1)
+//   peak   = 11 TFLOPS (128 chained 1x1 convs measured on M4 Max / M5)
 //   depth efficiency = clamp(heavy ops / 128, 0.2, 1): 32 chained convs reach 2.6 of 11.1 TFLOPS (C46)
 //   x SRAM factor above 32 MB working set (weights + peak activations + I/O): 1 + 0.43 per extra 64 MB,
-//     i.e. 96 MB runs ~30 % slower, matching the 2048^2 vs 4096^2 matmul probe (C26, numbers.md §4).
+//     i.e. 96 MB runs ~30 % slower, matching the 2048^2 vs 4096^2 matmul probe on M4 (C26).
 // Element-wise and other ops are counted at the conv rate (they fuse into the conv pipeline).
 // Per op (CostEstimate::ops): its effective flops at the program's rate; with the dispatch they sum to est_ms.
 #include <algorithm>

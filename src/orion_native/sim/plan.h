@@ -40,7 +40,7 @@ struct CostEstimate {
   double flops = 0;            // multiply-adds counted as 2
   int64_t weight_bytes = 0;    // baked const bytes
   int64_t activation_bytes = 0;// peak live intermediate bytes (fp16)
-  double est_ms = 0;           // modelled device time per eval (m4 numbers from numbers.md)
+  double est_ms = 0;           // modelled device time per eval (M4 figures, cost.cpp)
   double dispatch_ms = 0;      // the per-eval fixed part of est_ms (C41)
   std::vector<OpCost> ops;     // executed ops in program order
 };
@@ -96,7 +96,9 @@ struct ConstraintInfo {
   std::string id;          // "C01".."C46"
   std::string rule;        // short rule text from the catalog
   std::string kind;        // compile | eval | silent | process | api | perf | numeric
-  std::string confidence;  // "[C]", "[S]", "[X]", "[D]", combinations as in the catalog
+  // "[C]" several sources agree, "[S]" a single source, "[X]" sources conflict or it holds only under
+  // conditions, "[D]" read from a decompilation of the framework; combined as in "[S]/[X]".
+  std::string confidence;
   std::string reaction;    // what the simulator does under this profile: "compile-reject", "eval-fail",
                            // "reproduce", "warn", "count", "cost-model", "inactive", ...
   std::string where;       // where it is enforced: "plan", "runtime", "compiler", "none"

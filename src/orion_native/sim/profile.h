@@ -1,5 +1,5 @@
 // Simulator configuration: which chip's documented behaviour to reproduce and how strictly to treat
-// the contested ([X]) constraints (ane-constraints.md, "How to use it").
+// the contested constraints (confidence [X] in the catalog, constraints.cpp): strict rejects them.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,7 +11,7 @@ inline constexpr Chip kChips[] = {Chip::m1, Chip::m2, Chip::m3, Chip::m4, Chip::
 inline constexpr int64_t kMinSurfaceBytes = 49152;  // C04: the one definition (Python reads it: sim_defaults)
 inline constexpr int64_t kCompileBudget = 119;      // C05
 enum class Strictness { strict, permissive };
-// C07 / training-on-ane.md §1: "hardware" = a reload of an unchanged identifier reuses the baked
+// C07: "hardware" = a reload of an unchanged identifier reuses the baked
 // program (measured on M4/M5); "paper" = the reload picks up rewritten weight files (Orion's claim).
 enum class DeltaBehaviour { hardware, paper };
 

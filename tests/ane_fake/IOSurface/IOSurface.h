@@ -1,7 +1,7 @@
 // Linux stand-in for <IOSurface/IOSurface.h> (tests/ane_fake only): declares exactly the IOSurface and
 // CoreFoundation pieces the ANE backend uses, with Apple's signatures, so src/orion_native/ane/*.mm
 // compile unchanged. Implemented by iosurface_shim.m (libIOSurface.so), which also checks that every
-// surface is created with the reference's properties (ane-private-api.md §5) and that no released
+// surface is created with the properties working code uses (docs/ane-framework.md) and that no released
 // surface is touched again.
 #pragma once
 #include <stddef.h>

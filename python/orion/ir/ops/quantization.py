@@ -1,5 +1,5 @@
 """Affine quantisation: quantize (float -> int8/uint8), dequantize, and constexpr_affine_dequantize (int8
-weights dequantised at compile time — on the ANE too; no compute speed-up, numbers.md §8)."""
+weights dequantised at compile time — on the ANE too; no compute speed-up, C47)."""
 
 from __future__ import annotations
 

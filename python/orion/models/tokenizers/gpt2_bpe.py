@@ -1,4 +1,4 @@
-"""GPT-2 byte-level BPE (reference/model-formats.md §2), exact to OpenAI's ``encoder.py``.
+"""GPT-2 byte-level BPE, exact to OpenAI's ``encoder.py``.
 
 Pre-tokenizer: the regex ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``
 implemented as a hand-written scanner with the same leftmost-alternative semantics (Python's ``re`` has

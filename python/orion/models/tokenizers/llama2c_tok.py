@@ -1,4 +1,4 @@
-"""llama2.c ``tokenizer.bin`` (reference/model-formats.md §4.1) with ``run.c``'s encode algorithm.
+"""llama2.c ``tokenizer.bin`` with ``run.c``'s encode algorithm.
 
 File: u32 ``max_token_length``, then per token: f32 score, i32 length, ``length`` UTF-8 bytes. The number
 of tokens is not stored (it is the model's vocab size); without it, tokens are read to the end of file.

@@ -1,5 +1,5 @@
 // Simulator compute kernels. fp16 storage (orion::f16 bits) in and out, fp32 arithmetic inside,
-// one rounding to fp16 per op output (overflow -> +-inf, NaN propagates) — ane-constraints.md C37.
+// one rounding to fp16 per op output (overflow -> +-inf, NaN propagates) — C37.
 // Vectorised per ISA (sim/simd, runtime dispatch) and multithreaded (sim/threadpool.h).
 // All tensors are dense row-major; "strides" are in elements. Shapes up to rank 5.
 #pragma once

@@ -53,7 +53,7 @@ bool blob_dtype_of(DType d, blob::BlobDType* out) {
 }  // namespace
 
 void unpack_bits(const uint8_t* packed, unsigned bits, bool is_signed, size_t n, uint8_t* out) {
-  // MILBlob sub-byte layout: row-major, LSB-first, two's complement for int4 (weight-blob-format.md §1.3)
+  // MILBlob sub-byte layout: row-major, LSB-first, two's complement for int4 (blob/blob.h)
   const unsigned mask = (1u << bits) - 1, sign = 1u << (bits - 1);
   for (size_t i = 0; i < n; ++i) {
     size_t bit = i * bits, byte = bit >> 3;

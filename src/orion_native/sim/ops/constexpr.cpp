@@ -1,4 +1,4 @@
-// The constexpr decompression ops (parameters in the attribute list, mil-dialect.md §2): a compile-time
+// The constexpr decompression ops (MIL puts their parameters in the attribute list): a compile-time
 // constant computed from compressed operands — constexpr_affine_dequantize (iOS16: int8/uint8 data,
 // per-tensor or per-axis scale/zero_point), constexpr_lut_to_dense (iOS18: uint1..uint8 indices into
 // fp16 tables per block of the weight) and constexpr_blockwise_shift_scale (iOS18: int4/uint4/int8/uint8

@@ -197,14 +197,14 @@ struct Param {
   std::string name;
   std::string type;
   bool optional = false;
-  std::string spelling() const { return optional ? name + "?" : name; }  // mil-dialect.md §4 form
+  std::string spelling() const { return optional ? name + "?" : name; }  // "bias?" = optional
 };
 
-// ANE facts about an op (mil-dialect.md §4, ane-constraints.md): the evidence for it on the in-memory
-// path, the constraints that concern it, and the lowering the compiler applies instead of emitting it
-// (empty: the compiler may emit it).
+// ANE facts about an op: the evidence for it on the in-memory path, the constraints that concern it, and
+// the lowering the compiler applies instead of emitting it (empty: the compiler may emit it).
 struct AneInfo {
-  std::string evidence;                  // "[C]", "[S]", "[X]", "unverified", "rejected"
+  // "[C]", "[S]", "[X]" (as ConstraintInfo::confidence, sim/plan.h), "unverified", "rejected"
+  std::string evidence;
   std::vector<std::string> constraints;  // constraint IDs, the one explaining a lowering first
   std::string lowering;
 };

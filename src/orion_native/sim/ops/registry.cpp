@@ -1,4 +1,4 @@
-// THE op schema (mil-dialect.md §4): one row per op the simulator knows — MIL parameter names as in the
+// THE op schema: one row per op the simulator knows — MIL parameter names as in the
 // coremltools 9.0 registry (required first, "?" = optional) with the type the simulator accepts, the
 // output rule, the ANE facts (evidence, constraint IDs, the compiler's lowering) and the family
 // functions implementing it. orion.sim.ops() and orion.ops.schema() expose it; the Python op builders,
