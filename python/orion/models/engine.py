@@ -1,6 +1,6 @@
 """The decode engine: a model's stage programs, its KV cache and its classifier.
 
-Design (documented in the issue notes as "KV cache as program inputs"):
+Design - the KV cache as program inputs:
 
 * The network is cut at the attention inputs (see :mod:`orion.models.gpt2` / :mod:`orion.models.llama`):
   ``L + 1`` stage programs per *program set* ``(S, T)``: ``S`` query columns, ``T`` cache length. Weights

@@ -93,7 +93,7 @@ ProgramInfo check_program(const mil::Program& prog, const std::vector<WeightFile
 
 // ---- constraint catalog (orion.sim.constraints()) ----------------------------------------------
 struct ConstraintInfo {
-  std::string id;          // "C01".."C46"
+  std::string id;          // "C01".."C47"
   std::string rule;        // short rule text from the catalog
   std::string kind;        // compile | eval | silent | process | api | perf | numeric
   // "[C]" several sources agree, "[S]" a single source, "[X]" sources conflict or it holds only under
