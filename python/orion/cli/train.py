@@ -28,6 +28,7 @@ import time
 
 from ..models.quantize import MODEL_SCHEMES
 from .common import DEVICES, float_in, nonneg_float, nonneg_int, positive_float, positive_int
+from .train_checks import check_train_args, model_config
 
 EXIT_BUDGET = 75
 
@@ -143,15 +144,6 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------------------------------- setup
-def _model_config(args, base):
-    """``base`` (a preset or a checkpoint's LlamaConfig) with the --dim/--layers/... and --seq-len overrides."""
-    from ..train.model import resized
-    over = {k[2:]: v for k, v in vars(args).items() if k.startswith("m_") and v is not None}
-    if args.seq_len is not None:
-        over.setdefault("seq_len", max(args.seq_len, base.n_ctx if args.init else args.seq_len))
-    return resized(base, **over)
-
-
 class _Finished(Exception):
     """A resumed run that is already at its total steps: said, and exit 0 before anything is loaded."""
 
@@ -220,7 +212,7 @@ def _prepare(args):
         from ..train.model import config_from_state
         cfg = config_from_state(resume.state["model"], resume.path)
         if args.preset or args.init or any(getattr(args, a) is not None for a in vars(args) if a.startswith("m_")):
-            want = _model_config(args, PRESETS[args.preset] if args.preset else cfg) if not args.init else \
+            want = model_config(args, PRESETS[args.preset] if args.preset else cfg) if not args.init else \
                 load_pretrained(args.init)[0]
             if want != cfg:
                 from ..train.trainer import check_resume
@@ -248,7 +240,7 @@ def _prepare(args):
         if args.seq_len and args.seq_len > cfg.n_ctx:
             raise DataError(f"--seq-len {args.seq_len} exceeds the model's context {cfg.n_ctx}")
     else:
-        cfg = _model_config(args, PRESETS[args.preset or base["preset"]])
+        cfg = model_config(args, PRESETS[args.preset or base["preset"]])
         params = None
     # -- data and tokenizer
     data_path = args.data or (resume.state.get("data_source") if resume is not None else None) or default_corpus()
@@ -407,7 +399,6 @@ def cmd_train(args) -> int:
     from ..errors import OrionError
     from ..train.distributed import from_env
     from .common import UsageError
-    from .train_checks import check_train_args
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     model_flags(args)
     check_train_args(args)                 # flag values, output paths and memory, before any work

@@ -9,6 +9,15 @@ import os
 from .common import UsageError, check_writable_target
 
 
+def model_config(args, base):
+    """``base`` (a preset or a checkpoint's LlamaConfig) with the --dim/--layers/... and --seq-len overrides."""
+    from ..train.model import resized
+    over = {k[2:]: v for k, v in vars(args).items() if k.startswith("m_") and v is not None}
+    if args.seq_len is not None:
+        over.setdefault("seq_len", max(args.seq_len, base.n_ctx if args.init else args.seq_len))
+    return resized(base, **over)
+
+
 def check_train_args(args) -> None:
     _check_outputs(args)
     _check_memory(args)
@@ -40,9 +49,8 @@ def _check_memory(args) -> None:
     from ..train.errors import ModelTooLarge
     from ..train.memory import check_memory
     from ..train.model import PRESETS
-    from .train import _model_config
 
-    cfg = _model_config(args, PRESETS[args.preset or DEFAULTS["preset"]])
+    cfg = model_config(args, PRESETS[args.preset or DEFAULTS["preset"]])
     try:
         check_memory(cfg, args.batch or DEFAULTS["batch"], args.seq_len or cfg.n_ctx, lora=bool(args.lora))
     except ModelTooLarge as e:
