@@ -468,7 +468,8 @@ def _run(args, dist=None, outcome: dict | None = None) -> int:
     print(f"orion train: {cfg.n_layers}-layer {kind} d={cfg.d_model} heads={cfg.n_heads}/{cfg.n_kv_heads} "
           f"hidden={cfg.d_ff} vocab={cfg.vocab_size} ({n_params(cfg) / 1e6:.2f}M params) on {dev}; "
           f"{what} ({trainer.progs.n_programs} programs, "
-          f"{trainer.progs.compiles_per_update()} compiles per update); data {data.n_tokens:,} tokens "
+          f"{trainer.progs.compiles_per_update()} compiles per update); data {data.n_tokens:,} "
+          f"{'target tokens' if hasattr(data, 'test_batches') else 'tokens'} "
           f"({data.n_windows} train / {data.n_val_windows} val windows of {tc.seq_len}); batch {tc.batch}x{tc.accum}"
           f"{f' ({dist.size} MPI ranks x {tc.accum // dist.size} microbatches)' if dist else ''}; "
           f"steps {trainer.step}->{tc.steps}; compile {time.perf_counter() - t_setup:.1f}s")
