@@ -136,6 +136,19 @@ class Model:
         with self.exclusive():
             set_adapter(self, adapter, **options)
 
+    def memory(self) -> dict:
+        """Where this model's memory is, in bytes: ``weights`` (the host arrays as held: fp16, or the fp16
+        values of compressed weights), ``weights_compressed`` (those weights' compressed storage, held
+        beside them), ``layer_weight_surfaces`` (shared layer programs: each layer's weights in the program's
+        input layout, every input as large as the largest, C12), ``kv_cache``, ``program_surfaces`` (the
+        programs' other inputs and outputs), ``classifier_panels`` (the CPU classifier's copy);
+        ``counted`` (their sum without weights_compressed), ``process_rss`` and ``other`` - the resident
+        set minus what was counted: the native programs' baked weights and packed panels, scratch, the
+        interpreter (None where the resident set cannot be read). Counts only what exists: programs are
+        compiled at the first generation."""
+        from .memory import memory_report
+        return memory_report(self)
+
     @property
     def adapter(self):
         """The current LoRA adapter (None: the base model)."""
