@@ -169,7 +169,6 @@ def inputs_targets(batch) -> tuple[np.ndarray, np.ndarray]:
     return batch if isinstance(batch, tuple) else (batch[:, :-1], batch[:, 1:])
 
 
-
 @dataclass
 class DataPosition:
     epoch: int = 0
@@ -179,7 +178,47 @@ class DataPosition:
         return {"epoch": self.epoch, "cursor": self.cursor}
 
 
-class TokenDataset:
+class ShuffledWindows:
+    """The training order every dataset shares: ``n_windows`` training windows visited in a seeded random
+    order per epoch, the position (epoch, cursor) saved in checkpoints, so a resumed run - on any dataset
+    kind - sees exactly the batches it would have seen. Subclasses set ``seed``, ``n_windows``,
+    ``fingerprint`` and ``n_tokens`` and call :meth:`_start_order`."""
+
+    def _start_order(self) -> None:
+        self.pos = DataPosition()
+        self._perm_epoch = -1
+        self._perm = None
+
+    def _order(self, epoch: int) -> np.ndarray:
+        if self._perm_epoch != epoch:
+            self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.n_windows)
+            self._perm_epoch = epoch
+        return self._perm
+
+    def _advance(self) -> int:
+        """The next training window's index; advances the saved position."""
+        if self.pos.cursor >= self.n_windows:
+            self.pos = DataPosition(self.pos.epoch + 1, 0)
+        w = int(self._order(self.pos.epoch)[self.pos.cursor])
+        self.pos.cursor += 1
+        return w
+
+    def skip(self, n: int) -> None:
+        """Advances past ``n`` windows exactly as ``next_batch`` would (the other ranks' share of a step)."""
+        for _ in range(n):
+            if self.pos.cursor >= self.n_windows:
+                self.pos = DataPosition(self.pos.epoch + 1, 0)
+            self.pos.cursor += 1
+
+    def state(self) -> dict:
+        return {"epoch": self.pos.epoch, "cursor": self.pos.cursor, "seed": self.seed, "fingerprint": self.fingerprint,
+                "n_tokens": int(self.n_tokens)}
+
+    def load_state(self, d: dict) -> None:
+        self.pos = DataPosition(int(d["epoch"]), int(d["cursor"]))
+
+
+class TokenDataset(ShuffledWindows):
     """Windows of ``seq_len + 1`` tokens (input = w[:-1], target = w[1:]) starting every ``seq_len``
     tokens; the training windows are visited in a seeded random order per epoch."""
 
@@ -205,36 +244,18 @@ class TokenDataset:
         self.seq_len, self.seed, self.source = seq_len, int(seed), source
         self.n_windows = (len(self.train) - 1) // seq_len
         self.n_val_windows = (len(self.val) - 1) // seq_len if len(self.val) > seq_len else 0
-        self.pos = DataPosition()
-        self._perm_epoch = -1
-        self._perm = None
         self.fingerprint = fingerprint_tokens(tokens)
         self.n_tokens = n
-
-    def _order(self, epoch: int) -> np.ndarray:
-        if self._perm_epoch != epoch:
-            self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.n_windows)
-            self._perm_epoch = epoch
-        return self._perm
+        self._start_order()
 
     def next_batch(self, batch: int) -> np.ndarray:
         """[batch, seq_len + 1] int64 token windows; advances the saved position."""
         S = self.seq_len
         out = np.empty((batch, S + 1), np.int64)
         for i in range(batch):
-            if self.pos.cursor >= self.n_windows:
-                self.pos = DataPosition(self.pos.epoch + 1, 0)
-            w = int(self._order(self.pos.epoch)[self.pos.cursor])
+            w = self._advance()
             out[i] = self.train[w * S: w * S + S + 1]
-            self.pos.cursor += 1
         return out
-
-    def skip(self, n: int) -> None:
-        """Advances past ``n`` windows exactly as ``next_batch`` would (the other ranks' share of a step)."""
-        for _ in range(n):
-            if self.pos.cursor >= self.n_windows:
-                self.pos = DataPosition(self.pos.epoch + 1, 0)
-            self.pos.cursor += 1
 
     def val_batches(self, batch: int, max_batches: int | None = None):
         """Fixed validation windows in order (the same every time)."""
@@ -243,10 +264,3 @@ class TokenDataset:
         for start in range(0, n, batch):
             idx = range(start, min(n, start + batch))
             yield np.stack([np.asarray(self.val[w * S: w * S + S + 1], np.int64) for w in idx])
-
-    def state(self) -> dict:
-        return {"epoch": self.pos.epoch, "cursor": self.pos.cursor, "seed": self.seed, "fingerprint": self.fingerprint,
-                "n_tokens": int(self.n_tokens)}
-
-    def load_state(self, d: dict) -> None:
-        self.pos = DataPosition(int(d["epoch"]), int(d["cursor"]))

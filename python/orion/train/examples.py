@@ -31,7 +31,7 @@ import os
 import numpy as np
 
 from ..fileio import iter_jsonl
-from .data import DataPosition
+from .data import ShuffledWindows
 from .errors import DataError, VocabMismatch
 
 IGNORE = -1                              # a target that does not count (context under mask_prompt, padding)
@@ -176,9 +176,9 @@ def _windows(examples, seq_len: int, pad: int) -> tuple[np.ndarray, np.ndarray, 
     return tokens, targets, cut
 
 
-class ExampleDataset:
-    """Windows of one example each (:func:`_windows`) with the interface of :class:`orion.train.data.TokenDataset`:
-    ``next_batch`` gives ``(inputs [B, S], targets [B, S])`` in a seeded random order per epoch,
+class ExampleDataset(ShuffledWindows):
+    """Windows of one example each (:func:`_windows`) in the shared training order (:class:`ShuffledWindows`):
+    ``next_batch`` gives ``(inputs [B, S], targets [B, S])``,
     ``val_batches`` / ``test_batches`` the held-out ones in order."""
 
     def __init__(self, splits: dict, seq_len: int, vocab_size: int, seed: int = 0, source: str = "data",
@@ -211,30 +211,12 @@ class ExampleDataset:
         self.n_val_windows = len(self._split["valid"][0]) if "valid" in self._split else 0
         self.n_test_windows = len(self._split["test"][0]) if "test" in self._split else 0
         self.n_tokens = int(sum((t != IGNORE).sum() for _, t in self._split.values()))
-        self.pos = DataPosition()
-        self._perm_epoch, self._perm = -1, None
-
-    def _order(self, epoch: int) -> np.ndarray:
-        if self._perm_epoch != epoch:
-            self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.n_windows)
-            self._perm_epoch = epoch
-        return self._perm
-
-    def _advance(self) -> int:
-        if self.pos.cursor >= self.n_windows:
-            self.pos = DataPosition(self.pos.epoch + 1, 0)
-        w = int(self._order(self.pos.epoch)[self.pos.cursor])
-        self.pos.cursor += 1
-        return w
+        self._start_order()
 
     def next_batch(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
         tok, tgt = self._split["train"]
         idx = [self._advance() for _ in range(batch)]
         return tok[idx, :-1], tgt[idx]
-
-    def skip(self, n: int) -> None:
-        for _ in range(n):
-            self._advance()
 
     def _batches(self, split: str, batch: int, max_batches: int | None):
         if split not in self._split:
@@ -249,13 +231,6 @@ class ExampleDataset:
 
     def test_batches(self, batch: int, max_batches: int | None = None):
         yield from self._batches("test", batch, max_batches)
-
-    def state(self) -> dict:
-        return {"epoch": self.pos.epoch, "cursor": self.pos.cursor, "seed": self.seed, "fingerprint": self.fingerprint,
-                "n_tokens": self.n_tokens}
-
-    def load_state(self, d: dict) -> None:
-        self.pos = DataPosition(int(d["epoch"]), int(d["cursor"]))
 
 
 # ------------------------------------------------------------------------------------ files to a dataset

@@ -70,9 +70,9 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, 
 def counted(targets: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """(targets with :data:`IGNORE` replaced by 0, the mask of those that count - None when all do): a
     target of IGNORE (a prompt token under --mask-prompt, padding) adds nothing to the loss or gradients."""
-    if (targets >= 0).all():
-        return targets, None
     valid = targets != IGNORE
+    if valid.all():
+        return targets, None
     return np.where(valid, targets, 0), valid
 
 
