@@ -128,3 +128,13 @@ def test_fuse_flags_that_name_nothing_usable_exit_2_and_write_nothing(run, tmp_p
     assert _cli(["fuse", "--adapter-path", str(run / "run" / "adapter"), "--save-path", str(out)]) == 2
     assert "give its base with --model" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_vocab_the_jsonl_text_cannot_fill_is_refused_as_with_text_data(tmp_path, capsys):
+    """--vocab N sets the model's vocabulary: a tokenizer trained on too little JSONL text is refused, not
+    silently shrunk (as with text data)."""
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps({"text": f"story {i} ends."}) + "\n" for i in range(20)))
+    rc = _cli(["train", "--preset", "micro", "--vocab", "5000", "--data", str(path), "--steps", "1", "--no-ckpt",
+               "--no-progress", "--sample-tokens", "0"])
+    assert rc == 1 and "--vocab 5000" in capsys.readouterr().err

@@ -27,7 +27,7 @@ import sys
 import time
 
 from ..models.quantize import MODEL_SCHEMES
-from .common import DEVICES, float_in, nonneg_float, nonneg_int, positive_float, positive_int
+from .common import DEVICES, UsageError, float_in, nonneg_float, nonneg_int, positive_float, positive_int
 from .train_checks import check_train_args, model_config
 
 EXIT_BUDGET = 75
@@ -144,6 +144,20 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------------------------------- setup
+def _trained_tokenizer(texts: list[str], cfg, args, data_path: str):
+    """(a SentencePiece tokenizer trained on ``texts``, ``cfg`` with its vocabulary size): fewer pieces than
+    asked shrink a preset's vocabulary, unless --vocab set it."""
+    from ..train import data as D
+    from ..train.errors import VocabMismatch
+    tok = D.train_sentencepiece(texts, cfg.vocab_size)
+    if tok.vocab_size != cfg.vocab_size:
+        if args.m_vocab_size is not None:
+            raise VocabMismatch(f"--vocab {args.m_vocab_size}: a tokenizer trained on {data_path} has "
+                                f"{tok.vocab_size} pieces; pass --vocab {tok.vocab_size} or less, or more text")
+        cfg = dataclasses.replace(cfg, vocab_size=tok.vocab_size)
+    return tok, cfg
+
+
 class _Finished(Exception):
     """A resumed run that is already at its total steps: said, and exit 0 before anything is loaded."""
 
@@ -163,7 +177,6 @@ def _prepare(args):
     lora_cfg = None
     if getattr(args, "lora", None):
         from ..lora import AdapterConfigError, LoraConfig
-        from .common import UsageError
         try:                                    # a bad --lora value is a bad flag: exit 2, before any work
             lora_cfg = LoraConfig.parse(args.lora)
             lora_cfg.check_trainable()
@@ -251,7 +264,6 @@ def _prepare(args):
     tok = _run_tokenizer(resume.path, resume.state, cfg) if resume is not None else None
     if tok is not None:
         if args.tokenizer:
-            from .common import UsageError
             raise UsageError(f"--tokenizer {args.tokenizer}: the run in {resume.path} carries its own tokenizer, "
                              f"which a resumed run keeps (its data were tokenized with it); drop --tokenizer, or "
                              f"start a new run")
@@ -269,22 +281,18 @@ def _prepare(args):
     jsonl = E.is_jsonl_data(data_path)
     mask_prompt = bool(args.mask_prompt or (resume is not None and resume.state.get("mask_prompt")))
     if (mask_prompt or args.test) and not jsonl:
-        from .common import UsageError
         raise UsageError(f"--{'mask-prompt' if mask_prompt else 'test'} needs JSON Lines data (a .jsonl file, or a "
                          f"folder with train.jsonl{'' if mask_prompt else ' and test.jsonl'}); --data is {data_path}")
     splits = None
     if jsonl:
         splits = E.read_splits(data_path, base["val_fraction"])
         if args.test and not splits.get("test"):
-            from .common import UsageError
             raise UsageError(f"--test: {data_path} has no test split (test.jsonl beside train.jsonl)")
         if tok is None:
             if init_path or resume is not None:
                 raise VocabMismatch("JSONL data with a pretrained or resumed model needs that model's tokenizer: "
                                     "pass --tokenizer PATH")
-            tok = D.train_sentencepiece(E.texts_of(splits), cfg.vocab_size)
-            if tok.vocab_size != cfg.vocab_size:
-                cfg = dataclasses.replace(cfg, vocab_size=tok.vocab_size)
+            tok, cfg = _trained_tokenizer(E.texts_of(splits), cfg, args, data_path)
     elif data_path.endswith(".bin"):
         tokens = D.read_token_bin(data_path)
     else:
@@ -293,13 +301,7 @@ def _prepare(args):
             if init_path or resume is not None:
                 raise VocabMismatch("text data with a pretrained or resumed model needs that model's tokenizer: "
                                     "pass --tokenizer PATH (e.g. tokenizer.model)")
-            tok = D.train_sentencepiece(docs, cfg.vocab_size)
-            if tok.vocab_size != cfg.vocab_size:
-                if args.m_vocab_size is not None:
-                    raise VocabMismatch(f"--vocab {args.m_vocab_size}: a tokenizer trained on {data_path} has "
-                                        f"{tok.vocab_size} pieces; pass --vocab {tok.vocab_size} or less, or more "
-                                        f"text")
-                cfg = dataclasses.replace(cfg, vocab_size=tok.vocab_size)
+            tok, cfg = _trained_tokenizer(docs, cfg, args, data_path)
         tokens = D.encode_documents(docs, tok)
     if tok is not None and tok.vocab_size > cfg.vocab_size:
         raise VocabMismatch(f"tokenizer vocabulary {tok.vocab_size} is larger than the model's {cfg.vocab_size}")
@@ -325,7 +327,6 @@ def _prepare(args):
     quantize = getattr(args, "quantize", None) or (resume.state.get("lora_quantize") if resume is not None else None)
     if quantize is not None:
         if lora_cfg is None:
-            from .common import UsageError
             raise UsageError("--quantize compresses a frozen base: it needs --lora (full training updates every "
                              "weight)")
         extras["lora_quantize"] = quantize
@@ -334,7 +335,6 @@ def _prepare(args):
 
 def _total_steps(args, resume, steps: int) -> int:
     """--steps is the run's total, also on --resume; --more-steps N continues N beyond the checkpoint."""
-    from .common import UsageError
     done = resume.step if resume is not None else 0
     more = getattr(args, "more_steps", None)
     if more is not None:
@@ -373,7 +373,6 @@ def model_flags(args) -> None:
     (-> ``--preset``) and ``--init PATH`` (-> ``--model PATH``). Afterwards ``args.preset`` is the preset
     (or None) and ``args.init`` the model to start from (or None)."""
     from ..train.model import PRESETS
-    from .common import UsageError
     if args.init is not None:
         if args.model is not None:
             raise UsageError(f"--init {args.init} is the old spelling of --model: give only --model {args.init}")
@@ -398,7 +397,6 @@ def model_flags(args) -> None:
 def cmd_train(args) -> int:
     from ..errors import OrionError
     from ..train.distributed import from_env
-    from .common import UsageError
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     model_flags(args)
     check_train_args(args)                 # flag values, output paths and memory, before any work
