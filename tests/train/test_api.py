@@ -50,3 +50,10 @@ def test_without_checkpoints_the_weights_come_back(tmp_path):
                           progress=False)
     assert isinstance(out, orion.train.RunOutcome) and out.result.records[-1].step == 1
     assert "tok_emb" in out.params
+
+
+def test_resuming_a_finished_run_returns_that_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = orion.train.run(preset="micro", steps=1, batch=2, seq_len=32, sample_tokens=0, progress=False)
+    again = orion.train.run(resume="", progress=False)         # the default run folder, already at its step
+    assert again.step == first.step == 1 and again.folder == first.folder

@@ -89,7 +89,8 @@ def run(*, on_step=None, progress: bool = True, **options):
     if code != 0:
         raise OrionError(f"orion.train.run: the run ended with status {code}")
     if not outcome:                                     # an already finished run, resumed
-        return Run(args.resume or args.ckpt_dir)
+        from .defaults import DEFAULT_CKPT_DIR
+        return Run(args.resume or args.ckpt_dir or DEFAULT_CKPT_DIR)
     if outcome.get("checkpoint"):
         return Run(outcome["checkpoint"])
     return RunOutcome(outcome["params"], outcome.get("adapter"), outcome["config"], outcome["result"])
