@@ -238,11 +238,11 @@ class CompiledProgram:
             b: InputBinding = self._io.inputs[dw.input_key]
             if tuple(b.shape) == tuple(dw.surface_shape):
                 prog.stage(b.mil_name, b.to_surface(surf))
-            else:                                   # packed with other weights on the last axis
+            else:                                   # packed with other weights
                 host = self._packed.get(dw.input_key)
-                if host is None:
-                    host = self._packed[dw.input_key] = np.zeros(b.shape, np.float32)
-                host[..., dw.offset:dw.offset + dw.surface_shape[-1]] = surf
+                if host is None:   # fp16: a float64 weight rounds once, as an unpacked one does
+                    host = self._packed[dw.input_key] = np.zeros(b.shape, np.float16)
+                dw.place(host, surf)
                 touched[dw.input_key] = None
             self._dynamic[name] = np.array(arr, copy=True)
         for key in touched:

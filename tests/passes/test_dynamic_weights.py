@@ -137,3 +137,84 @@ def test_baked_linear_stays_a_conv(rng):
     g.output("y", ops.linear(x, g.weight("w", rng.standard_normal((48, 32)))))
     low = lower(g)
     assert "= conv(" in low.mil and "matmul" not in low.mil
+
+
+def _attn_ffn(rng, d=128, kv=64, h=192, s=16):
+    """Weights of a decoder layer's shapes (q/o d x d, k/v kv x d, w1/w3 h x d, w2 d x h), every OC a
+    multiple of 64: the panel layout's inputs."""
+    g = Graph("layer")
+    x = g.input("x", (1, d, 1, s))
+    shapes = {"wq": (d, d), "wk": (kv, d), "wv": (kv, d), "wo": (d, d), "w1": (h, d), "w3": (h, d), "w2": (d, h)}
+    w = {n: g.weight(n, rng.standard_normal(sh) / np.sqrt(sh[1]), shape=sh + (1, 1)) for n, sh in shapes.items()}
+    q, k, v = (ops.conv(x, w[n]) for n in ("wq", "wk", "wv"))
+    y = ops.add(ops.conv(ops.mul(q, ops.reduce_sum(ops.mul(k, v), [1], keep_dims=True)), w["wo"]), x)
+    g.output("y", ops.add(y, ops.swiglu_ffn(y, w["w1"], w["w2"], w["w3"])))
+    return g
+
+
+def test_panels_lay_weights_out_as_column_panels(rng):
+    g = _attn_ffn(rng)
+    low = lower(g, dynamic_weights=True, panel_dynamic_weights=True)
+    dw = low.io.dynamic["w1"]
+    assert dw.layout == "conv_p" and low.io.inputs["w1"].shape == (1, 3, 128, 64)   # [1, OC/64, IC, 64]
+    W = rng.standard_normal((192, 128))
+    surf = dw.to_surface(W)
+    np.testing.assert_array_equal(surf[0, 1, :, 5], W[64 + 5])       # panel 1, column 5 = output channel 69
+    assert low.graph.nodes and sum(n.op == "matmul" for n in low.graph.nodes) == 7
+
+
+def test_panels_give_the_same_bits_as_the_row_layout(rng):
+    """Each output is the same fma chain whatever the layout: panels change no bit (simulator)."""
+    g = _attn_ffn(rng)
+    a = rng.standard_normal((1, 128, 1, 16)).astype(np.float16)
+    rows = sim_compile(g, dynamic_weights=True)
+    want = rows(x=a)["y"]
+    rows.release()
+    for pack in (False, True):
+        prog = sim_compile(g, dynamic_weights=True, panel_dynamic_weights=True, pack_dynamic_weights=pack)
+        np.testing.assert_array_equal(prog(x=a)["y"], want)
+        prog.release()
+
+
+def test_panel_packing_fills_inputs_up_to_the_largest_weight(rng):
+    """C12 pads every input to the largest: same-IC panel weights share inputs no larger than the largest
+    weight (first fit, decreasing); slices on the panel axis."""
+    g = _attn_ffn(rng)
+    low = lower(g, dynamic_weights=True, panel_dynamic_weights=True, pack_dynamic_weights=True)
+    weights = {b.name: b.shape for b in low.io.inputs.values() if b.kind == "weight"}
+    # IC 128: w1 (3 panels) and w3 (3) fill inputs of their own; wq 2 + wo 2... cap 3 panels: [wq, wk], [wo, wv]
+    assert weights["w1"] == weights["w3"] == (1, 3, 128, 64) and weights["w2"] == (1, 2, 192, 64)
+    packed = {n: s for n, s in weights.items() if n.startswith("panels_w")}
+    assert sorted(packed.values()) == [(1, 3, 128, 64), (1, 3, 128, 64)]
+    members = {dw.input_key: [] for dw in low.io.dynamic.values()}
+    for n, dw in low.io.dynamic.items():
+        members[dw.input_key].append((dw.offset, n))
+    assert sorted(sorted(m) for k, m in members.items() if k in packed) == [[(0, "wo"), (2, "wk")],
+                                                                           [(0, "wq"), (2, "wv")]]
+
+
+def test_panel_weights_update_through_the_simulator(rng):
+    g = _attn_ffn(rng)
+    prog = sim_compile(g, dynamic_weights=True, panel_dynamic_weights=True, pack_dynamic_weights=True)
+    ref = sim_compile(g, dynamic_weights=True)
+    a = rng.standard_normal((1, 128, 1, 16)).astype(np.float16)
+    new = {"wk": rng.standard_normal((64, 128)) / 11, "w2": rng.standard_normal((128, 192)) / 14}
+    prog.set_weights(**new)
+    ref.set_weights(**new)
+    np.testing.assert_array_equal(prog(x=a)["y"], ref(x=a)["y"])
+    np.testing.assert_array_equal(prog.get_weight("wk"), new["wk"])
+    prog.release()
+    ref.release()
+
+
+def test_panel_width_is_the_widest_dividing_every_oc(rng):
+    """64 where every OC allows it, else 32 or 16 (tiny models); an OC no width divides keeps rows."""
+    g = _ffn(rng)                                                     # OC 96 (w1, w3) and 64 (w2): 32
+    low = lower(g, dynamic_weights=True, panel_dynamic_weights=True)
+    assert {n: low.io.dynamic[n].surface_shape for n in ("w1", "w2")} == {"w1": (1, 3, 64, 32),
+                                                                        "w2": (1, 2, 96, 32)}
+    g = _ffn(rng, h=40)                                               # OC 40 and 64: 64 for w2 only
+    low = lower(g, dynamic_weights=True, panel_dynamic_weights=True)
+    assert low.io.dynamic["w1"].layout == "conv_t" and low.io.dynamic["w2"].surface_shape == (1, 1, 40, 64)
+    a = rng.standard_normal((1, 64, 1, 64))
+    np.testing.assert_allclose(reference_program(low, {"x": a})["y"], evaluate(g, {"x": a})["y"], rtol=1e-9)

@@ -120,6 +120,50 @@ def test_reshape_and_identity_are_views_with_their_source_kept_alive():
     np.testing.assert_array_equal(o["xi"], x.reshape(1, 128))
 
 
+def _slices_program(x_shape, cuts):
+    """y_i = slice_by_size(x, begin_i, size_i) + 0 for each cut (the add makes each a computed output),
+    plus the raw slices returned: views of the input must read the right bytes either way."""
+    body = [const("zero", 0.0, "fp16")]
+    outs = []
+    for i, (b, sz) in enumerate(cuts):
+        body += [const(f"b{i}", b, "int32", tensor=True), const(f"s{i}", sz, "int32", tensor=True),
+                 stmt(f"c{i}", "fp16", sz, "slice_by_size", x="x", begin=f"b{i}", size=f"s{i}"),
+                 const(f"r{i}", [int(np.prod(sz))], "int32", tensor=True),
+                 stmt(f"f{i}", "fp16", [int(np.prod(sz))], "reshape", x=f"c{i}", shape=f"r{i}"),
+                 stmt(f"y{i}", "fp16", [int(np.prod(sz))], "add", x=f"f{i}", y="zero")]
+        outs += [f"y{i}", f"c{i}"]
+    return program({"x": ("fp16", x_shape)}, body, outs)
+
+
+def test_contiguous_slices_of_an_input_are_views():
+    """A slice of an input that is one run of its bytes (a weight cut out of a packed weight surface) is
+    that run, not a copy: same values as numpy for cuts at offsets on the outer axes, strided cuts
+    still copied; the plan moves fewer bytes with views than with copies."""
+    x = randn(1, 6, 5, 8)
+    cuts = [([0, 2, 0, 0], [1, 3, 5, 8]),      # panels 2..4: contiguous
+            ([0, 4, 2, 0], [1, 1, 2, 8]),      # rows 2..3 of panel 4: contiguous
+            ([0, 1, 3, 5], [1, 1, 1, 3]),      # inside one row: contiguous
+            ([0, 0, 1, 0], [1, 6, 2, 8]),      # rows of every panel: strided (a copy)
+            ([0, 0, 0, 2], [1, 6, 5, 4])]      # columns: strided (a copy)
+    o, _ = run(_slices_program([1, 6, 5, 8], cuts), inputs={"x": x}, concurrent=3)
+    for i, (b, sz) in enumerate(cuts):
+        want = x[tuple(slice(bi, bi + si) for bi, si in zip(b, sz))]
+        np.testing.assert_array_equal(o[f"c{i}"], want)
+        np.testing.assert_array_equal(o[f"y{i}"], want.ravel())
+    same_size = [([0, 2, 0, 0], [1, 2, 5, 8]), ([0, 0, 0, 0], [1, 5, 2, 8])]     # 80 values each
+    view, copy = (_native.testing.sim_plan_info(_slices_program([1, 6, 5, 8], [c]), {}, "m4", "strict")
+                  for c in same_size)
+    assert view["activation_bytes"] < copy["activation_bytes"]
+
+
+def test_width_slices_stay_copies_where_c35_clamps():
+    """Pre-A16 chips saturate a width-axis slice with begin != 0 (C35): that slice is not a view there."""
+    x = f16(np.full((1, 1, 1, 16), 5000.0))
+    o, w = run(_slices_program([1, 1, 1, 16], [([0, 0, 0, 4], [1, 1, 1, 8])]), inputs={"x": x}, chip="m1",
+                strictness="permissive")
+    assert (o["c0"] == 4094).all() and any("C35" in m for m in w)
+
+
 @pytest.mark.parametrize("op,np_op", [("add", np.add), ("mul", np.multiply), ("real_div", np.divide)])
 def test_broadcast_consts_expanded_at_build(op, np_op):
     # bias [C,1] over [C,S] (x first and second), a [1,S] row, the ones that widen an output

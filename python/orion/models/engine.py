@@ -39,6 +39,10 @@ log = logging.getLogger("orion")
 
 __all__ = ["Engine", "StageOverflow", "DECODE_S", "PREFILL_BUCKETS", "LAYER_MODES", "BAKED_SET_LIMIT"]
 
+# How a program with weights as inputs (shared layers) lays them out: column panels, which decode's one-column
+# products stream front to back, packed so that C12's uniform input size pads none of them.
+SHARED_COMPILE_OPTIONS = {"panel_dynamic_weights": True, "pack_dynamic_weights": True}
+
 DECODE_S = 16                      # C04: the smallest sequence the ANE evaluates correctly
 PREFILL_BUCKETS = (16, 32, 64, 128, 256)
 LAYER_MODES = ("auto", "baked", "shared")
@@ -202,10 +206,11 @@ class Engine:
     def _baked_set_cost(self, **extra) -> int:
         return sum(self._programs_of(i, **extra) for i in range(self.fam.n_stages(self.cfg)))
 
-    def _compile(self, g: Graph):
+    def _compile(self, g: Graph, shared: bool = False):
         from ..compiler import compile as compile_graph
         t = time.perf_counter()
-        cp = compile_graph(g, device=self.device, profile=self.profile, **self.compile_options)
+        opts = {**SHARED_COMPILE_OPTIONS, **self.compile_options} if shared else self.compile_options
+        cp = compile_graph(g, device=self.device, profile=self.profile, **opts)
         cp.drop_weight_files()             # the runtime holds the weights; a host copy per program doubles them
         self.compile_seconds += time.perf_counter() - t
         self.compiles += 1
@@ -252,7 +257,7 @@ class Engine:
     def _shared_stages(self, S: int, T: int, **extra) -> list:
         n = self.fam.n_stages(self.cfg)
         opts = {**self.graph_options, **extra}
-        base = Stage(self._compile(self.fam.stage_graph(self.cfg, self.w, 1, S, T, shared=True, **opts)))
+        base = Stage(self._compile(self.fam.stage_graph(self.cfg, self.w, 1, S, T, shared=True, **opts), shared=True))
         out: list = []
         try:
             for i in range(1, n - 1):
@@ -288,7 +293,7 @@ class Engine:
         if split is None:
             return Stage(self._compile(build(self.cfg, self.w, i, S, T, **opts)))
         if split == AS_INPUTS:                 # no split fits: the stage's own program with weights as inputs
-            base = Stage(self._compile(build(self.cfg, self.w, i, S, T, shared=True, **opts)))
+            base = Stage(self._compile(build(self.cfg, self.w, i, S, T, shared=True, **opts), shared=True))
             return LayerStage(base, i, capture_weight_surfaces(base, self._layer_weights(i, S, T, **extra)), owner=True,
                               build=(S, T, extra), lora=self.graph_options.get("lora"))
         done: list[Stage] = []

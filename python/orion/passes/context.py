@@ -36,6 +36,7 @@ class CompileOptions:
     count_weight_tensors: bool = True     # C18 budget counts tensors too (the simulator's strict profile)
     dynamic_weights: Any = None           # None | True (all weights) | iterable of weight names
     pack_dynamic_weights: bool = False    # several conv weights with equal in-channels in one input surface
+    panel_dynamic_weights: bool = False   # conv weights as column panels [1, OC/64, IC, 64] (dynamic_weights pass)
     non_finite: str = "error"             # non-finite / out-of-fp16-range weights: "error" | "warn"
     allow_concat: bool = False            # emit the full-form concat instead of rejecting it (C01)
     softmax_pow2: bool = True             # rewrite last-axis non-power-of-two softmax explicitly (C21)
@@ -120,18 +121,33 @@ class DynamicWeight:
     """A weight passed as a program input (passes/dynamic_weights.py)."""
     name: str
     user_shape: tuple                  # what set_weights accepts
-    layout: str                        # "as_is" | "conv_t" ([OC, IC, 1, 1] stored as [1, IC, 1, OC])
+    layout: str                        # "as_is" | "conv_t" ([OC, IC, 1, 1] stored as [1, IC, 1, OC]) |
+                                       # "conv_p" (stored as column panels [1, OC/P, IC, P])
     input_key: str                     # graph input carrying it (shared when packed)
     surface_shape: tuple               # logical shape inside the (packed) input
-    offset: int = 0                    # packed: position on the last axis
+    offset: int = 0                    # packed: position on the packed axis (pack_axis)
     initial: np.ndarray | None = None
+
+    @property
+    def pack_axis(self) -> int:
+        """The axis packed inputs stack their weights on: panels on the panel axis, others on the last."""
+        return 1 if self.layout == "conv_p" else 3
 
     def to_surface(self, arr: np.ndarray) -> np.ndarray:
         arr = np.asarray(arr)
         if self.layout == "conv_t":
             oc, ic = self.surface_shape[3], self.surface_shape[1]
             return np.ascontiguousarray(arr.reshape(oc, ic).T).reshape(self.surface_shape)
+        if self.layout == "conv_p":
+            _, p, ic, width = self.surface_shape
+            return np.ascontiguousarray(arr.reshape(p, width, ic).transpose(0, 2, 1)).reshape(self.surface_shape)
         return arr.reshape(self.surface_shape)
+
+    def place(self, packed: np.ndarray, surf: np.ndarray) -> None:
+        """Writes this weight's surface-layout values into the host copy of its packed input."""
+        at = [slice(None)] * packed.ndim
+        at[self.pack_axis] = slice(self.offset, self.offset + self.surface_shape[self.pack_axis])
+        packed[tuple(at)] = surf
 
 
 @dataclass

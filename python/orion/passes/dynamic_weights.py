@@ -6,6 +6,15 @@ A weight is dynamic when ``g.weight(..., dynamic=True)`` or ``compile(dynamic_we
   reshape x → [1,1,IC,S], transpose → [1,1,S,IC], matmul with W [1,1,IC,OC], transpose back, reshape
   → [1,OC,1,S]. With ``pack_dynamic_weights`` several such weights with the same IC share one input
   surface along its last axis and are cut out with ``slice_by_size`` (never on M1/M2: C35).
+* With ``panel_dynamic_weights`` such weights are laid out in column panels instead, ``[1, OC/W, IC, W]``
+  (panel p holds output channels p*W.., each k-major; W the widest of :data:`PANEL_WIDTHS` that divides
+  every such OC, a weight whose OC it does not divide keeps the row layout), and
+  the conv is one batched matmul ``[1,P,IC,W]ᵀ x [1,1,IC,S] -> [1,P,W,S]`` (x broadcast over the panels),
+  which is already the conv's ``[1, OC, 1, S]``: no transposes, the same fma chains and results. Why: decode
+  multiplies one column by the whole weight; in ``[1, IC, 1, OC]`` a pass over a strip of columns reads a
+  short piece of every one of the IC rows (a strided walk the prefetchers do not follow), in panels it reads
+  each panel front to back. With ``pack_dynamic_weights`` panel weights with the same IC share inputs, stacked on the panel
+  axis (contiguous, sliced at panel boundaries), filled up to the size of the largest such weight.
 * Any other use → an input holding the weight as is (viewed as [1, C, 1, S]); a conv consuming a
   non-const weight is lowered to ``matmul(W[1,1,OC,IC], x[1,1,IC,S])``.
 """
@@ -60,6 +69,18 @@ def _conv_weight_uses(w: Value, uses) -> list[Node] | None:
     return convs
 
 
+# Output channels per panel, widest first: 64 fp16 = 128 bytes, two cache lines per k, and a single-row
+# product keeps 4 vector accumulators per panel busy (a 2-core AVX-512 box streamed 26-28 GB/s from one
+# core at 64, 19 at 16). 64 divides the widths of the families' real models (576, 192, 1536, 896, 4864,
+# 2048, ...); the narrower ones serve tiny test models.
+PANEL_WIDTHS = (64, 32, 16)
+
+
+def _panel_width(ocs) -> int:
+    """The widest panel dividing every OC (the widest overall when none does: the others keep rows)."""
+    return next((w for w in PANEL_WIDTHS if all(oc % w == 0 for oc in ocs)), PANEL_WIDTHS[0])
+
+
 def _matmul_idiom(x: Value, w_t: Value, oc: int, name: str | None) -> Value:
     """conv1x1(x, W) with W given as [1, IC, 1, OC], by the matmul idiom of the module docstring."""
     _, ic, h, wd = x.shape
@@ -67,6 +88,14 @@ def _matmul_idiom(x: Value, w_t: Value, oc: int, name: str | None) -> Value:
     xt = ops.transpose(ops.reshape(x, (1, 1, ic, s)), (0, 1, 3, 2))           # [1, 1, S, IC]
     y = ops.matmul(xt, ops.reshape(w_t, (1, 1, ic, oc)))                      # [1, 1, S, OC]
     return ops.reshape(ops.transpose(y, (0, 1, 3, 2)), (1, oc, h, wd), name=name)
+
+
+def _panel_idiom(x: Value, w_p: Value, oc: int, name: str | None) -> Value:
+    """conv1x1(x, W) with W given as panels [1, OC/W, IC, W] (module docstring): panel p transposed times
+    x is output channels p*W.. of every column, so the result is already [1, OC, 1, S] - no transposes."""
+    _, ic, h, wd = x.shape
+    y = ops.matmul(w_p, ops.reshape(x, (1, 1, ic, h * wd)), transpose_x=True)   # [1, P, W, S]
+    return ops.reshape(y, (1, oc, h, wd), name=name)
 
 
 def lower_conv_with_tensor_weight(node: Node) -> Value:
@@ -95,6 +124,31 @@ def _needs_matmul(n: Node) -> bool:
     return w is not None and w.op not in ops.BAKED and not _const_derived(w)   # constexpr weights stay baked
 
 
+def _panel_bins(graph: Graph, names: list[str]) -> list[tuple[int, list[str]]]:
+    """Panel weights with the same IC packed into inputs of at most the largest panel weight's bytes (C12
+    pads every input of a program to the largest one's size, so smaller weights alone would each cost
+    that much): first fit in decreasing size. Only bins of two or more weights are returned."""
+    cap = max((graph.weights[n].shape[0] * graph.weights[n].shape[1] for n in names), default=0)
+    by_ic: dict[int, list[str]] = {}
+    for n in names:
+        by_ic.setdefault(graph.weights[n].shape[1], []).append(n)
+    out = []
+    for ic, members in by_ic.items():
+        bins: list[list[str]] = []
+        room: list[int] = []
+        for n in sorted(members, key=lambda m: -graph.weights[m].shape[0]):
+            oc = graph.weights[n].shape[0]
+            i = next((i for i, r in enumerate(room) if r >= oc), None)
+            if i is None:
+                bins.append([n])
+                room.append(max(cap // ic, oc) - oc)
+            else:
+                bins[i].append(n)
+                room[i] -= oc
+        out += [(ic, b) for b in bins if len(b) > 1]
+    return out
+
+
 def _unique_key(graph: Graph, ctx: CompileContext, stem: str) -> str:
     taken = set(graph.inputs) | set(graph.outputs) | set(graph.weights) | set(ctx.io.inputs)
     key, k = stem, 1
@@ -114,17 +168,20 @@ def run(graph: Graph, ctx: CompileContext) -> None:
         convs = _conv_weight_uses(graph.weights[name], uses)
         if convs:
             conv_t[name] = convs
+    width = _panel_width([graph.weights[n].shape[0] for n in conv_t])
+    panel = {n for n in conv_t if ctx.options.panel_dynamic_weights and graph.weights[n].shape[0] % width == 0}
     pack = ctx.options.pack_dynamic_weights
-    if pack and ctx.options.legacy:
-        ctx.warn("pack_dynamic_weights ignored on M1/M2: width-axis slices with begin != 0 saturate there", "C35")
-        pack = False
+    if pack and ctx.options.legacy and len(panel) < len(conv_t):
+        ctx.warn("pack_dynamic_weights ignored on M1/M2 for [1, IC, 1, OC] weights: width-axis slices with begin != 0 "
+                 "saturate there", "C35")
 
-    # plan the surfaces: (input key, full surface shape, offset) per weight
+    # plan the surfaces: (input key, full surface shape, offset on the packed axis) per weight
     layout: dict[str, tuple[str, tuple, int]] = {}
-    if pack:
+    if pack and not ctx.options.legacy:
         groups: dict[int, list[str]] = {}
         for name in conv_t:
-            groups.setdefault(graph.weights[name].shape[1], []).append(name)
+            if name not in panel:
+                groups.setdefault(graph.weights[name].shape[1], []).append(name)
         for ic, members in groups.items():
             if len(members) < 2:
                 continue
@@ -135,11 +192,22 @@ def run(graph: Graph, ctx: CompileContext) -> None:
                 layout[m] = (key, (1, ic, 1, total), off)
                 off += graph.weights[m].shape[0]
             ctx.io.inputs[key] = InputBinding(key, key, (1, ic, 1, total), "fp16", kind="weight")
+    if pack:
+        for ic, bin_ in _panel_bins(graph, sorted(panel)):
+            key = _unique_key(graph, ctx, f"panels_w{ic}")
+            full = (1, sum(graph.weights[m].shape[0] for m in bin_) // width, ic, width)
+            off = 0
+            for m in bin_:
+                layout[m] = (key, full, off)
+                off += graph.weights[m].shape[0] // width
+            ctx.io.inputs[key] = InputBinding(key, key, full, "fp16", kind="weight")
     for name in names:
         if name in layout:
             continue
         w = graph.weights[name]
-        if name in conv_t:
+        if name in panel:
+            shape = (1, w.shape[0] // width, w.shape[1], width)
+        elif name in conv_t:
             shape = (1, w.shape[1], 1, w.shape[0])
         elif w.rank == 4 and w.shape[0] == 1 and w.shape[2] == 1:
             shape = w.shape
@@ -151,10 +219,14 @@ def run(graph: Graph, ctx: CompileContext) -> None:
     for name in names:
         w = graph.weights[name]
         key, full, off = layout[name]
-        surf = (1, w.shape[1], 1, w.shape[0]) if name in conv_t else full
-        ctx.io.dynamic[name] = DynamicWeight(name, tuple(w.node.attrs.get("user_shape", w.shape)),
-                                             "conv_t" if name in conv_t else "as_is", key, surf, off,
-                                             initial=np.asarray(w.data))
+        if name in panel:
+            kind, surf = "conv_p", (1, w.shape[0] // width, w.shape[1], width)
+        elif name in conv_t:
+            kind, surf = "conv_t", (1, w.shape[1], 1, w.shape[0])
+        else:
+            kind, surf = "as_is", full
+        ctx.io.dynamic[name] = DynamicWeight(name, tuple(w.node.attrs.get("user_shape", w.shape)), kind, key, surf,
+                                             off, initial=np.asarray(w.data))
     inputs: dict[str, Value] = {}
     weight_value: dict[str, Value] = {}
 
@@ -169,7 +241,9 @@ def run(graph: Graph, ctx: CompileContext) -> None:
         v = inputs[key]
         dw = ctx.io.dynamic[name]
         if full != dw.surface_shape:
-            v = ops.slice_by_size(v, (0, 0, 0, off), dw.surface_shape, name=f"{name}_slice")
+            begin = [0, 0, 0, 0]
+            begin[dw.pack_axis] = off
+            v = ops.slice_by_size(v, tuple(begin), dw.surface_shape, name=f"{name}_slice")
         weight_value[name] = v
         return v
 
@@ -180,7 +254,8 @@ def run(graph: Graph, ctx: CompileContext) -> None:
         if id(node) in conv_owner:
             name = conv_owner[id(node)]
             ctx.count("dynamic_weights", "conv_to_matmul")
-            return _matmul_idiom(node.inputs["x"], surface(name), graph.weights[name].shape[0], node.name)
+            idiom = _panel_idiom if name in panel else _matmul_idiom
+            return idiom(node.inputs["x"], surface(name), graph.weights[name].shape[0], node.name)
         if node.op == "const" and id(node.out) in by_value:
             name = by_value[id(node.out)]
             if name in conv_t:

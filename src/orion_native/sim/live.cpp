@@ -62,6 +62,10 @@ Result analyse(const std::deque<ops::Value>& values, const std::vector<StepInfo>
     if (r.kind == Region::Kind::none) continue;
     if (view_of[(size_t)id] >= 0) {
       int src = view_of[(size_t)id];
+      if (v.numel() != values[(size_t)src].numel()) {  // a slice of an input (read whole: it is a parameter)
+        add(src, Region::all(), v.name);
+        continue;
+      }
       add(src, ops::reshape_region(v.shape, r, values[(size_t)src].shape), v.name);
       continue;
     }

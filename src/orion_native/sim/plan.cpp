@@ -47,6 +47,9 @@ class PlanImpl : public Plan {
   // reshape / identity results are views of their source (same bytes): (value, source) pairs in
   // definition order, the source never itself a view. No copy, and the source lives as long as they do.
   std::vector<std::pair<int, int>> views;
+  // Byte offset of a view into its source (by value id; 0 for reshapes): a contiguous slice of an fp16
+  // input - a weight cut out of a packed weight surface - is its bytes at that offset, not a copy.
+  std::vector<int64_t> view_off;
   int64_t arena_size = 0;
   CostEstimate cost_;
 
@@ -137,7 +140,7 @@ class PlanImpl : public Plan {
       else
         ptr[id] = inputs[i];
     }
-    for (const auto& [id, src] : views) ptr[id] = ptr[src];
+    for (const auto& [id, src] : views) ptr[id] = (const uint8_t*)ptr[src] + view_off[(size_t)id];
     ops::WarnSink sink;
     std::vector<const void*> in;
     for (size_t si = 0; si < steps.size(); ++si) {
@@ -194,6 +197,29 @@ class Builder : public ops::Env {
     // Only conv reads a compressed weight as it is (packed_const_weight); every other op sees fp16 values.
     if (st.op != "conv") materialize(it->second);
     return it->second;
+  }
+
+  // A slice_by_size of an fp16 program input that is one contiguous run of its bytes (the axes inside the
+  // sliced one whole, those outside it of size 1): *off = its byte offset. Not where C35 clamps on copy.
+  bool contiguous_input_slice(ops::OpCtx& ctx, int64_t* off) {
+    const Value& x = ctx.v("x");
+    if (x.src != Value::Src::Param || x.dtype != DType::fp16) return false;
+    const int r = x.rank();
+    std::vector<int64_t> b = ctx.ivec("begin"), sz = ctx.ivec("size");
+    if ((int)b.size() != r || (int)sz.size() != r) return false;
+    for (int i = 0; i < r; ++i) {
+      if (b[i] < 0) b[i] += x.shape[i];
+      if (sz[i] == -1) sz[i] = x.shape[i] - b[i];
+    }
+    if (prof_.legacy_chip() && r > 0 && b.back() != 0) return false;
+    int a = r - 1;
+    while (a >= 0 && b[a] == 0 && sz[a] == x.shape[a]) --a;  // whole inner axes
+    for (int i = 0; i < a; ++i)
+      if (sz[i] != 1) return false;
+    const std::vector<int64_t> st = ops::dense_strides(x.shape);
+    *off = 0;
+    for (int i = 0; i < r; ++i) *off += b[i] * st[i] * (int64_t)sizeof(f16);
+    return true;
   }
 
   void materialize(int id) override {
@@ -356,14 +382,22 @@ class Builder : public ops::Env {
         for (size_t id = first_new; id + 1 < plan_->values.size(); ++id) plan_->values[id].cdata.reset();
       return;
     }
-    if (st.op == "reshape" || st.op == "identity") {  // a view: same bytes, new shape
+    int64_t slice_off = 0;
+    const bool is_reshape = st.op == "reshape" || st.op == "identity";  // a view: same bytes, new shape
+    if (is_reshape || (st.op == "slice_by_size" && contiguous_input_slice(ctx, &slice_off))) {
       int src = ctx.vid("x");
+      int64_t off = slice_off;
       for (const auto& [id, root] : plan_->views)
-        if (id == src) src = root;
+        if (id == src) {
+          src = root;
+          off += plan_->view_off[(size_t)id];
+        }
       v.src = Value::Src::Op;
       int id = add(std::move(v));
       define(st.out, id);
       plan_->views.push_back({id, src});
+      plan_->view_off.resize(plan_->values.size(), 0);
+      plan_->view_off[(size_t)id] = off;
       return;
     }
     Step s;

@@ -259,6 +259,9 @@ constexpr int64_t kRowsMaxK = 1 << 16;
 // Elements of op(A) from which a few-column product reads A in place rather than packing it (weights:
 // 10^5-10^7; attention's per-head products stay on their tuned routes).
 constexpr int64_t kInPlaceMinA = 1 << 16;
+// Bytes of B below which a few-rows product stays on one thread: waking the pool costs a few us, a
+// core streams ~128 KB in about that time.
+constexpr double kSerialRowsBytes = 128 << 10;
 
 template <typename T>
 void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
@@ -266,7 +269,12 @@ void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16
   const int64_t chunk = kRowsChunk;
   const int64_t chunks = (g.N + chunk - 1) / chunk, items = batch * chunks;
   const double item_flops = 2.0 * (double)(g.M * g.K) * (double)std::min(g.N, chunk);
-  parallel_for(items, std::max<int64_t>(1, (int64_t)(kSerialFlops / item_flops)), [&](int64_t lo, int64_t hi) {
+  // A few rows stream B once at 1-2 flops per byte: bandwidth, not flops, sets the time (a decode GEMV of
+  // 0.5 MB is ~20 us on one core), so an item counts by the bytes of B it reads as well.
+  const double item_bytes = 2.0 * (double)g.K * (double)std::min(g.N, chunk);
+  const int64_t grain = std::max<int64_t>(1, std::min((int64_t)(kSerialFlops / item_flops),
+                                                      (int64_t)(kSerialRowsBytes / item_bytes)));
+  parallel_for(items, grain, [&](int64_t lo, int64_t hi) {
     float* at = scratch_as<float>(ScratchSlot::gemm_a, (size_t)(g.M * g.K));
     int64_t widened = -1;
     simd::GemmTile t = whole_k_tile(g, at);

@@ -536,6 +536,20 @@ void gemm_panel(const PanelTile& t) {
       case 4: return panels<4, 2>(t);
     }
   }
+  // Fewer panels than a full group (a weight input read in place, in panels of 32 or 64 rows, on decode's
+  // one column): still one chain per panel in flight at once - one panel at a time would wait on the fma
+  // latency at every k.
+  if (t.cols == 1 && t.panels > 1 && t.panels < 8) {
+    switch (t.panels) {
+      case 2: return panels<1, 2>(t);
+      case 3: return panels<1, 3>(t);
+      case 4: return panels<1, 4>(t);
+      case 5: return panels<1, 5>(t);
+      case 6: return panels<1, 6>(t);
+      default: return panels<1, 7>(t);
+    }
+  }
+  if (t.cols == 2 && t.panels > 1 && t.panels < 4) return t.panels == 2 ? panels<2, 2>(t) : panels<2, 3>(t);
   for_each_panel(t, panel_one);
 }
 
