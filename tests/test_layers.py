@@ -7,8 +7,8 @@ Layers, lowest first (a module may import its own layer and those below it):
     base      errors, fileio, _html
     native    _native (the C++ extension) and its wrappers: blob, mil, sim, safetensors, runtime, cost_table,
               weight_updates
+    quant     compressed weights (numpy over base: the IR's compressed weights and constexpr ops use them)
     ir        the graph IR and its ops
-    quant     compressed weights
     compiler  passes, codegen, lowered, program, compiler
     models    models (loading, the model definition, generation), lora (adapters)
     train     training
@@ -26,8 +26,8 @@ PKG = os.path.dirname(orion.__file__)
 LAYERS = [
     ("base", {"errors", "fileio", "_html"}),
     ("native", {"_native", "blob", "mil", "sim", "safetensors", "runtime", "cost_table", "weight_updates"}),
-    ("ir", {"ir"}),
     ("quant", {"quant"}),
+    ("ir", {"ir"}),
     ("compiler", {"passes", "codegen", "lowered", "program", "compiler"}),
     ("models", {"models", "lora"}),
     ("train", {"train"}),
@@ -38,10 +38,6 @@ LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 # (importer, imported): the upward imports that exist today, each with the move that would remove it.
 KNOWN_UPWARD = {
     ("orion.ir.display", "orion.compiler"): "a graph's notebook view compiles it for its notes: a display hook",
-    ("orion.ir.graph", "orion.quant"): "Graph.weight(quant=) builds QuantizedTensors: the type belongs in ir",
-    ("orion.ir.ops.quantization", "orion.quant"): "constexpr ops' schemes: the scheme table belongs in ir",
-    ("orion.quant.activations", "orion.models.host_run"): "W8A8 calibration runs the model: calibration "
-                                                          "belongs with the models",
     ("orion.runtime", "orion.doctor"): "ane_control is a ctypes call into our own extension: a nanobind "
                                        "function",
     ("orion.train.programs", "orion.doctor"): "the delta strategy asks for the verdict doctor cached: the "
