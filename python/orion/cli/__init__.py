@@ -34,7 +34,8 @@ def version_text() -> str:
     """``orion --version``: the release and what this build contains (one wheel runs on many CPUs)."""
     import platform
 
-    from .. import __version__, _native
+    from .. import _native
+    from .._version import __version__
 
     b = _native.build_info()
     abi = "abi3" if b["stable_abi"] else f"cp{sys.version_info[0]}{sys.version_info[1]}"
