@@ -28,6 +28,7 @@ from typing import Mapping
 
 import numpy as np
 
+from .blob import write_blob_file
 from .errors import AneSimWarning, InputError, OrionError
 from .fileio import read_json
 from .runtime import WeightUpdate, ane_control, compile_mil, resolve_device
@@ -110,8 +111,6 @@ def _weights(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _blobs(ws) -> dict[str, bytes]:
-    from .blob import write_blob_file
-
     out = {}
     for key, w in zip(KEYS, ws):
         data, offsets = write_blob_file([w.reshape(C, C, 1, 1)])
