@@ -4,7 +4,7 @@ exception is fixed: the test also fails on a listed exception that no longer occ
 
 Layers, lowest first (a module may import its own layer and those below it):
 
-    base      errors, fileio, _html, _version
+    base      errors, fileio, _html, _version, run_folder (the run folder's latest.json layout)
     native    _native (the C++ extension) and its wrappers: blob, mil, sim, safetensors, runtime, cost_table,
               weight_updates
     quant     compressed weights (numpy over base: the IR's compressed weights and constexpr ops use them)
@@ -24,7 +24,7 @@ import orion
 
 PKG = os.path.dirname(orion.__file__)
 LAYERS = [
-    ("base", {"errors", "fileio", "_html", "_version"}),
+    ("base", {"errors", "fileio", "_html", "_version", "run_folder"}),
     ("native", {"_native", "blob", "mil", "sim", "safetensors", "runtime", "cost_table", "weight_updates"}),
     ("quant", {"quant"}),
     ("ir", {"ir"}),
@@ -37,8 +37,6 @@ LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 
 # (importer, imported): the upward imports that exist today, each with the move that would remove it.
 KNOWN_UPWARD = {
-    ("orion.models.model", "orion.train.checkpoint"): "a run folder means its latest checkpoint: the "
-                                                      "checkpoint layout belongs below models",
     ("orion.train.api", "orion.cli.common"): "orion.train.run runs the command's own code path (parser, "
                                              "checks, _run): that code belongs in train, the CLI thin",
     ("orion.train.api", "orion.cli.train"): "the same",
