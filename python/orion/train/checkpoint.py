@@ -35,11 +35,10 @@ import numpy as np
 from .. import safetensors as st
 from ..errors import ModelFormatError
 from ..fileio import atomic_folder, atomic_write as _atomic_write, prune_stale_temps, read_json
-from .errors import CheckpointError
 from ..run_folder import LATEST, MAX_STATE_BYTES, is_run, latest_step  # noqa: F401  (is_run: ck.is_run)
 from ..run_folder import confined as _confined
+from .errors import CheckpointError
 from .state_schema import validate_manifest, validate_state
-
 
 FORMAT = "orion-train-checkpoint"
 VERSION = 2

@@ -1,6 +1,7 @@
 """The schema of a checkpoint's ``state.json`` and of its file manifest, checked on every read (``--resume``,
 ``--init``): a wrong type or a missing key is a :class:`CheckpointError` naming the key, never a KeyError
-or TypeError deep inside the trainer; file names are plain names inside the checkpoint folder (:func:`orion.run_folder.confined`, on read).
+or TypeError deep inside the trainer; file names are plain names inside the checkpoint folder
+(:func:`orion.run_folder.confined`, on read).
 """
 
 from __future__ import annotations
