@@ -145,8 +145,6 @@ KNOWN_CIRCLES = {
                "orion.train.step", "orion.train.trainer"}): "through orion.train's __init__ and model/checkpoint",
     frozenset({"orion.models.batch", "orion.models.model", "orion.models.speculative", "orion.models.stream"}):
         "Model's methods import the generation modules that take a Model: generation as functions of the engine",
-    frozenset({"orion.cli", "orion.cli.train"}):
-        "cli.train's main() calls the package's main (the one error handler): main in a module of its own",
 }
 
 
