@@ -136,15 +136,21 @@ KNOWN_CIRCLES = {
                "orion.models.families.gpt2", "orion.models.families.llama", "orion.models.families.mistral",
                "orion.models.families.phi", "orion.models.families.qwen"}):
         "config types and the family readers: the config dataclasses in a module the families import",
-    frozenset({"orion.lora.adapter", "orion.lora.files"}): "Adapter.save/load call files: files as functions",
+    frozenset({"orion.lora.adapter", "orion.lora.files"}):
+        "Adapter.save calls files.save, files.load builds Adapters: the PEFT layout (names, row order) in a "
+        "module both import, Adapter.save writing through it",
     frozenset({"orion.models.engine", "orion.models.fp16_safety", "orion.models.host_run", "orion.models.llama"}):
         "the engine's fp16 probe runs the definition on the host, which reads the engine's feeds: the feeds "
         "in a module of their own",
     frozenset({"orion.train.accumulate", "orion.train.checkpoint", "orion.train.data", "orion.train.defaults",
                "orion.train.examples", "orion.train.memory", "orion.train.model", "orion.train.state_schema",
-               "orion.train.step", "orion.train.trainer"}): "through orion.train's __init__ and model/checkpoint",
+               "orion.train.step", "orion.train.trainer"}):
+        "state_schema checks a state against trainer.TrainConfig's fields; train.model writes through "
+        "checkpoint's atomic writers while checkpoint asks model for the HF files (data too): TrainConfig's "
+        "field list and the writers below both",
     frozenset({"orion.models.batch", "orion.models.model", "orion.models.speculative", "orion.models.stream"}):
-        "Model's methods import the generation modules that take a Model: generation as functions of the engine",
+        "Model's methods call the generation modules, which take a Model (stream names it for type checkers): "
+        "generation as functions of the engine",
 }
 
 
