@@ -21,8 +21,8 @@ def test_pyproject_takes_the_version_from_the_package():
     assert not re.search(r"^version\s*=", project, re.M), "a static version in [project] would be a second place"
     assert re.search(r'^dynamic = \["version"\]', project, re.M)
     provider = re.search(r"^\[tool\.scikit-build\.metadata\.version\]\n(.*?)(^\[|\Z)", text, re.S | re.M).group(1)
-    assert 'input = "python/orion/__init__.py"' in provider
-    with open(os.path.join(ROOT, "python", "orion", "__init__.py")) as f:
+    assert 'input = "python/orion/_version.py"' in provider
+    with open(os.path.join(ROOT, "python", "orion", "_version.py")) as f:
         assert f'\n__version__ = "{orion.__version__}"\n' in f.read()
 
 

@@ -14,9 +14,7 @@ from .program import CompiledProgram, load  # noqa: E402
 from .ir import Graph, GraphError, ops  # noqa: E402
 from .passes import CompileWarning, default_pipeline  # noqa: E402
 from . import doctor  # noqa: E402
-
-# The one place the version lives: pyproject.toml reads it from here (scikit-build-core regex provider).
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402,F401  (the one place it lives: orion/_version.py)
 
 __all__ = list(_error_names) + [
     "sim", "IOSpec", "Program", "compile_mil", "counters", "devices", "reset_counters",

@@ -12,6 +12,7 @@ from typing import Any
 
 from .codegen import build_weights, emit
 from .errors import CompileError
+from .ir import display
 from .ir.graph import Graph, GraphError
 from .lowered import Lowered
 from .passes.context import CompileContext, CompileOptions
@@ -101,3 +102,8 @@ def compile(graph: Graph, device: str = "auto", target: str | None = None, pipel
     return CompiledProgram(prog, lowered, source=graph, compile_fn=compile,
                            recompile_args=dict(device=dev, target=target, pipeline=pipeline,
                                                dynamic_weights=dynamic_weights, profile=profile, **options))
+
+
+# A graph's notebook view shows the compiler's notes; the IR cannot import the compiler, so it is handed in
+# (looked up at call time, so a patched orion.compiler.lower is the one used).
+display.set_lowering(lambda graph: lower(graph))

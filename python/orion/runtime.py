@@ -8,8 +8,11 @@ hardware's alphabetical slot order (C03/C13) so callers never see it.
 from __future__ import annotations
 
 import atexit
+import ctypes
+import json
 import logging
 import warnings
+from dataclasses import dataclass
 from typing import Mapping, NamedTuple
 
 import numpy as np
@@ -17,12 +20,41 @@ import numpy as np
 from . import _native
 from .errors import AneSimWarning, OrionError
 from .sim import Profile, get_profile
-from .weight_updates import WeightUpdate
 
 log = logging.getLogger("orion")
 
 _NP_DTYPES = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "int8": np.int8, "uint8": np.uint8,
               "int16": np.int16, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "bool": np.bool_}
+
+
+@dataclass(frozen=True)
+class WeightUpdate:
+    """What one weight update did on the device.
+
+    budget_used: compiles charged to this process's compile budget (C05): explicit ones, compiles a
+        load did inside the device (``hidden_compiles``, observed or, on the simulator, as the evidence
+        says), and loads where a compile could not be observed (``unverified_loads``).
+    """
+
+    strategy: str
+    budget_used: int = 0
+    compiles: int = 0
+    hidden_compiles: int = 0
+    unverified_loads: int = 0
+    loads: int = 0
+    unloads: int = 0
+    weight_writes: int = 0
+
+    @property
+    def budget_free(self) -> bool:
+        return self.budget_used == 0 and self.unverified_loads == 0
+
+    @classmethod
+    def from_native(cls, strategy: str, report: dict) -> "WeightUpdate":
+        for _, msg in report["warnings"]:  # the simulator says what it reproduced (C07)
+            warnings.warn(msg, AneSimWarning, stacklevel=4)
+        return cls(strategy, **{k: int(report[k]) for k in ("budget_used", "compiles", "hidden_compiles",
+                                                            "unverified_loads", "loads", "unloads")})
 
 
 class IOSpec(NamedTuple):
@@ -53,6 +85,19 @@ _announced_fallback = False
 DEVICES = ("auto", "sim", "ane")
 
 
+def ane_control(command: str) -> dict | None:
+    """Sends ``command`` to the ANE backend's hook (src/orion_native/ane/ane_api.h, a C function of the
+    extension, called through ctypes); None when this orion was built without the ANE backend. Commands:
+    info, route=inmemory|client, entry=two|one, shutdown."""
+    try:
+        fn = ctypes.CDLL(_native.__file__).orion_ane_control
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_char_p
+    fn.argtypes = [ctypes.c_char_p]
+    return json.loads(fn(command.encode()).decode())
+
+
 def devices() -> list[dict]:
     """Every backend built into this orion: name, availability and, when unavailable, the reason; for
     the ANE also each route's status (the direct _ANEClient route is "unverified (known to fail on M4
@@ -60,8 +105,6 @@ def devices() -> list[dict]:
     out = [dict(d) for d in _native.backends()]
     for d in out:
         if d["name"] == "ane":
-            from .doctor import ane_control
-
             routes = (ane_control("info") or {}).get("routes") or {}
             d["routes"] = {k: routes[k] for k in ("inmemory", "client") if k in routes}
     return out

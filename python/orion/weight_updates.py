@@ -13,53 +13,32 @@ the device:
 device did (compiles, loads, compile budget used), never a claim about the outputs. Only :func:`probe`
 says whether a strategy works, by comparing the updated program's output with a fresh compile of the
 new weights. ``orion doctor`` runs the probe for every strategy and caches the verdicts per OS build and
-chip; training uses a delta strategy only under such a verdict (``orion.doctor.verified_delta``), and
+chip; training uses a delta strategy only under such a verdict (:func:`verified_delta`), and
 both call :func:`apply`, so what doctor verified is what training runs.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import re
 import time
 import warnings
-from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 
+from .blob import write_blob_file
 from .errors import AneSimWarning, InputError, OrionError
+from .fileio import read_json
+from .runtime import WeightUpdate, ane_control, compile_mil, resolve_device
+from .sim import get_profile
+
+log = logging.getLogger("orion")
 
 STRATEGIES = ("dynamic", "recompile", "delta_reload", "delta_patch")
 DELTAS = ("delta_patch", "delta_reload")
-
-
-@dataclass(frozen=True)
-class WeightUpdate:
-    """What one weight update did on the device.
-
-    budget_used: compiles charged to this process's compile budget (C05): explicit ones, compiles a
-        load did inside the device (``hidden_compiles``, observed or, on the simulator, as the evidence
-        says), and loads where a compile could not be observed (``unverified_loads``).
-    """
-
-    strategy: str
-    budget_used: int = 0
-    compiles: int = 0
-    hidden_compiles: int = 0
-    unverified_loads: int = 0
-    loads: int = 0
-    unloads: int = 0
-    weight_writes: int = 0
-
-    @property
-    def budget_free(self) -> bool:
-        return self.budget_used == 0 and self.unverified_loads == 0
-
-    @classmethod
-    def from_native(cls, strategy: str, report: dict) -> "WeightUpdate":
-        for _, msg in report["warnings"]:  # the simulator says what it reproduced (C07)
-            warnings.warn(msg, AneSimWarning, stacklevel=4)
-        return cls(strategy, **{k: int(report[k]) for k in ("budget_used", "compiles", "hidden_compiles",
-                                                            "unverified_loads", "loads", "unloads")})
+CACHE_VERSION = 2  # 2: results from probe (budget from the update's own report)
 
 
 def apply(prog, strategy: str, weights: Mapping) -> WeightUpdate:
@@ -132,8 +111,6 @@ def _weights(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _blobs(ws) -> dict[str, bytes]:
-    from .blob import write_blob_file
-
     out = {}
     for key, w in zip(KEYS, ws):
         data, offsets = write_blob_file([w.reshape(C, C, 1, 1)])
@@ -159,8 +136,6 @@ def probe(strategy: str, device: str = "auto", profile=None, *, seed: int = 2024
     output), "wrong" (neither) or "error" (the update raised; ``error`` says how). Also returns what
     the update did (:class:`WeightUpdate` fields) and its milliseconds.
     """
-    from .runtime import compile_mil, resolve_device
-
     if strategy not in STRATEGIES:
         raise InputError(f"unknown weight-update strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
     device = resolve_device(device)
@@ -214,4 +189,119 @@ def probe(strategy: str, device: str = "auto", profile=None, *, seed: int = 2024
     return r
 
 
-__all__ = ["STRATEGIES", "DELTAS", "WeightUpdate", "apply", "probe"]
+# ---- machine identity and the verdict cache ----------------------------------------------------
+
+def machine(device: str = "auto", profile=None) -> dict:
+    """What a verdict is valid for: the device and, for the ANE, OS build and chip; for the simulator
+    the profile's chip and delta behaviour (``profile``, default the current default profile)."""
+    dev = resolve_device(device)
+    if dev == "sim":
+        p = profile or get_profile()
+        return {"device": "sim", "os_build": "simulator", "chip": f"profile {p.chip}",
+                "ane": p.chip + ("-paper" if p.delta == "paper" else ""), "fake": False}
+    info = ane_control("info") or {}
+    d = info.get("device", {})
+    return {"device": "ane", "os_build": d.get("os_build") or "unknown", "chip": d.get("chip") or "unknown",
+            "ane": d.get("architecture") or d.get("subtype") or "unknown", "fake": bool(info.get("fake"))}
+
+
+def cache_dir() -> str:
+    root = os.environ.get("ORION_CACHE_DIR")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "orion")
+    return root
+
+
+def cache_path(m: dict) -> str:
+    key = f"{m['device']}-{m['os_build']}-{m['chip']}-{m['ane']}" + ("-fake" if m.get("fake") else "")
+    return os.path.join(cache_dir(), "doctor-" + re.sub(r"[^A-Za-z0-9._-]+", "_", key) + ".json")
+
+
+def cached_verdict(device: str = "auto", profile=None) -> dict | None:
+    """The cached verdict for this machine, or None (missing, unreadable or from another version)."""
+    path = cache_path(machine(device, profile))
+    try:
+        v = read_json(path, OrionError, max_bytes=1 << 20)
+    except OrionError:                        # missing, unreadable, corrupt: as if there were none
+        return None
+    return v if isinstance(v, dict) and v.get("version") == CACHE_VERSION else None
+
+
+# ---- the rule --------------------------------------------------------------------------------------
+
+def verdict_allowed(verdict: dict | None) -> list[str]:
+    """The strategies ``verdict`` (None: no verdict) allows, in order of preference (the rule above)."""
+    if verdict is None:
+        return ["dynamic", "recompile"]  # proven upstream; the delta recipes need this machine's verdict
+    r = verdict["results"]
+    ok = {s for s in STRATEGIES if r.get(s, {}).get("verdict") == "works"}
+    rec_ms = r.get("recompile", {}).get("ms")
+    deltas = [s for s in DELTAS if s in ok and r[s].get("budget_free") and r[s].get("ms") is not None
+              and rec_ms is not None and r[s]["ms"] < rec_ms]
+    return [s for s in ("dynamic",) if s in ok] + deltas + [s for s in ("recompile",) if s in ok]
+
+
+def _why_not(verdict: dict | None, s: str) -> str:
+    if verdict is None:
+        return "not verified (run `orion doctor`)"
+    r = verdict["results"].get(s, {})
+    v = r.get("verdict")
+    if v != "works":
+        return v or "not probed"
+    if not r.get("budget_free"):
+        return "charges the compile budget"
+    return "not cheaper than recompile"
+
+
+def _same_machine(a: dict | None, b: dict) -> bool:
+    keys = ("device", "os_build", "chip", "ane", "fake")
+    return isinstance(a, dict) and all(a.get(k) == b.get(k) for k in keys)
+
+
+def verified_delta(device: str = "auto", profile=None, verdict: dict | None = None) -> tuple[str | None, str]:
+    """(the delta strategy training may use here, "") or (None, why not). Only with a verdict for this
+    machine (``verdict`` or the cached one) in which the probe verified it and the rule allows it."""
+    m = machine(device, profile)
+    if verdict is None:
+        verdict = cached_verdict(device, profile)
+    if verdict is None:
+        return None, "no cached `orion doctor` verdict for this machine"
+    if not _same_machine(verdict.get("machine"), m):
+        got = verdict.get("machine") or {}
+        return None, (f"the `orion doctor` verdict is for {got.get('device')} {got.get('chip')} "
+                      f"({got.get('os_build')}, {got.get('ane')}), not for this machine ({m['device']} {m['chip']}, "
+                      f"{m['os_build']}, {m['ane']})")
+    allowed = verdict_allowed(verdict)
+    for s in DELTAS:
+        if s in allowed:
+            return s, ""
+    return None, f"`orion doctor` did not verify a delta update here (allowed: {', '.join(allowed) or 'none'})"
+
+
+_announced: set = set()
+
+
+def allowed_strategies(device: str = "auto", verdict: dict | None = None, *, announce: bool = True,
+                       profile=None) -> list[str]:
+    """Weight-update strategies the runtime may use on this machine, in order of preference.
+
+    Uses ``verdict`` or this machine's cached ``orion doctor`` verdict. Never a strategy that failed
+    verification; ``delta_*`` only when verified correct, cheaper than recompile and budget-free;
+    without a verdict, the upstream-proven dynamic -> recompile. Announced once in one log line.
+    """
+    if verdict is None:
+        verdict = cached_verdict(device, profile)
+    allowed = verdict_allowed(verdict)
+    m = verdict["machine"] if verdict else machine(device, profile)
+    key = (cache_path(m), tuple(allowed))
+    if announce and key not in _announced:
+        _announced.add(key)
+        skipped = "; ".join(f"{s}: {_why_not(verdict, s)}" for s in STRATEGIES if s not in allowed)
+        log.info("orion: weight updates use %s%s", " -> ".join(allowed) or "nothing (no strategy verified)",
+                 f" ({skipped})" if skipped else "")
+    return allowed
+
+
+__all__ = ["STRATEGIES", "DELTAS", "CACHE_VERSION", "WeightUpdate", "apply", "probe", "machine", "cache_dir",
+           "cache_path", "cached_verdict", "verdict_allowed", "verified_delta", "allowed_strategies"]

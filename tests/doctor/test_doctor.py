@@ -9,14 +9,14 @@ import os
 import pytest
 
 import orion
-from orion import doctor
+from orion import doctor, weight_updates
 from orion.cli.doctor import add_doctor_parser
 
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ORION_CACHE_DIR", str(tmp_path / "cache"))
-    doctor._announced.clear()
+    weight_updates._announced.clear()
     yield tmp_path / "cache"
 
 

@@ -66,6 +66,11 @@ def test_compiler_warnings_are_listed(monkeypatch):
     assert display.compiler_notes(_graph()) == ["working set 40 MB [C26]"]
 
 
+def test_without_the_compiler_the_notes_say_so(monkeypatch):
+    monkeypatch.setattr(display, "_lower", None)
+    assert display.compiler_notes(_graph()) == ["the compiler is not loaded: import orion.compiler to see its notes"]
+
+
 def test_a_weight_the_compiler_rejects_is_named():
     g = orion.Graph("bad")
     x = g.input("x", (1, 64, 1, 16))

@@ -171,7 +171,7 @@ def test_tiny_llama_stage_is_exact():
     wq, _ = quantize_model(w, "int8")
     names = [n for n in wq if getattr(wq[n], "quant", None) is not None]
     # power-of-two scales half the size of a max-abs calibration: the largest inputs saturate
-    from orion.quant.activations import calibrate
+    from orion.models.calibration import calibrate
     cal = calibrate(cfg, w, rng.integers(0, cfg.vocab_size, 48), names)
     acts = ActivationScales({n: 2.0 ** (np.floor(np.log2(s)) - 1) for n, s in cal.scales.items()})
     S = T = 16

@@ -17,9 +17,10 @@ import pytest
 
 from orion.errors import InputError, ModelFormatError
 from orion.models import Model, load
+from orion.models.calibration import calibrate
 from orion.models.quantize import ExperimentalWarning
 from orion.quant import QuantizedArray, quality_report
-from orion.quant.activations import SCALES_FILE, ActivationScales, calibrate, scales_path
+from orion.quant.activations import SCALES_FILE, ActivationScales, scales_path
 
 from models_helpers import tiny_gpt2, tiny_llama, weights16
 

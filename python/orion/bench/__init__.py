@@ -38,7 +38,8 @@ def torch_available() -> bool:
 def machine_info(with_torch: bool = True) -> dict:
     import numpy as np
 
-    from .. import __version__, _native
+    from .. import _native
+    from .._version import __version__
     info = {"platform": platform.platform(), "machine": platform.machine(), "python": platform.python_version(),
             "cpus": os.cpu_count(), "load_avg_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
             "orion": __version__, "numpy": np.__version__}

@@ -20,21 +20,18 @@ exit 1 for an orion error (bad file, model, program) -- a traceback only with ``
 from __future__ import annotations
 
 import argparse
-import contextlib
-import logging
 import sys
-import traceback
-import warnings
 
-from ..errors import OrionError
-from .common import Parser, UsageError, add_verbose_flag
+from .common import Parser, add_verbose_flag
+from .entry import run as run_command  # (orion.cli.run is the `orion run` command module)
 
 
 def version_text() -> str:
     """``orion --version``: the release and what this build contains (one wheel runs on many CPUs)."""
     import platform
 
-    from .. import __version__, _native
+    from .. import _native
+    from .._version import __version__
 
     b = _native.build_info()
     abi = "abi3" if b["stable_abi"] else f"cp{sys.version_info[0]}{sys.version_info[1]}"
@@ -97,49 +94,5 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _oneline_warnings(message, category, filename, lineno, line=None):
-    # a command prints "AneSimWarning: <what happened>", not the library line that raised it
-    return f"{category.__name__}: {message}\n"
-
-
-@contextlib.contextmanager
-def _cli_warnings():
-    saved = warnings.formatwarning
-    warnings.formatwarning = _oneline_warnings
-    try:
-        yield
-    finally:
-        warnings.formatwarning = saved
-
-
-def _os_message(e: OSError) -> str:
-    if e.filename is not None and e.strerror:
-        return f"{e.filename}: {e.strerror}"
-    return str(e)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    verbose = bool(getattr(args, "verbose", False))
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
-        return 2
-    try:
-        with _cli_warnings():
-            return int(args.func(args) or 0)
-    except UsageError as e:
-        err, msg, code = e, str(e), 2
-    except OrionError as e:
-        err, msg, code = e, str(e), 1
-    except OSError as e:         # a path given on the command line that cannot be read or written
-        err, msg, code = e, _os_message(e), 1
-    except KeyboardInterrupt:
-        print("orion: interrupted", file=sys.stderr)
-        return 130
-    sys.stdout.flush()
-    if verbose:
-        traceback.print_exception(type(err), err, err.__traceback__)
-    print(f"orion: error: {msg}", file=sys.stderr)
-    return code
+    return run_command(build_parser(), argv)

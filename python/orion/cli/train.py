@@ -27,7 +27,9 @@ import sys
 import time
 
 from ..models.quantize import MODEL_SCHEMES
-from .common import DEVICES, UsageError, float_in, nonneg_float, nonneg_int, positive_float, positive_int
+from .common import (DEVICES, Parser, UsageError, add_verbose_flag, float_in, nonneg_float, nonneg_int, positive_float,
+                     positive_int)
+from .entry import run as run_command
 from .train_checks import check_train_args, model_config
 
 EXIT_BUDGET = 75
@@ -608,9 +610,11 @@ def _run(args, dist=None, outcome: dict | None = None) -> int:
 
 
 def main(argv=None) -> int:
-    """``orion train`` with ``argv`` after the subcommand (``python -m orion.cli.train``; tests call it in process)."""
-    from . import main as orion_main
-    return orion_main(["train"] + list(sys.argv[1:] if argv is None else argv))
+    """``orion train`` with ``argv`` after the subcommand (``python -m orion.cli.train``; tests call it in process),
+    under the command's one error handler."""
+    parser = Parser(prog="orion")
+    add_verbose_flag(add_train_parser(parser.add_subparsers(dest="command")))
+    return run_command(parser, ["train"] + list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

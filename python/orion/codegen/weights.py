@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..blob import write_blob_file
 from ..ir.graph import Graph, Value
-from ..passes.budget import is_blob_const
+from ..passes.budget import blob_operand_params, is_blob_const
 from ..passes.check_weights import to_fp16
+from .constexpr import blob_items
 
 MODEL_PATH = "@model_path/weights/"
 MULTI_FILE = MODEL_PATH + "weight.bin"
@@ -34,24 +36,17 @@ def blob_array(v: Value) -> np.ndarray:
 
 
 def compressed_operands(v: Value) -> list[tuple[str, object]]:
-    """``[(param, blob item)]`` of a value the codegen writes as a constexpr op with BLOBFILE operands: a
-    compressed weight (``Graph.weight(..., quant=...)``: a const carrying its QuantizedTensor) or a constexpr
-    node (tensor attributes; scalars such as ``axis`` stay inline). Empty for anything else."""
-    from ..ir.ops import BAKED
-    from .constexpr import blob_items
+    """``[(param, blob item)]`` of a value the codegen writes as a constexpr op with BLOBFILE operands
+    (:func:`orion.passes.budget.blob_operand_params` says which); empty for anything else."""
     q = v.node.attrs.get("quant") if v.op == "const" else None
     if q is not None:
         return [(param, item) for param, _, _, item in blob_items(q)]
-    if v.op == "const" or v.op not in BAKED:
-        return []
-    return [(k, a) for k, a in sorted(v.node.attrs.items())
-            if a is not None and (hasattr(a, "blob_dtype_code") or np.ndim(a) >= 1)]
+    return [(k, v.node.attrs[k]) for k in blob_operand_params(v)]
 
 
 def build(graph: Graph, layout: str = "multi") -> WeightFiles:
     """Every BLOBFILE tensor of ``graph``: fp16/fp32 weights (``refs[id(v)]``) and the operands of its
     compressed weights (``refs[(id(v), param)]``)."""
-    from ..blob import write_blob_file
     entries = []  # (ref key, file stem, blob item)
     for n in graph.nodes:
         v = n.out

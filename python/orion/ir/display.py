@@ -1,15 +1,26 @@
 """``Graph._repr_html_``: inputs, weights, outputs and nodes with shapes and dtypes, plus what the compiler
 would say about the graph (``orion.compiler.lower`` run on a copy: its warnings, or why it refuses) -
-never raising from a repr."""
+never raising from a repr. The IR sits below the compiler, so the compiler hands its ``lower`` in
+(:func:`set_lowering`, when ``orion.compiler`` is imported - as ``import orion`` does)."""
 
 from __future__ import annotations
 
 import warnings
+from typing import Callable
 
 from .. import _html
 
 MAX_NODE_ROWS = 200                     # beyond this the node table shows the first ones and a count
 CHECK_WEIGHT_BYTES = 64 * 1024 * 1024   # larger graphs are not lowered for a repr (it writes weight files)
+
+
+_lower: Callable | None = None          # orion.compiler.lower, once the compiler registered it
+
+
+def set_lowering(lower: Callable) -> None:
+    """The compiler's ``lower(graph)``, which :func:`compiler_notes` runs (registered by ``orion.compiler``)."""
+    global _lower
+    _lower = lower
 
 
 def _shape(v) -> str:
@@ -24,11 +35,12 @@ def compiler_notes(graph) -> list[str]:
                 f"to see the compiler's warnings"]
     if not graph.outputs:
         return ["no outputs declared: the compiler refuses a graph without outputs (g.output(name, value))"]
-    from ..compiler import lower
+    if _lower is None:
+        return ["the compiler is not loaded: import orion.compiler to see its notes"]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            lowered = lower(graph)
+            lowered = _lower(graph)
     except Exception as e:  # noqa: BLE001 - a repr reports, it never raises
         return [f"the compiler refuses this graph: {type(e).__name__}: {e}"]
     return list(lowered.warnings) or ["the compiler accepts this graph without warnings"]

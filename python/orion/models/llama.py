@@ -74,7 +74,8 @@ def _lin(g: Graph, x, lw, key: str, bias: str | None = None, acts=None, gain: fl
     name = lw.canonical(key)
     _tap(taps, f"input:{name}", x)
     if acts is not None:
-        x = acts.graph_input(x, name, gain=gain)
+        s = acts.input_scale(name, gain)
+        x = ops.dequantize(ops.quantize(x, s, "int8"), s)
     return lw.linear(g, x, key, bias)
 
 

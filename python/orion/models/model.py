@@ -11,6 +11,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..errors import InputError, ModelFormatError
+from ..run_folder import is_run_pointer, latest_step
 from .engine import DECODE_S, Engine
 from .sampling import SamplingParams
 from .stream import Generation, TokenStream
@@ -305,11 +306,7 @@ def _search_dirs() -> list[str]:
 
 def _latest_checkpoint(p: str) -> str:
     """An ``orion train`` run folder means its latest checkpoint (a step folder, itself an HF folder)."""
-    if os.path.isdir(p) and not os.path.isfile(os.path.join(p, "config.json")) and \
-            os.path.isfile(os.path.join(p, "latest.json")):
-        from ..train.checkpoint import resolve
-        return resolve(p)
-    return p
+    return latest_step(p, ModelFormatError) if is_run_pointer(p) else p
 
 
 def resolve_model_path(path_or_name: str) -> str:

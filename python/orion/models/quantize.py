@@ -21,7 +21,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..quant import SCHEMES, QuantizedArray, quantize_weights
-from ..quant.activations import ACTIVATION_DTYPES, ActivationScales, calibrate
+from ..quant.activations import ACTIVATION_DTYPES, ActivationScales
+from .calibration import calibrate
 
 __all__ = ["MODEL_SCHEMES", "ACTIVATION_SCHEMES", "quantize_model", "check_w8a8", "activation_scales",
            "ExperimentalWarning"]

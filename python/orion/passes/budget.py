@@ -10,7 +10,10 @@ C26: weights + the largest op's operands above ~32 MB falls off the SRAM cliff: 
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir.graph import Graph
+from ..ir.ops import BAKED
 from .context import CompileContext, compile_error
 
 
@@ -19,11 +22,23 @@ def is_blob_const(v) -> bool:
     return v.op == "const" and v.dtype in ("fp16", "fp32") and v.rank >= 1
 
 
+def blob_operand_params(v) -> list[str]:
+    """The parameters, sorted, of a value the codegen writes as a constexpr op with BLOBFILE operands: a
+    compressed weight (``Graph.weight(..., quant=...)``: a const carrying its QuantizedTensor) or a constexpr
+    node (tensor attributes; scalars such as ``axis`` stay inline). Empty for anything else."""
+    q = v.node.attrs.get("quant") if v.op == "const" else None
+    if q is not None:
+        return sorted(q.operands())
+    if v.op == "const" or v.op not in BAKED:
+        return []
+    return [k for k, a in sorted(v.node.attrs.items())
+            if a is not None and (hasattr(a, "blob_dtype_code") or np.ndim(a) >= 1)]
+
+
 def blob_tensors(v) -> int:
     """BLOBFILE tensors ``v`` takes: 1 for a float weight, one per operand of a compressed weight or a
     constexpr op (C18 counts each; C47: how the ANE counts them is unknown)."""
-    from ..codegen.weights import compressed_operands
-    n = len(compressed_operands(v))
+    n = len(blob_operand_params(v))
     return n if n else int(is_blob_const(v))
 
 

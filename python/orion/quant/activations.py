@@ -11,7 +11,7 @@ half an fp32 ulp of a rounding tie unless it is one, so dividing in fp32 or exac
 NaN -> 0 (the simulator's choice; the hardware's is unknown). ``dequantize``: ``fp16(q * s)``, an exact
 product rounded once. The linear then multiplies those fp16 values like any fp16 input.
 
-Calibration (:func:`calibrate`): the scales come from running the fp16 model's definition in float64 on
+Calibration (:func:`orion.models.calibration.calibrate`): the scales come from running the fp16 model's definition in float64 on
 the host (:class:`orion.models.host_run.HostRun`, tapping every linear's input) on calibration tokens.
 ``method="max"`` (the default): ``s`` is the smallest fp16 value with ``127 s >= max|x|``, so no calibration
 value is clipped. Why max-abs by default: LLM activations carry a few large outlier features the model
@@ -36,17 +36,16 @@ import numpy as np
 
 from ..errors import InputError, ModelFormatError
 from ..fileio import read_json, write_bytes_atomic
-from .common import covering_scale
 
-__all__ = ["ACTIVATION_DTYPES", "METHODS", "SCALES_FILE", "ActivationScales", "calibrate", "fake_quant",
-           "quantize_activation", "dequantize_activation", "scales_path"]
+__all__ = ["ACTIVATION_DTYPES", "METHODS", "SCALES_FILE", "ActivationScales", "fake_quant", "quantize_activation",
+           "dequantize_activation", "scales_path"]
 
 ACTIVATION_DTYPES = ("int8",)
 METHODS = ("max", "percentile")
 SCALES_FILE = "activation_scales.json"
 _FORMAT = "orion.activation_scales"
 _VERSION = 1
-_QMAX = 127
+QMAX = 127
 _FIELDS = {"format": str, "version": int, "dtype": str, "method": str, "percentile": (float, int, type(None)),
            "calibration_tokens": int, "scales": dict}
 
@@ -118,15 +117,13 @@ class ActivationScales:
             raise ModelFormatError(f"{where}: activation scales for {sorted(have - want)[:5]}, which are not "
                                    f"quantized linears of this model; were they calibrated for another model?")
 
-    def graph_input(self, x, name: str, gain: float = 1.0):
-        """``dequantize(quantize(x, int8, s), s)`` in a graph: the int8 input of the linear ``name``;
-        ``gain`` (a power of two): ``x`` is the calibrated activation times it (a scaled residual
+    def input_scale(self, name: str, gain: float = 1.0) -> np.float16:
+        """The fp16 scale of the int8 input of the linear ``name`` (a graph's ``dequantize(quantize(x, int8, s),
+        s)``); ``gain`` (a power of two): ``x`` is the calibrated activation times it (a scaled residual
         stream's sublayer), so the scale is too and the int8 values are the same."""
-        from ..ir import ops
         if name not in self.scales:
             raise InputError(f"W8A8: no activation scale for the linear {name!r}")
-        s = np.float16(self.scales[name] * gain)
-        return ops.dequantize(ops.quantize(x, s, "int8"), s)
+        return np.float16(self.scales[name] * gain)
 
     def reference_input(self, name: str, x: np.ndarray) -> np.ndarray:
         """The same quantize -> dequantize in float64 (a ``linear_input`` hook of the float reference)."""
@@ -134,7 +131,7 @@ class ActivationScales:
             return x
         s = self.scales[name]
         with np.errstate(invalid="ignore"):
-            return np.clip(np.rint(np.asarray(x, np.float64) / s), -128, _QMAX) * s
+            return np.clip(np.rint(np.asarray(x, np.float64) / s), -128, QMAX) * s
 
     # -- files ---------------------------------------------------------------------------------
     def to_json(self) -> dict:
@@ -197,7 +194,7 @@ def quantize_activation(x, scale) -> np.ndarray:
     x = np.asarray(x, np.float16).astype(np.float64)
     with np.errstate(invalid="ignore"):
         q = np.rint(x / float(np.float16(scale)))
-    return np.clip(np.nan_to_num(q, nan=0.0), -128, _QMAX).astype(np.int8)
+    return np.clip(np.nan_to_num(q, nan=0.0), -128, QMAX).astype(np.int8)
 
 
 def dequantize_activation(q, scale) -> np.ndarray:
@@ -208,73 +205,3 @@ def dequantize_activation(q, scale) -> np.ndarray:
 def fake_quant(x, scale) -> np.ndarray:
     """quantize -> dequantize of fp16 ``x``: the fp16 values a W8A8 linear multiplies."""
     return dequantize_activation(quantize_activation(x, scale), scale)
-
-
-# -- calibration ---------------------------------------------------------------------------------
-
-class _Tail:
-    """max |x| or the ``p``-th percentile of |x| of one linear input over the calibration tokens, keeping
-    only the largest values the percentile can be among (the count of all values is known up front)."""
-
-    def __init__(self, p: float | None, total: int):
-        self.p, self.total = p, total
-        self.keep = total if p is None else min(total, int(math.ceil(total * (1 - p / 100))) + 1)
-        self.vals = np.zeros(0)
-        self.peak = 0.0
-
-    def add(self, x: np.ndarray) -> None:
-        a = np.abs(np.asarray(x, np.float64)).reshape(-1)
-        self.peak = max(self.peak, float(a.max(initial=0.0)))
-        if self.p is not None:
-            a = np.concatenate([self.vals, a])
-            k = min(self.keep, a.size)
-            self.vals = np.partition(a, a.size - k)[a.size - k:]
-
-    def value(self) -> float:
-        if self.p is None:
-            return self.peak
-        # inverted-CDF order statistic: the smallest v with at least p% of the values <= v
-        rank = max(1, int(math.ceil(self.p / 100 * self.total)))           # 1-based, ascending
-        from_top = self.total - rank                                      # values above it
-        return float(np.sort(self.vals)[::-1][from_top])
-
-
-def calibrate(cfg, weights: dict, ids, names, *, method: str = "max", percentile: float = 99.99,
-              window: int | None = None) -> ActivationScales:
-    """Scales of the inputs of the linears ``names`` (canonical weight names) from the model definition
-    evaluated in float64 on the host (:class:`orion.models.host_run.HostRun`; ``weights``: the fp16 model)
-    on the token ``ids`` in windows of ``window`` tokens (default: the context), read at each linear's input
-    tap. Each scale is the smallest fp16 ``s`` with ``127 s >=`` the statistic."""
-    from ..models.host_run import HostRun
-    if method not in METHODS:
-        raise InputError(f"calibration method must be one of {', '.join(METHODS)}, got {method!r}")
-    p = None
-    if method == "percentile":
-        if isinstance(percentile, bool) or not isinstance(percentile, (int, float)) or not 50 <= percentile < 100:
-            raise InputError(f"percentile must be a number in [50, 100), got {percentile!r}")
-        p = float(percentile)
-    ids = [int(t) for t in ids]
-    if not ids:
-        raise InputError("calibration gives no tokens: pass a non-empty text or token ids")
-    bad = [t for t in ids if not 0 <= t < cfg.vocab_size]
-    if bad:
-        raise InputError(f"calibration token id(s) {bad[:5]} outside the vocabulary [0, {cfg.vocab_size})")
-    names = sorted(names)
-    if not names:
-        raise InputError("calibration needs the names of the quantized linears; none were given")
-    win = int(window or cfg.n_ctx)
-    dims = {n: np.shape(weights[n])[1] for n in names}
-    tails = {n: _Tail(p, len(ids) * dims[n]) for n in names}
-
-    def tap(kind, arrays):
-        name = kind[len("input:"):] if kind.startswith("input:") else None
-        if name in tails:
-            for x in arrays:
-                tails[name].add(x)
-
-    for i in range(0, len(ids), win):
-        chunk = ids[i:i + win]
-        HostRun(cfg, weights, len(chunk), on_tap=tap).feed(chunk)
-    stat = np.array([tails[n].value() for n in names])
-    scale = covering_scale(stat, _QMAX)
-    return ActivationScales({n: float(s) for n, s in zip(names, scale)}, "int8", method, p, len(ids))

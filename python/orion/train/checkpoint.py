@@ -35,14 +35,13 @@ import numpy as np
 from .. import safetensors as st
 from ..errors import ModelFormatError
 from ..fileio import atomic_folder, atomic_write as _atomic_write, prune_stale_temps, read_json
+from ..run_folder import LATEST, MAX_STATE_BYTES, is_run, latest_step  # noqa: F401  (is_run: ck.is_run)
+from ..run_folder import confined as _confined
 from .errors import CheckpointError
-from .state_schema import confined, validate_manifest, validate_state
-
-MAX_STATE_BYTES = 64 << 20          # state.json holds the run history: megabytes at most, never more
+from .state_schema import validate_manifest, validate_state
 
 FORMAT = "orion-train-checkpoint"
 VERSION = 2
-LATEST = "latest.json"
 MANIFEST = "manifest.json"
 CORE_FILES = ("config.json", "model.safetensors", "optim.safetensors", "state.json", MANIFEST)  # the rest: tokenizer
 EXACT = "exact."
@@ -188,26 +187,12 @@ def _prune(ckpt_dir: str, keep: int, current: str) -> None:
 
 def resolve(path: str) -> str:
     """The step folder of ``path``: a checkpoint dir (via latest.json) or a step folder itself."""
-    if not os.path.exists(path):
-        raise CheckpointError(f"checkpoint {path}: no such file or folder")
-    if os.path.isfile(os.path.join(path, "state.json")):
-        return path
-    lp = os.path.join(path, LATEST)
-    if not os.path.isfile(lp):
-        raise CheckpointError(f"checkpoint {path}: no {LATEST} and no state.json (not an orion train checkpoint)")
-    try:
-        name = read_json(lp, ValueError, max_bytes=MAX_STATE_BYTES)["checkpoint"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"checkpoint {path}: corrupt {LATEST} ({e})") from None
-    if not isinstance(name, str) or not name.startswith("step-"):
-        raise CheckpointError(f"checkpoint {path}: corrupt {LATEST} (bad folder name {name!r})")
-    return confined(path, name, f"checkpoint {path}: {LATEST}")
+    return latest_step(path, CheckpointError)
 
 
-def is_run(path: str) -> bool:
-    """Whether ``path`` is an orion train run folder (latest.json) or one of its step folders."""
-    return os.path.isdir(path) and (os.path.isfile(os.path.join(path, LATEST)) or
-                                    os.path.isfile(os.path.join(path, "state.json")))
+def confined(folder: str, name, where: str) -> str:
+    """The path of manifest entry ``name`` inside ``folder``; one leading outside is a CheckpointError."""
+    return _confined(folder, name, where, CheckpointError)
 
 
 def _read_json(path: str, what: str):

@@ -53,6 +53,7 @@ from ..ir.npmath import GELU_C, GELU_CUBIC
 from ..models import llama
 from ..models.config import LlamaConfig
 from ..models.fp16_safety import Fp16Plan
+from ..weight_updates import verified_delta
 from .errors import StrategyUnavailable, TrainError
 
 KINDS = ("attn_fwd", "ffn_fwd", "attn_bwd", "ffn_bwd")
@@ -341,8 +342,7 @@ def compile_budget(device: str) -> tuple[int, int]:
 
 def _delta_allowed(device: str, verdict, profile=None) -> str:
     """The delta recipe `orion doctor` verified on this machine (its probe runs the same update code)."""
-    from .. import doctor
-    method, why = doctor.verified_delta(device, profile, verdict)
+    method, why = verified_delta(device, profile, verdict)
     if method:
         return method
     raise StrategyUnavailable(f"strategy 'delta' is not available: {why}. On the ANE a rewrite+reload was measured "

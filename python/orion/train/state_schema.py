@@ -1,11 +1,10 @@
 """The schema of a checkpoint's ``state.json`` and of its file manifest, checked on every read (``--resume``,
 ``--init``): a wrong type or a missing key is a :class:`CheckpointError` naming the key, never a KeyError
-or TypeError deep inside the trainer; file names are plain names inside the checkpoint folder.
+or TypeError deep inside the trainer; file names are plain names inside the checkpoint folder
+(:func:`orion.run_folder.confined`, on read).
 """
 
 from __future__ import annotations
-
-import os
 
 from .errors import CheckpointError
 
@@ -110,19 +109,6 @@ def _check_train(train: dict, where: str) -> None:
         kind = kinds.get(str(f.type).split("|")[0].strip())          # annotations are strings here
         if kind and not _is(train[f.name], kind):
             raise CheckpointError(f"{where}: key 'train.{f.name}' must be {kind}, got {train[f.name]!r:.80}")
-
-
-def confined(folder: str, name, where: str) -> str:
-    """The path of manifest entry ``name`` inside ``folder``; a name with a folder part, '..', an absolute
-    path or a symlink leading outside is a CheckpointError."""
-    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name or \
-            os.path.isabs(name) or "\0" in name:
-        raise CheckpointError(f"{where}: file entry {name!r} is not a plain file name inside the checkpoint folder")
-    p = os.path.join(folder, name)
-    real, root = os.path.realpath(p), os.path.realpath(folder)
-    if os.path.dirname(real) != root:
-        raise CheckpointError(f"{where}: file entry {name!r} leads outside the checkpoint folder ({real})")
-    return p
 
 
 def validate_manifest(files, where: str) -> None:
