@@ -41,7 +41,75 @@ def test_after_a_generation_every_kind_is_counted_once(layers):
     assert mem == {**m.memory(), "process_rss": mem["process_rss"], "other": mem["other"]}   # counting is stable
 
 
-def test_compressed_weights_report_their_storage_beside_the_fp16_values():
+def test_compressed_weights_report_their_storage():
     m = load(FX, quantize="int8")
     mem = m.memory()
     assert 0 < mem["weights_compressed"] < mem["weights"]
+
+
+# -- compressed weights stay compressed on the host -------------------------------------------------
+
+def test_a_compressed_weight_is_held_at_its_compressed_size_and_reads_as_its_ops_values():
+    from orion.quant import QuantizedArray
+    m = load(FX, quantize="int8")
+    q = [a for a in m.weights.values() if isinstance(a, QuantizedArray)]
+    assert q and not any(isinstance(a, np.ndarray) for a in q)          # no fp16 buffer behind it
+    w = q[0]
+    assert w.nbytes == w.quant.nbytes < w.size * 2
+    assert np.array_equal(np.asarray(w).view(np.uint16), w.quant.dequantize().view(np.uint16))
+    mem = m.memory()
+    kept = sum(a.nbytes for a in m.weights.values() if not isinstance(a, QuantizedArray))
+    assert mem["weights_compressed"] == sum(a.quant.nbytes for a in q)
+    assert mem["weights"] == kept + mem["weights_compressed"]          # int8 storage + the fp16 kept, nothing more
+
+
+@pytest.mark.parametrize("layers", ["baked", "shared"])
+def test_programs_keep_no_decoded_copy_of_a_compressed_weight(layers):
+    """The graphs kept for recompiles (every program's source, one per program set) hold compressed weights
+    as their operands, not a decoded fp16 copy each."""
+    m = load(FX, quantize="int8", layers=layers)
+    m.generate([3, 4, 5, 6], max_tokens=3)
+    consts = [n for sts in m.engine.sets.values() for st in sts for cp in st.programs
+              for n in cp._source.nodes if n.op == "const" and n.attrs.get("quant") is not None]
+    assert consts and not any(isinstance(n.attrs["value"], np.ndarray) for n in consts)
+
+
+def test_quantizing_a_memory_mapped_checkpoint_releases_the_mapping(tmp_path):
+    """fp16 weights from the weight cache are views of its memory map (held once); a quantized model copies
+    the tensors it keeps fp16, so the map - every page the quantizer read - is not kept alive by them."""
+    load(FX, cache=str(tmp_path))                                      # writes the cache entry
+    fp16 = load(FX, cache=str(tmp_path))
+    assert fp16.weights["tok_emb"].base is not None                    # a view of the mapped cache file
+    q = load(FX, cache=str(tmp_path), quantize="int8")
+    assert all(a.base is None for a in q.weights.values() if isinstance(a, np.ndarray))
+
+
+# -- the memory plan (orion info --model), known before generating --------------------------------------
+
+@pytest.mark.parametrize("layers,quantize", [("shared", None), ("baked", "int8")])
+def test_the_plan_before_generating_is_what_a_generation_of_that_size_counts(layers, quantize):
+    from orion.models.memory import memory_plan
+    m = load(FX, layers=layers, quantize=quantize)
+    plan = memory_plan(m, n_prompt=20, n_new=6)
+    assert m.engine.compiles == 0                                      # lowering only
+    assert set(plan["estimated"]) == {"layer_weight_surfaces", "kv_cache", "program_surfaces"}
+    m.generate(list(range(3, 23)), max_tokens=6, stop_tokens=[])
+    mem = m.memory()
+    assert {k: plan[k] for k in KINDS + ("weights_compressed", "counted")} == \
+        {k: mem[k] for k in KINDS + ("weights_compressed", "counted")}
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "8"])
+def test_a_plan_for_an_impossible_prompt_is_an_input_error(bad):
+    from orion.errors import InputError
+    from orion.models.memory import memory_plan
+    with pytest.raises(InputError, match="n_prompt must be an int"):
+        memory_plan(load(FX), n_prompt=bad)
+
+
+def test_info_prints_the_memory_plan_by_kind(capsys):
+    from orion.cli import main
+    assert main(["info", "--model", FX, "--quantize", "int8"]) == 0
+    out = capsys.readouterr().out
+    assert "memory by kind" in out and "of them compressed" in out and "KV cache: ~" in out
+    assert "CPU classifier panels:" in out and "not planned" in out

@@ -1,4 +1,5 @@
-"""``orion info``: build, kernels, threads, simulator profile and compile budget."""
+"""``orion info``: build, kernels, threads, simulator profile and compile budget; with ``--model``, the
+model's compile plan and memory plan."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from __future__ import annotations
 def add_info_parser(sub) -> None:
     i = sub.add_parser("info", help="build and simulator information; with --model, the model's compile plan")
     i.add_argument("--model", default=None,
-                   help="a model path or ORG/NAME: print how many compiles each use of it costs (no compiling)")
+                   help="a model path or ORG/NAME: print how many compiles each use of it costs and its memory "
+                        "by kind (no compiling)")
     from ..models.quantize import MODEL_SCHEMES
     i.add_argument("--quantize", default=None, choices=MODEL_SCHEMES,
                    help="with --model: the plan with compressed weights")
@@ -48,9 +50,12 @@ def cmd_info(args) -> int:
 def _print_plan(args) -> None:
     """The compile plan of ``--model`` (C05: ~119 compiles per process), found without compiling."""
     from ..models import load
+    from ..models.memory import PLAN_NEW, PLAN_PROMPT, memory_plan
     m = load(args.model, quantize=args.quantize)
     try:
         p = m.compile_plan()
+        with m.exclusive():
+            mem = memory_plan(m)
     finally:
         m.release()
     c = m.config
@@ -64,3 +69,21 @@ def _print_plan(args) -> None:
     print(f"  generate_batch adds: {p['batch']}")
     left = p["budget_left"]
     print(f"  process budget left: {left if left is not None else 'unknown'}")
+    _print_memory(mem, PLAN_PROMPT, PLAN_NEW)
+
+
+def _print_memory(mem: dict, n_prompt: int, n_new: int) -> None:
+    """The memory plan by kind, as Model.memory() reports it after a generation; estimates marked."""
+    def mb(n: int) -> str:
+        return f"{n / 2**20:,.1f} MB"
+    sets = ", ".join(f"S={s} T={t}" for s, t in mem["sets"])
+    print(f"  memory by kind, as Model.memory() counts it (~: estimated for a first generation of {n_prompt} "
+          f"prompt + {n_new} new tokens, program sets {sets}):")
+    print(f"    host weights as stored: {mb(mem['weights'])}"
+          + (f" ({mb(mem['weights_compressed'])} of them compressed)" if mem["weights_compressed"] else ""))
+    for kind, label in (("layer_weight_surfaces", "shared layers' weight surfaces"), ("kv_cache", "KV cache"),
+                        ("program_surfaces", "program surfaces"), ("classifier_panels", "CPU classifier panels")):
+        print(f"    {label}: {'~' if kind in mem['estimated'] else ''}{mb(mem[kind])}")
+    print(f"    counted: ~{mb(mem['counted'])}")
+    print("    not planned: the native programs' baked weights and packed panels, scratch, the interpreter "
+          "(Model.memory()'s 'other')")

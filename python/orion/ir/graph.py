@@ -309,6 +309,7 @@ class Graph:
 
     def _compressed_weight(self, name, array, quant, dynamic, shape, qtype, quantize_tensor) -> Value:
         from ..errors import QuantizationError
+        from ..quant import QuantizedArray
         self._check_new_name(name, "weight")
         if dynamic:
             raise GraphError(f"weight {name!r}: a compressed weight is baked (its constexpr op is folded at "
@@ -327,16 +328,14 @@ class Graph:
         else:
             raise GraphError(f"weight {name!r}: quant must be a QuantizedTensor or a scheme name, got "
                              f"{type(quant).__name__}")
-        user_shape, given = tuple(q.shape), q
+        user_shape = tuple(q.shape)
         if shape is not None:
             shape = check_shape(shape, f"weight {name!r}")
             q = expand_quantized(q, shape, f"weight {name!r}")
         check_shape(q.shape, f"weight {name!r}")
-        # a QuantizedArray already holds the op's values: no second dense copy for the graph to keep
-        dense = np.asarray(array) if getattr(array, "quant", None) is given else q.dequantize()
-        if shape is not None:
-            dense = dense.reshape(q.shape)
-        v = self.add_node("const", {}, {"value": dense, "weight": name, "dynamic": False,
+        # the value decodes at each use (QuantizedArray): a graph kept for recompiles (CompiledProgram's
+        # source) holds the compressed operands only, not an fp16 copy of the weight per program set
+        v = self.add_node("const", {}, {"value": QuantizedArray(q), "weight": name, "dynamic": False,
                                         "user_shape": user_shape, "quant": q}, [(tuple(q.shape), "fp16")],
                           name=name).out
         self.weights[name] = v

@@ -9,7 +9,12 @@ import os
 
 import numpy as np
 
-__all__ = ["memory_report", "process_rss"]
+from ..quant import QuantizedArray
+
+__all__ = ["PLAN_NEW", "PLAN_PROMPT", "memory_plan", "memory_report", "process_rss"]
+
+#: the first generation :func:`memory_plan` estimates the programs of: its prompt and new tokens
+PLAN_PROMPT, PLAN_NEW = 64, 32
 
 
 def process_rss() -> int | None:
@@ -41,12 +46,17 @@ def _programs(engine) -> list:
     return progs, caches
 
 
+def _host_weights(model) -> dict[str, int]:
+    """The kinds every model holds before any program: its weights as stored (a QuantizedArray: its
+    compressed bytes), of which compressed, and zero for the program-side kinds."""
+    return {"weights": sum(int(a.nbytes) for a in model.weights.values()),
+            "weights_compressed": sum(int(a.nbytes) for a in model.weights.values() if isinstance(a, QuantizedArray)),
+            "layer_weight_surfaces": 0, "kv_cache": 0, "program_surfaces": 0, "classifier_panels": 0}
+
+
 def memory_report(model) -> dict[str, int | None]:
     """Bytes by kind (see :meth:`orion.models.Model.memory`)."""
-    weights = sum(int(np.asarray(a).nbytes) for a in model.weights.values())
-    compressed = sum(int(getattr(getattr(a, "quant", None), "nbytes", 0) or 0) for a in model.weights.values())
-    out = {"weights": weights, "weights_compressed": compressed, "layer_weight_surfaces": 0, "kv_cache": 0,
-           "program_surfaces": 0, "classifier_panels": 0}
+    out = _host_weights(model)
     eng = model._engine
     if eng is not None:
         seen: set[int] = set()
@@ -75,4 +85,73 @@ def memory_report(model) -> dict[str, int | None]:
     counted = sum(v for k, v in out.items() if k != "weights_compressed")
     rss = process_rss()
     out.update(counted=counted, process_rss=rss, other=None if rss is None else rss - counted)
+    return out
+
+
+def _lowered_surfaces(lowered) -> dict[str, int]:
+    """Bytes of one program's surfaces by kind, as the runtime allocates them: every surface of a direction
+    at one size, max(largest tensor, the minimum surface) (C02/C04/C12)."""
+    def size(shape, dtype) -> int:
+        return int(np.prod(shape)) * (2 if dtype == "fp16" else 4)
+    floor = int(lowered.options.min_surface_bytes)
+    ins = {b.mil_name: b for b in lowered.io.inputs.values()}
+    outs = [p for o in lowered.io.outputs.values() for p in o.parts]
+    in_alloc = max([floor] + [size(b.mil_shape, b.mil_dtype) for b in ins.values()])
+    out_alloc = max([floor] + [size(p.mil_shape, p.mil_dtype) for p in outs])
+    kinds = {"weight": 0, "kv_cache": 0, "other": len(outs) * out_alloc}
+    for b in ins.values():
+        kind = "kv_cache" if b.name in ("k_cache", "v_cache") else "weight" if b.kind == "weight" else "other"
+        kinds[kind] += in_alloc
+    return kinds
+
+
+def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> dict:
+    """What :func:`memory_report` will count after a first generation of ``n_prompt`` + ``n_new`` tokens,
+    known before it: the host weights exactly, the programs' surfaces estimated by lowering the program sets
+    that generation uses (the passes only: no compile budget charged) with the runtime's uniform surface
+    size, the CPU classifier's panels from the vocabulary. ``estimated``: the kinds that are estimates;
+    ``sets``: the (S, T) program sets counted. Not planned: what ``other`` holds (the native programs'
+    baked weights and packed panels, scratch, the interpreter)."""
+    from ..compiler import check
+    from ..errors import InputError
+    from .engine import AS_INPUTS, DECODE_S
+    for what, v in (("n_prompt", n_prompt), ("n_new", n_new)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < (1 if what == "n_prompt" else 0):
+            raise InputError(f"memory_plan: {what} must be an int >= {1 if what == 'n_prompt' else 0} (tokens), "
+                             f"got {v!r}")
+    out = _host_weights(model)
+    eng = model.engine
+    T = eng.ctx_bucket(n_prompt + n_new)
+    sets = sorted({(eng._prefill_S(n_prompt, T), T), (DECODE_S, T)}, reverse=True)
+    n = eng.fam.n_stages(eng.cfg)
+    kw = dict(device=eng.device, profile=eng.profile, **eng.compile_options)
+
+    def lower(i: int, S: int, **extra) -> list[dict]:
+        return [_lowered_surfaces(check(eng.fam.stage_graph(eng.cfg, eng.w, i, S, T, **extra,
+                                                             **eng.graph_options), **kw))]
+
+    for k, (S, _) in enumerate(sets):
+        for i in (0, 1, n - 1) if n > 2 else range(n):       # the middle stages hold the same tensors: one for all
+            middle = 0 < i < n - 1
+            copies = n - 2 if middle else 1
+            if middle and eng.shared_layers:
+                # one program; each layer binds its own weight surfaces (the same for every set) and caches;
+                # the program's own weight and cache surfaces are not counted (memory_report binds over them)
+                p = lower(i, S, shared=True)[0]
+                out["program_surfaces"] += p["other"]
+                out["kv_cache"] += p["kv_cache"] * copies
+                out["layer_weight_surfaces"] += p["weight"] * copies if k == 0 else 0
+                continue
+            split = eng._split_of(i, S, T)
+            parts = (lower(i, S, shared=True) if split == AS_INPUTS else
+                     lower(i, S) if split is None else [q for p in split for q in lower(i, S, part=p)])
+            for p in parts:
+                out["program_surfaces"] += (p["other"] + p["weight"]) * copies
+                out["kv_cache"] += p["kv_cache"] * copies
+    if eng.classifier == "cpu":      # engine._classifier_panels: fp16 rows padded to panels of 16
+        V, d = eng.cfg.vocab_size, eng.cfg.d_model
+        out["classifier_panels"] = -(-V // 16) * 16 * d * 2
+    out["counted"] = sum(v for k, v in out.items() if k != "weights_compressed")
+    out["estimated"] = ["layer_weight_surfaces", "kv_cache", "program_surfaces"]
+    out["sets"] = sets
     return out

@@ -138,12 +138,13 @@ class Model:
             set_adapter(self, adapter, **options)
 
     def memory(self) -> dict:
-        """Where this model's memory is, in bytes: ``weights`` (the host arrays as held: fp16, or the fp16
-        values of compressed weights), ``weights_compressed`` (those weights' compressed storage, held
-        beside them), ``layer_weight_surfaces`` (shared layer programs: each layer's weights in the program's
+        """Where this model's memory is, in bytes: ``weights`` (the host weights as stored: fp16 arrays, and
+        compressed weights at their compressed size - they are decoded only where a program or CPU path
+        reads them, and dropped after), ``weights_compressed`` (the compressed part of ``weights``),
+        ``layer_weight_surfaces`` (shared layer programs: each layer's weights in the program's
         input layout, every input as large as the largest, C12), ``kv_cache``, ``program_surfaces`` (the
         programs' other inputs and outputs), ``classifier_panels`` (the CPU classifier's copy);
-        ``counted`` (their sum without weights_compressed), ``process_rss`` and ``other`` - the resident
+        ``counted`` (their sum, weights_compressed being part of weights), ``process_rss`` and ``other`` - the resident
         set minus what was counted: the native programs' baked weights and packed panels, scratch, the
         interpreter (None where the resident set cannot be read). Counts only what exists: programs are
         compiled at the first generation."""

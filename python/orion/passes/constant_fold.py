@@ -13,6 +13,7 @@ import numpy as np
 from ..ir import ops
 from ..ir.graph import NP_DTYPES, Graph, GraphError, Node, expand_quantized
 from ..ir.ops import OPS, evaluate_node
+from ..quant import QuantizedArray
 from ..quant.transpose import transpose_quantized
 from .context import CompileContext
 
@@ -62,8 +63,10 @@ def run(graph: Graph, ctx: CompileContext) -> None:
             q = node.inputs["x"].node.attrs.get("quant")
             if q is not None:               # a compressed weight stays compressed (linear's reshape, a backward's Wᵀ)
                 try:
-                    out.node.attrs["quant"] = (transpose_quantized(q, node.attrs["perm"]) if node.op == "transpose"
-                                               else expand_quantized(q, r.shape, name or "weight"))
+                    q = (transpose_quantized(q, node.attrs["perm"]) if node.op == "transpose"
+                         else expand_quantized(q, r.shape, name or "weight"))
+                    # decoded at each use, like Graph.weight's: no dense copy per weight while lowering
+                    out.node.attrs.update(quant=q, value=QuantizedArray(q))
                 except GraphError:
                     pass                                    # another layout: the dense fp16 values are used
             return out

@@ -26,9 +26,10 @@ def node_key(node: Node):
     if node.op == "input":
         return None
     if node.op == "const":
-        value = node.attrs["value"]
-        quant = node.attrs.get("quant")                 # a compressed weight equals only itself
-        return ("const", node.out.dtype, node.out.shape, _attr_key(np.asarray(value)), id(quant) if quant else None)
+        quant = node.attrs.get("quant")                 # a compressed weight equals only itself (not decoded)
+        if quant is not None:
+            return ("const", node.out.dtype, node.out.shape, id(quant))
+        return ("const", node.out.dtype, node.out.shape, _attr_key(np.asarray(node.attrs["value"])), None)
     ins = tuple((k, tuple(id(x) for x in v) if isinstance(v, tuple) else id(v)) for k, v in node.inputs.items())
     attrs = tuple(sorted((k, _attr_key(v)) for k, v in node.attrs.items()))
     return (node.op, ins, attrs)

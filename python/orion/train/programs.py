@@ -53,6 +53,7 @@ from ..ir.npmath import GELU_C, GELU_CUBIC
 from ..models import llama
 from ..models.config import LlamaConfig
 from ..models.fp16_safety import Fp16Plan
+from ..quant import QuantizedArray
 from ..weight_updates import verified_delta
 from .errors import StrategyUnavailable, TrainError
 
@@ -214,7 +215,7 @@ class TrainingLayer:
             # an orion.quant.QuantizedArray (a compressed LoRA base) stays one when baked; as a program input
             # it enters decoded (constexpr operands must be constants)
             dyn = self.lean and np.ndim(arr) == 1
-            arr = np.asarray(arr, np.float32) if dyn else np.asanyarray(arr)
+            arr = np.asarray(arr, np.float32) if dyn else arr if isinstance(arr, QuantizedArray) else np.asarray(arr)
             shape = (1, arr.shape[0], 1, 1) if arr.ndim == 1 else None
             self._made[key] = self.g.weight(key, arr, shape=shape, dynamic=dyn)
         return self._made[key]
