@@ -206,11 +206,15 @@ class Engine:
     def _baked_set_cost(self, **extra) -> int:
         return sum(self._programs_of(i, **extra) for i in range(self.fam.n_stages(self.cfg)))
 
+    def program_options(self, shared: bool = False) -> dict:
+        """The compiler's options for a stage program (``shared``: its weights are program inputs)."""
+        opts = {**SHARED_COMPILE_OPTIONS, **self.compile_options} if shared else dict(self.compile_options)
+        return dict(device=self.device, profile=self.profile, **opts)
+
     def _compile(self, g: Graph, shared: bool = False):
         from ..compiler import compile as compile_graph
         t = time.perf_counter()
-        opts = {**SHARED_COMPILE_OPTIONS, **self.compile_options} if shared else self.compile_options
-        cp = compile_graph(g, device=self.device, profile=self.profile, **opts)
+        cp = compile_graph(g, **self.program_options(shared))
         cp.drop_weight_files()             # the runtime holds the weights; a host copy per program doubles them
         self.compile_seconds += time.perf_counter() - t
         self.compiles += 1
@@ -320,7 +324,7 @@ class Engine:
         if hit is not None and len(hit[0]) == len(opts_now) and all(a is b for a, b in zip(hit[0], opts_now)):
             return hit[1]           # the same option objects (held here, so their identity cannot be reused)
         build, opts = self.fam.stage_graph, {**self.graph_options, **extra}
-        kw = dict(device=self.device, profile=self.profile, **self.compile_options)
+        kw = self.program_options()
         found, last_error = None, None
         for split in ((None,), *getattr(self.fam, "SPLITS", ())):
             # stage 0 holds only layer 0's projections, the last stage no projections

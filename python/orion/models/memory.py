@@ -124,11 +124,9 @@ def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> di
     T = eng.ctx_bucket(n_prompt + n_new)
     sets = sorted({(eng._prefill_S(n_prompt, T), T), (DECODE_S, T)}, reverse=True)
     n = eng.fam.n_stages(eng.cfg)
-    kw = dict(device=eng.device, profile=eng.profile, **eng.compile_options)
-
     def lower(i: int, S: int, **extra) -> list[dict]:
-        return [_lowered_surfaces(check(eng.fam.stage_graph(eng.cfg, eng.w, i, S, T, **extra,
-                                                             **eng.graph_options), **kw))]
+        return [_lowered_surfaces(check(eng.fam.stage_graph(eng.cfg, eng.w, i, S, T, **extra, **eng.graph_options),
+                                        **eng.program_options(extra.get("shared", False))))]
 
     for k, (S, _) in enumerate(sets):
         for i in (0, 1, n - 1) if n > 2 else range(n):       # the middle stages hold the same tensors: one for all
