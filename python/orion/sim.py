@@ -7,6 +7,7 @@ disputed pattern, so what passes the simulator should run on every reported chip
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from dataclasses import dataclass, replace
@@ -137,3 +138,54 @@ def set_compile_budget(limit: int) -> None:
     from . import _native
 
     _native.set_budget_limit("sim", int(limit))
+
+
+@dataclass
+class StepTimes:
+    """What :func:`timing` measured: per simulated step (``op``, ``step`` - its MIL name, shared by every
+    program with that name), the calls, wall seconds, and the step's flops and bytes read + written as the
+    cost model counts them (for the whole step: a step computing only live columns does a part)."""
+
+    rows: list
+
+    def by_op(self) -> list[dict]:
+        """Totals per op type, most time first."""
+        acc: dict[str, dict] = {}
+        for r in self.rows:
+            a = acc.setdefault(r["op"], {"op": r["op"], "calls": 0, "seconds": 0.0, "flops": 0.0, "bytes": 0.0})
+            for k in ("calls", "seconds", "flops", "bytes"):
+                a[k] += r[k]
+        return sorted(acc.values(), key=lambda a: -a["seconds"])
+
+    @property
+    def seconds(self) -> float:
+        return sum(r["seconds"] for r in self.rows)
+
+    def table(self, top: int = 15) -> str:
+        """The ops taking the most time: calls, ms, share, GFLOP/s and GB/s (as the cost model counts)."""
+        total = self.seconds or 1.0
+        lines = [f"{'op':<22}{'calls':>8}{'ms':>10}{'share':>8}{'GFLOP/s':>10}{'GB/s':>8}"]
+        for a in self.by_op()[:top]:
+            s = a["seconds"] or 1e-12
+            lines.append(f"{a['op']:<22}{a['calls']:>8}{a['seconds'] * 1e3:>10.2f}{a['seconds'] / total:>8.1%}"
+                         f"{a['flops'] / s / 1e9:>10.1f}{a['bytes'] / s / 1e9:>8.1f}")
+        return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def timing():
+    """Times every step of every simulated eval inside the block (process-wide, all threads)::
+
+        with orion.sim.timing() as t:
+            model.generate("Once upon a time", max_tokens=32)
+        print(t.table())
+
+    ``t`` (a :class:`StepTimes`) is filled when the block ends. Timing costs two clock reads per step."""
+    out = StepTimes([])
+    _native.sim_step_profiling(True)
+    try:
+        yield out
+    finally:
+        _native.sim_step_profiling(False)
+        out.rows = [dict(op=op, step=name, calls=int(c), seconds=float(sec), flops=float(fl), bytes=float(by))
+                    for op, name, c, sec, fl, by in _native.sim_step_profile()]

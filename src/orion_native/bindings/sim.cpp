@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "mil/parser.h"
 #include "sim/plan.h"
+#include "sim/step_profile.h"
 
 namespace orion::bindings {
 
@@ -157,6 +158,15 @@ nb::dict sim_plan_info(const std::string& text, nb::dict weights, const std::str
 }  // namespace
 
 void bind_sim(nb::module_& m, nb::module_& t) {
+  m.def("sim_step_profiling", [](bool on) { sim::set_step_profiling(on); }, nb::arg("on"),
+        "Per-step timing of simulated evals on (from an empty table) or off.");
+  m.def("sim_step_profile", [] {
+    nb::list l;
+    for (const auto& s : sim::take_step_profile())
+      l.append(nb::make_tuple(s.op, s.name, s.calls, s.seconds, s.flops, s.bytes));
+    return l;
+  }, "The per-step table since profiling started or was last read, emptied: (op, step, calls, seconds, flops, bytes).");
+
   m.def("sim_defaults", [] {
     // The constants C++ and Python share, defined once in sim/profile.h.
     nb::dict d;

@@ -4,6 +4,7 @@
 // Plan::execute: an arena per call in flight (kept for reuse; thread-safe), steps in order, outputs widened
 // to fp32 when declared.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -14,6 +15,7 @@
 #include "common/error.h"
 #include "sim/kernels/kernels.h"
 #include "sim/ops/op.h"
+#include "sim/step_profile.h"
 
 namespace orion::sim {
 
@@ -34,6 +36,7 @@ struct Step {
   ops::PrefixRunFn run_prefix;   // computes only a prefix of `out` (null: run() computes all)
   int64_t scratch_bytes = 0, scratch_off = 0;
   double flops = 0;  // cost model
+  int64_t bytes = 0;  // cost model: what it reads and writes
   ops::OpCtx::Unit unit = ops::OpCtx::Unit::other;
 };
 
@@ -154,10 +157,16 @@ class PlanImpl : public Plan {
       a.out = (void*)ptr[s.out];
       a.scratch = s.scratch_bytes ? arena + s.scratch_off : nullptr;
       a.warn = &sink;
+      const bool timed = step_profiling();
+      const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       if (reg && reg->kind == ops::Region::Kind::prefix && s.run_prefix)
         s.run_prefix(a, reg->axis, reg->len);
       else
         s.run(a);  // whole (a step without a prefix runner computes dead entries too: harmless, proved)
+      if (timed) {  // flops and bytes of the whole step (a prefix computes a part of them)
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        add_step_time(s.op, s.name, sec, s.flops, (double)s.bytes);
+      }
     }
     for (size_t j = 0; j < out_ids.size(); ++j) {
       const Value& v = values[out_ids[j]];
@@ -497,10 +506,11 @@ class Builder : public ops::Env {
     for (const auto& i : P.in_info) io += i.bytes();
     for (const auto& o : P.out_info) io += o.bytes();
     std::vector<cost::StepCost> sc;
-    for (const Step& s : P.steps) {
+    for (Step& s : P.steps) {
       int64_t bytes = (int64_t)P.values[s.out].bytes();
       for (int id : s.ins)
         if (id >= 0) bytes += (int64_t)P.values[id].bytes();
+      s.bytes = bytes;
       sc.push_back({s.flops, s.unit, s.name, s.op, bytes});
     }
     P.cost_ = cost::estimate(sc, wbytes, P.arena_size, io);

@@ -18,9 +18,10 @@ struct PrefixBox {
 
 // Computing the box beats computing the whole tensor: one block, or at most a quarter of the tensor in
 // blocks of at least `min_chunk` elements (32 for an add or a copy; 1 where each element costs a
-// transcendental function, which dwarfs the strided copies).
+// transcendental function, which dwarfs the strided copies), or at most a sixteenth in any blocks (decode's
+// one live column of 16, widened x3 for C04: the whole op took ~5x the box and its scatter, measured).
 inline bool worth_a_box(const PrefixBox& b, int64_t min_chunk) {
-  return b.outer == 1 || (b.chunk >= min_chunk && 4 * b.chunk <= b.stride);
+  return b.outer == 1 || (b.chunk >= min_chunk && 4 * b.chunk <= b.stride) || 16 * b.chunk <= b.stride;
 }
 
 inline PrefixBox prefix_box(const Shape& s, int axis, int64_t len) {
