@@ -7,8 +7,8 @@
 
 #include "bindings/bindings.h"
 #include "runtime/backends.h"
-#include "sim/kernels/kernels.h"
-#include "sim/simd/isa.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/simd/isa.h"
 
 namespace orion::bindings {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "bindings/bindings.h"
-#include "sim/kernels/kernels.h"
-#include "sim/threadpool.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/threadpool.h"
 
 namespace orion::bindings {
 struct half_t {

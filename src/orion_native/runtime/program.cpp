@@ -7,7 +7,7 @@
 #include "runtime/folders.h"
 #include "runtime/process.h"
 #include "runtime/sha256.h"
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 
 namespace orion::runtime {
 

@@ -12,7 +12,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
 
 namespace orion::sim {

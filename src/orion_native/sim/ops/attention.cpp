@@ -3,7 +3,7 @@
 // permissive ones run it without the mask and warn on every execute, as the hardware would.
 #include <cmath>
 
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/matmul.h"
 
 namespace orion::sim::ops {

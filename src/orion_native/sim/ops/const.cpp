@@ -5,7 +5,7 @@
 
 #include "blob/blob.h"
 #include "common/error.h"
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
 
 namespace orion::sim::ops {

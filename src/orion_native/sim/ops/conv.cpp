@@ -6,9 +6,9 @@
 #include <cstring>
 #include <memory>
 
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
-#include "sim/threadpool.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::ops {
 

@@ -4,11 +4,11 @@
 #include <memory>
 #include <vector>
 
-#include "sim/kernels/kernels.h"
-#include "sim/kernels/scratch.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/scratch.h"
 #include "sim/ops/op.h"
 #include "sim/ops/prefix.h"
-#include "sim/threadpool.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::ops {
 

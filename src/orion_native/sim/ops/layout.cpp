@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
 
 namespace orion::sim::ops {

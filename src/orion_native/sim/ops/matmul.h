@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
 
 namespace orion::sim::ops {

@@ -3,7 +3,7 @@
 
 #include "common/error.h"
 #include "sim/ops/op.h"
-#include "sim/threadpool.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::ops {
 

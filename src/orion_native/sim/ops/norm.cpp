@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
-#include "sim/threadpool.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::ops {
 

@@ -16,8 +16,8 @@
 #include "common/dtype.h"
 #include "common/fp16.h"
 #include "mil/ast.h"
-#include "sim/kernels/compressed.h"
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/compressed.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/plan.h"
 
 namespace orion::sim::ops {

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "sim/ops/op.h"
-#include "sim/threadpool.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::ops {
 

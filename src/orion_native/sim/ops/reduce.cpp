@@ -3,7 +3,7 @@
 // else after a transpose that moves them to the end — so there is exactly one fp16 rounding (C37).
 #include <algorithm>
 
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
 
 namespace orion::sim::ops {

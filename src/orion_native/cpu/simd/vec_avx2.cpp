@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "sim/simd/isa_decls.h"
+#include "cpu/simd/isa_decls.h"
 
 namespace orion::sim::simd {
 namespace {
@@ -69,8 +69,8 @@ struct V {
 }  // namespace
 }  // namespace orion::sim::simd
 
-#include "sim/simd/vec_impl.h"
+#include "cpu/simd/vec_impl.h"
 
 namespace orion::sim::simd::avx2 {
-#include "sim/simd/vec_wrappers.inc"
+#include "cpu/simd/vec_wrappers.inc"
 }  // namespace orion::sim::simd::avx2

@@ -3,7 +3,7 @@
 // constant weight - is read once as fp16 and widened in registers. B (K x N, small) is widened per call
 // by each thread that uses it. Same per-element fma chain as the blocked GEMM (gemm.cpp), so results
 // are identical.
-#include "sim/kernels/gemm_panel.h"
+#include "cpu/kernels/gemm_panel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -13,10 +13,10 @@
 #include <new>
 #include <stdexcept>
 
-#include "sim/kernels/compressed.h"
-#include "sim/kernels/scratch.h"
-#include "sim/simd/isa.h"
-#include "sim/threadpool.h"
+#include "cpu/kernels/compressed.h"
+#include "cpu/kernels/scratch.h"
+#include "cpu/simd/isa.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::kernels {
 namespace {

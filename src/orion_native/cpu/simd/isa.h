@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "common/fp16.h"
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 
 namespace orion::sim::simd {
 

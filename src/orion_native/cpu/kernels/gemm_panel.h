@@ -2,7 +2,7 @@
 // op(A) in fp16 panels of 16 rows, k-major — either packed once ahead (PackedA: constant weights),
 // read in place (transposed A), or packed per 16-row panel by the thread that computes it.
 #pragma once
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 
 namespace orion::sim::kernels {
 

@@ -1,4 +1,4 @@
-#include "sim/kernels/scratch.h"
+#include "cpu/kernels/scratch.h"
 
 #include <cstdlib>
 #include <new>

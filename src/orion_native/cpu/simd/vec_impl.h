@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "sim/simd/isa.h"
-#include "sim/simd/math_consts.h"
+#include "cpu/simd/isa.h"
+#include "cpu/simd/math_consts.h"
 
 namespace orion::sim::simd {
 namespace {

@@ -1,7 +1,7 @@
 // x86 ISA tables: plain data, baseline-compiled. Nothing here executes AVX code; dispatch.cpp hands a
 // table out only after checking the CPU.
 #if defined(ORION_X86)
-#include "sim/simd/isa_decls.h"
+#include "cpu/simd/isa_decls.h"
 
 namespace orion::sim::simd {
 

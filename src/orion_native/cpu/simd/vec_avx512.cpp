@@ -7,7 +7,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
-#include "sim/simd/isa_decls.h"
+#include "cpu/simd/isa_decls.h"
 
 namespace orion::sim::simd {
 namespace {
@@ -62,8 +62,8 @@ struct V {
 }  // namespace
 }  // namespace orion::sim::simd
 
-#include "sim/simd/vec_impl.h"
+#include "cpu/simd/vec_impl.h"
 
 namespace orion::sim::simd::avx512 {
-#include "sim/simd/vec_wrappers.inc"
+#include "cpu/simd/vec_wrappers.inc"
 }  // namespace orion::sim::simd::avx512

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "sim/simd/isa.h"
+#include "cpu/simd/isa.h"
 
 namespace orion::sim::simd {
 

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "sim/kernels/kernels.h"
-#include "sim/kernels/scratch.h"
-#include "sim/simd/isa.h"
-#include "sim/threadpool.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/scratch.h"
+#include "cpu/simd/isa.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::kernels {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "sim/simd/isa_decls.h"
+#include "cpu/simd/isa_decls.h"
 
 namespace orion::sim::simd::neon {
 

@@ -5,7 +5,7 @@
 // chunk-to-thread assignment is dynamic: kernels must (and do) make results independent of it.
 // A second caller arriving while the slot is busy simply runs its loop inline (no waiting, no
 // deadlock between Python threads). Nested calls from inside a chunk run inline too.
-#include "sim/threadpool.h"
+#include "cpu/threadpool.h"
 
 #include <pthread.h>
 

@@ -8,8 +8,8 @@
 #include <cpuid.h>
 #endif
 
-#include "sim/kernels/kernels.h"
-#include "sim/simd/isa.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/simd/isa.h"
 
 namespace orion::sim::simd {
 

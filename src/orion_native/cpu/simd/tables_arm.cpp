@@ -1,6 +1,6 @@
 // AArch64 ISA table (NEON and fp16<->fp32 conversion are part of the AArch64 baseline).
 #if defined(ORION_ARM) && defined(__aarch64__)
-#include "sim/simd/isa_decls.h"
+#include "cpu/simd/isa_decls.h"
 
 namespace orion::sim::simd {
 
@@ -15,7 +15,7 @@ const IsaOps* neon_ops() {
 
 }  // namespace orion::sim::simd
 #elif defined(ORION_ARM)
-#include "sim/simd/isa.h"
+#include "cpu/simd/isa.h"
 namespace orion::sim::simd {
 const IsaOps* neon_ops() { return nullptr; }  // 32-bit ARM: scalar only
 }  // namespace orion::sim::simd

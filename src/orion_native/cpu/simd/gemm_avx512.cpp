@@ -14,7 +14,7 @@
 #include <array>
 #include <utility>
 
-#include "sim/simd/isa_decls.h"
+#include "cpu/simd/isa_decls.h"
 
 namespace orion::sim::simd::avx512 {
 namespace {

@@ -2,15 +2,15 @@
 // codes come from 2 * bits consecutive bytes; a LUT is a per-row table lookup, scale/offset is applied
 // in fp32 (exact for integer codes and offsets) and rounded once by the vectorised f32 -> f16 conversion
 // (8-bit codes: the ISA's decode_ss8, one pass from codes to fp16).
-#include "sim/kernels/compressed.h"
+#include "cpu/kernels/compressed.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "sim/kernels/kernels.h"
-#include "sim/kernels/scratch.h"
-#include "sim/simd/isa.h"
-#include "sim/threadpool.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/scratch.h"
+#include "cpu/simd/isa.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::kernels {
 

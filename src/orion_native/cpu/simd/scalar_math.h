@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "sim/kernels/kernels.h"
-#include "sim/simd/math_consts.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/simd/math_consts.h"
 
 namespace orion::sim::simd {
 namespace {

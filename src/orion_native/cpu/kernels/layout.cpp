@@ -5,8 +5,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "sim/kernels/kernels.h"
-#include "sim/threadpool.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::kernels {
 namespace {

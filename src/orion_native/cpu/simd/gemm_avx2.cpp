@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "sim/simd/isa_decls.h"
+#include "cpu/simd/isa_decls.h"
 
 namespace orion::sim::simd::avx2 {
 namespace {

@@ -12,11 +12,11 @@
 #include <stdexcept>
 #include <vector>
 
-#include "sim/kernels/kernels.h"
-#include "sim/kernels/gemm_panel.h"
-#include "sim/kernels/scratch.h"
-#include "sim/simd/isa.h"
-#include "sim/threadpool.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/gemm_panel.h"
+#include "cpu/kernels/scratch.h"
+#include "cpu/simd/isa.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::kernels {
 namespace {

@@ -1,7 +1,7 @@
 // Bulk fp16 <-> fp32 conversion: ISA kernel, split across threads for large arrays.
-#include "sim/kernels/kernels.h"
-#include "sim/simd/isa.h"
-#include "sim/threadpool.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/simd/isa.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::kernels {
 

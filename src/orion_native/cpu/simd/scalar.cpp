@@ -2,8 +2,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "sim/simd/isa.h"
-#include "sim/simd/scalar_math.h"
+#include "cpu/simd/isa.h"
+#include "cpu/simd/scalar_math.h"
 
 namespace orion::sim::simd {
 namespace {
