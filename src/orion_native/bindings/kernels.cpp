@@ -32,7 +32,7 @@ struct dtype_traits<orion::bindings::half_t> {
 namespace orion::bindings {
 namespace {
 
-namespace k = orion::sim::kernels;
+namespace k = orion::cpu::kernels;
 using HArr = nb::ndarray<const half_t, nb::device::cpu>;
 using FArr = nb::ndarray<const float, nb::device::cpu>;
 using AnyArr = nb::ndarray<nb::device::cpu>;
@@ -422,19 +422,19 @@ void bind_kernels(nb::module_& m, nb::module_& t) {
   m.def("kernel_isa", [] { return std::string(k::isa_name()); }, "The SIMD kernel table in use: avx512, avx2, neon or scalar.");
   t.def("force_isa", [](const std::string& name) { return k::force_isa(name.c_str()); }, nb::arg("name"),
         "'scalar', 'avx2', 'avx512', 'neon' or 'best'; False if not supported here");
-  m.def("set_num_threads", [](int n) { orion::sim::set_num_threads(n); }, nb::arg("n"),
+  m.def("set_num_threads", [](int n) { orion::cpu::set_num_threads(n); }, nb::arg("n"),
         "Threads of the simulator's pool (kernels and plan execution).");
-  m.def("num_threads", [] { return orion::sim::num_threads(); });
+  m.def("num_threads", [] { return orion::cpu::num_threads(); });
   t.def("parallel_for_test",
       [](int64_t n, int64_t grain, bool throw_at_half) {
         // Returns how many items ran; optionally throws from inside a chunk (exception propagation).
         std::vector<int> hits((size_t)n, 0);
         {
           nb::gil_scoped_release nogil;
-          orion::sim::parallel_for(n, grain, [&](int64_t b, int64_t e) {
+          orion::cpu::parallel_for(n, grain, [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) {
               if (throw_at_half && i == n / 2) throw std::runtime_error("boom");
-              orion::sim::parallel_for(4, 1, [&](int64_t, int64_t) {});  // nested: inline
+              orion::cpu::parallel_for(4, 1, [&](int64_t, int64_t) {});  // nested: inline
               hits[(size_t)i] += 1;
             }
           });

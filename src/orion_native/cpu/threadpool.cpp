@@ -28,7 +28,7 @@
 #define ORION_PAUSE() ((void)0)
 #endif
 
-namespace orion::sim {
+namespace orion::cpu {
 namespace {
 
 thread_local bool t_in_pool_task = false;  // nested parallel_for runs inline
@@ -278,4 +278,4 @@ void set_num_threads(int n) {
   }
 }
 
-}  // namespace orion::sim
+}  // namespace orion::cpu

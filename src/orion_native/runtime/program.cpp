@@ -244,9 +244,9 @@ void Program::write_input(size_t slot, const void* src, DType src_dtype, size_t 
   if (src_dtype == io.dtype) {
     std::memcpy(s.data(), src, io.bytes());
   } else if (src_dtype == DType::fp32 && io.dtype == DType::fp16) {
-    sim::kernels::f32_to_f16(static_cast<const float*>(src), reinterpret_cast<f16*>(s.data()), n);
+    cpu::kernels::f32_to_f16(static_cast<const float*>(src), reinterpret_cast<f16*>(s.data()), n);
   } else if (src_dtype == DType::fp16 && io.dtype == DType::fp32) {
-    sim::kernels::f16_to_f32(static_cast<const f16*>(src), reinterpret_cast<float*>(s.data()), n);
+    cpu::kernels::f16_to_f32(static_cast<const f16*>(src), reinterpret_cast<float*>(s.data()), n);
   } else {
     throw_error(ErrorKind::Input, std::string("input '") + io.name + "' is " + dtype_name(io.dtype) +
                                       "; pass float16 or float32 data, not " + dtype_name(src_dtype));

@@ -133,7 +133,7 @@ class PlanImpl : public Plan {
       int id = param_ids[i];
       if (!inputs[i]) throw_error(ErrorKind::Input, "null input '" + in_info[i].name + "'");
       if (in_info[i].dtype == DType::fp32)  // fp32 exists only at I/O: round to fp16 on read (C37)
-        kernels::f32_to_f16((const float*)inputs[i], (f16*)ptr[id], (size_t)values[id].numel());
+        cpu::kernels::f32_to_f16((const float*)inputs[i], (f16*)ptr[id], (size_t)values[id].numel());
       else
         ptr[id] = inputs[i];
     }
@@ -160,7 +160,7 @@ class PlanImpl : public Plan {
       const Value& v = values[out_ids[j]];
       if (!outputs[j]) throw_error(ErrorKind::Input, "null output '" + out_info[j].name + "'");
       if (out_info[j].dtype == DType::fp32)  // the fp16 value, widened
-        kernels::f16_to_f32((const f16*)ptr[out_ids[j]], (float*)outputs[j], (size_t)v.numel());
+        cpu::kernels::f16_to_f32((const f16*)ptr[out_ids[j]], (float*)outputs[j], (size_t)v.numel());
       else
         std::memcpy(outputs[j], ptr[out_ids[j]], v.bytes());
     }

@@ -12,7 +12,7 @@
 #include "cpu/simd/isa.h"
 #include "cpu/threadpool.h"
 
-namespace orion::sim::kernels {
+namespace orion::cpu::kernels {
 
 namespace {
 
@@ -179,4 +179,4 @@ size_t CompressedWeight::bytes() const {
   return codes.size() + lut.size() * sizeof(f16) + (scale.size() + offset.size()) * sizeof(float);
 }
 
-}  // namespace orion::sim::kernels
+}  // namespace orion::cpu::kernels

@@ -10,7 +10,7 @@
 
 #include "common/fp16.h"
 
-namespace orion::sim::kernels {
+namespace orion::cpu::kernels {
 
 // Rows [16p, 16p + 16) of a [M, K] operand as a k-major fp16 panel [K][16] (rows past M zero).
 struct PanelSource {
@@ -43,4 +43,4 @@ struct CompressedWeight : PanelSource {
   size_t bytes() const;        // what the plan holds: codes + tables / scales / offsets
 };
 
-}  // namespace orion::sim::kernels
+}  // namespace orion::cpu::kernels

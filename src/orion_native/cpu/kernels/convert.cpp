@@ -3,7 +3,7 @@
 #include "cpu/simd/isa.h"
 #include "cpu/threadpool.h"
 
-namespace orion::sim::kernels {
+namespace orion::cpu::kernels {
 
 namespace {
 constexpr int64_t kGrain = 1 << 16;  // below this a thread wake-up costs more than it saves
@@ -19,4 +19,4 @@ void f32_to_f16(const float* src, f16* dst, size_t n) {
   parallel_for((int64_t)n, kGrain, [&](int64_t b, int64_t e) { o.f32_to_f16(src + b, dst + b, (size_t)(e - b)); });
 }
 
-}  // namespace orion::sim::kernels
+}  // namespace orion::cpu::kernels

@@ -8,7 +8,7 @@
 #include "cpu/simd/isa.h"
 #include "cpu/threadpool.h"
 
-namespace orion::sim::kernels {
+namespace orion::cpu::kernels {
 namespace {
 
 // Split only when a chunk holds enough work to beat handing it over: ~1 us to a spinning worker (ops
@@ -241,4 +241,4 @@ void scale_bias(const f16* x, f16* y, size_t n, float scale, float bias) {
                [&](int64_t b, int64_t e) { o.scale_bias(x + b, y + b, (size_t)(e - b), scale, bias); });
 }
 
-}  // namespace orion::sim::kernels
+}  // namespace orion::cpu::kernels

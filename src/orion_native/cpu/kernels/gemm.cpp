@@ -18,7 +18,7 @@
 #include "cpu/simd/isa.h"
 #include "cpu/threadpool.h"
 
-namespace orion::sim::kernels {
+namespace orion::cpu::kernels {
 namespace {
 
 // Blocking. Measured on Zen 4 (1 thread, CPU time): 100-105 GFLOP/s for KC 256-512 and MC 96-240,
@@ -374,4 +374,4 @@ void gemm_f16_f32out(const GemmShape& g, int64_t batch, const f16* const* A, con
   gemm_any(g, batch, A, B, C);
 }
 
-}  // namespace orion::sim::kernels
+}  // namespace orion::cpu::kernels

@@ -18,7 +18,7 @@
 #include "cpu/simd/isa.h"
 #include "cpu/threadpool.h"
 
-namespace orion::sim::kernels {
+namespace orion::cpu::kernels {
 namespace {
 
 constexpr int64_t kR = simd::kPanelRows, kC = simd::kPanelCols;
@@ -235,4 +235,4 @@ void gemm_packed_f16(const PackedA& a, const GemmShape& g, int64_t batch, const 
   run_packed(a, g, batch, B, C, trans_c);
 }
 
-}  // namespace orion::sim::kernels
+}  // namespace orion::cpu::kernels

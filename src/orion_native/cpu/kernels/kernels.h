@@ -1,6 +1,7 @@
-// Simulator compute kernels. fp16 storage (orion::f16 bits) in and out, fp32 arithmetic inside,
-// one rounding to fp16 per op output (overflow -> +-inf, NaN propagates) — C37.
-// Vectorised per ISA (sim/simd, runtime dispatch) and multithreaded (sim/threadpool.h).
+// CPU compute kernels: the simulator's ops, the runtime's conversions and the Python layer's fp16 math.
+// fp16 storage (orion::f16 bits) in and out, fp32 arithmetic inside, one rounding to fp16 per op output
+// (overflow -> +-inf, NaN propagates) — C37.
+// Vectorised per ISA (cpu/simd, runtime dispatch) and multithreaded (cpu/threadpool.h).
 // All tensors are dense row-major; "strides" are in elements. Shapes up to rank 5.
 #pragma once
 #include <cstddef>
@@ -11,7 +12,7 @@
 
 #include "common/fp16.h"
 
-namespace orion::sim::kernels {
+namespace orion::cpu::kernels {
 
 // ---- conversion (exact IEEE, round to nearest even) -------------------------------------------
 void f16_to_f32(const f16* src, float* dst, size_t n);
@@ -95,4 +96,4 @@ const char* isa_name();  // "avx512", "avx2", "neon", "scalar"
 // Forces a narrower ISA for tests ("scalar", "avx2", ...); returns false if unsupported here.
 bool force_isa(const char* name);
 
-}  // namespace orion::sim::kernels
+}  // namespace orion::cpu::kernels

@@ -8,7 +8,7 @@
 #include "cpu/kernels/kernels.h"
 #include "cpu/threadpool.h"
 
-namespace orion::sim::kernels {
+namespace orion::cpu::kernels {
 namespace {
 
 constexpr int kMaxRank = 8;
@@ -129,4 +129,4 @@ void transpose(const void* x, void* y, size_t elem_size, const std::vector<int64
   strided_copy(x, y, elem_size, 0, ps, ys);
 }
 
-}  // namespace orion::sim::kernels
+}  // namespace orion::cpu::kernels

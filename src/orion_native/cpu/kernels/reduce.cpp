@@ -10,7 +10,7 @@
 #include "cpu/simd/isa.h"
 #include "cpu/threadpool.h"
 
-namespace orion::sim::kernels {
+namespace orion::cpu::kernels {
 namespace {
 
 constexpr int64_t kGrainElems = 1 << 16;  // input elements per chunk before threads are worth waking
@@ -90,4 +90,4 @@ void softmax(const f16* x, f16* y, int64_t outer, int64_t axis_len, int64_t inne
   });
 }
 
-}  // namespace orion::sim::kernels
+}  // namespace orion::cpu::kernels

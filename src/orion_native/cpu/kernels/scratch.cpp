@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <new>
 
-namespace orion::sim::kernels {
+namespace orion::cpu::kernels {
 namespace {
 
 struct Buffers {
@@ -32,4 +32,4 @@ void* scratch(ScratchSlot slot, size_t bytes) {
   return t_buf.p[i];
 }
 
-}  // namespace orion::sim::kernels
+}  // namespace orion::cpu::kernels

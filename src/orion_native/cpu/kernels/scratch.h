@@ -3,7 +3,7 @@
 #pragma once
 #include <cstddef>
 
-namespace orion::sim::kernels {
+namespace orion::cpu::kernels {
 
 // prefix: an op's dense copy of the part of its output that dead-column skipping computes (ops/prefix.h).
 enum class ScratchSlot { gemm_a, gemm_b, gemm_c, tmp, tmp2, prefix, count };
@@ -16,4 +16,4 @@ T* scratch_as(ScratchSlot slot, size_t n) {
   return static_cast<T*>(scratch(slot, n * sizeof(T)));
 }
 
-}  // namespace orion::sim::kernels
+}  // namespace orion::cpu::kernels

@@ -11,7 +11,7 @@
 #include "cpu/kernels/kernels.h"
 #include "cpu/simd/isa.h"
 
-namespace orion::sim::simd {
+namespace orion::cpu::simd {
 
 #if !defined(ORION_X86)
 const IsaOps* avx2_ops() { return nullptr; }
@@ -71,9 +71,9 @@ const IsaOps& ops() {
   return *t;
 }
 
-}  // namespace orion::sim::simd
+}  // namespace orion::cpu::simd
 
-namespace orion::sim::kernels {
+namespace orion::cpu::kernels {
 
 const char* isa_name() { return simd::ops().name; }
 
@@ -85,4 +85,4 @@ bool force_isa(const char* name) {
   return true;
 }
 
-}  // namespace orion::sim::kernels
+}  // namespace orion::cpu::kernels

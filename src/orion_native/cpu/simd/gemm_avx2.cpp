@@ -6,7 +6,7 @@
 
 #include "cpu/simd/isa_decls.h"
 
-namespace orion::sim::simd::avx2 {
+namespace orion::cpu::simd::avx2 {
 namespace {
 
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -128,9 +128,9 @@ void gemm_pack_rows(const f16* src, int64_t ld, int64_t kc, int64_t cols, int nr
   }
 }
 
-}  // namespace orion::sim::simd::avx2
+}  // namespace orion::cpu::simd::avx2
 
-namespace orion::sim::simd::avx2 {
+namespace orion::cpu::simd::avx2 {
 
 // 8 x 8 blocks: widen 8 rows, transpose in registers, store 8 columns (partial blocks via a buffer).
 void cvt_transpose(const f16* src, int64_t ld, int64_t rows, int64_t rows_pad, int64_t cols, float* dst,
@@ -182,9 +182,9 @@ void cvt_transpose(const f16* src, int64_t ld, int64_t rows, int64_t rows_pad, i
   }
 }
 
-}  // namespace orion::sim::simd::avx2
+}  // namespace orion::cpu::simd::avx2
 
-namespace orion::sim::simd::avx2 {
+namespace orion::cpu::simd::avx2 {
 namespace {
 
 // NC (<= 6) columns of one 16-row panel in 2 x NC ymm accumulators (lane = row); the panel is
@@ -311,4 +311,4 @@ void gemm_panel(const PanelTile& t) {
   for_each_panel(t, panel_one);
 }
 
-}  // namespace orion::sim::simd::avx2
+}  // namespace orion::cpu::simd::avx2

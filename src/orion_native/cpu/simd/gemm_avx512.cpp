@@ -16,7 +16,7 @@
 
 #include "cpu/simd/isa_decls.h"
 
-namespace orion::sim::simd::avx512 {
+namespace orion::cpu::simd::avx512 {
 namespace {
 
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -276,9 +276,9 @@ void gemm_pack_rows(const f16* src, int64_t ld, int64_t kc, int64_t cols, int nr
   }
 }
 
-}  // namespace orion::sim::simd::avx512
+}  // namespace orion::cpu::simd::avx512
 
-namespace orion::sim::simd::avx512 {
+namespace orion::cpu::simd::avx512 {
 
 namespace {
 
@@ -557,4 +557,4 @@ void cvt_transpose(const f16* src, int64_t ld, int64_t rows, int64_t rows_pad, i
   }
 }
 
-}  // namespace orion::sim::simd::avx512
+}  // namespace orion::cpu::simd::avx512

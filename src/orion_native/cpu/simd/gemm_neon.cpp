@@ -5,7 +5,7 @@
 
 #include "cpu/simd/isa_decls.h"
 
-namespace orion::sim::simd::neon {
+namespace orion::cpu::simd::neon {
 
 namespace {
 
@@ -97,9 +97,9 @@ void gemm_pack_rows(const f16* src, int64_t ld, int64_t kc, int64_t cols, int nr
   }
 }
 
-}  // namespace orion::sim::simd::neon
+}  // namespace orion::cpu::simd::neon
 
-namespace orion::sim::simd::neon {
+namespace orion::cpu::simd::neon {
 
 // Row-wise widening, then a scalar scatter (simple; transposed operands are the rarer case).
 void cvt_transpose(const f16* src, int64_t ld, int64_t rows, int64_t rows_pad, int64_t cols, float* dst,
@@ -116,9 +116,9 @@ void cvt_transpose(const f16* src, int64_t ld, int64_t rows, int64_t rows_pad, i
     }
 }
 
-}  // namespace orion::sim::simd::neon
+}  // namespace orion::cpu::simd::neon
 
-namespace orion::sim::simd::neon {
+namespace orion::cpu::simd::neon {
 namespace {
 
 // NC (<= 4) columns of one 16-row panel: 4 q-registers of rows per column (16 accumulators),
@@ -175,4 +175,4 @@ void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc
   decode_ss8_ref(codes, n, is_signed, sc, of, dst);
 }
 
-}  // namespace orion::sim::simd::neon
+}  // namespace orion::cpu::simd::neon

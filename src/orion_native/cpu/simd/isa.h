@@ -1,4 +1,4 @@
-// Per-ISA primitive table used by the kernel drivers in sim/kernels. Each ISA file (scalar.cpp,
+// Per-ISA primitive table used by the kernel drivers in cpu/kernels. Each ISA file (scalar.cpp,
 // *_avx2.cpp, *_avx512.cpp, *_neon.cpp) fills one table; dispatch.cpp picks one at run time.
 //
 // Every entry must produce bit-identical results on every ISA: same fp32 operation sequence per
@@ -11,7 +11,7 @@
 #include "common/fp16.h"
 #include "cpu/kernels/kernels.h"
 
-namespace orion::sim::simd {
+namespace orion::cpu::simd {
 
 using kernels::Binary;
 using kernels::Reduce;
@@ -172,4 +172,4 @@ const IsaOps* neon_ops();
 // The active table (runtime dispatch, ORION_ISA override, force_isa()).
 const IsaOps& ops();
 
-}  // namespace orion::sim::simd
+}  // namespace orion::cpu::simd

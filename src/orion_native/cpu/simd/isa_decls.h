@@ -6,7 +6,7 @@
 
 #include "cpu/simd/isa.h"
 
-namespace orion::sim::simd {
+namespace orion::cpu::simd {
 
 #define ORION_ISA_DECLS                                                                                    \
   void gemm_micro(const GemmTile& t);                                                                     \
@@ -34,4 +34,4 @@ namespace avx2 { ORION_ISA_DECLS }
 namespace avx512 { ORION_ISA_DECLS void gemm_panel_q8(const PanelTile& t); void gemm_rows(const GemmTile& t); }
 namespace neon { ORION_ISA_DECLS }
 
-}  // namespace orion::sim::simd
+}  // namespace orion::cpu::simd

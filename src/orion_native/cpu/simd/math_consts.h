@@ -11,7 +11,7 @@
 // the cancellation for negative x); gelu_exact = x*Phi(x), Phi from erfc.
 #pragma once
 
-namespace orion::sim::simd::mc {
+namespace orion::cpu::simd::mc {
 
 constexpr float kExpHi = 88.0f, kExpLo = -87.0f;
 constexpr float kLog2e = 1.44269504088896341f;
@@ -36,4 +36,4 @@ constexpr float kInvSqrt2 = 0.707106781186547524f;
 constexpr float kErfcP[10] = {0.17087277f,  -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
                               -0.18628806f, 0.09678418f,  0.37409196f, 1.00002368f,  -1.26551223f};
 
-}  // namespace orion::sim::simd::mc
+}  // namespace orion::cpu::simd::mc

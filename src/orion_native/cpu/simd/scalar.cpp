@@ -5,7 +5,7 @@
 #include "cpu/simd/isa.h"
 #include "cpu/simd/scalar_math.h"
 
-namespace orion::sim::simd {
+namespace orion::cpu::simd {
 namespace {
 
 // Like F16C/NEON: a signalling NaN comes out quiet (IEEE conversion), payload kept.
@@ -229,4 +229,4 @@ const IsaOps kScalar = {
 
 const IsaOps& scalar_ops() { return kScalar; }
 
-}  // namespace orion::sim::simd
+}  // namespace orion::cpu::simd

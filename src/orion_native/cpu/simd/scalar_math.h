@@ -9,7 +9,7 @@
 #include "cpu/kernels/kernels.h"
 #include "cpu/simd/math_consts.h"
 
-namespace orion::sim::simd {
+namespace orion::cpu::simd {
 namespace {
 
 inline float sm_from_bits(uint32_t u) {
@@ -133,4 +133,4 @@ inline float sm_binary(kernels::Binary op, float a, float b) {
 }
 
 }  // namespace
-}  // namespace orion::sim::simd
+}  // namespace orion::cpu::simd

@@ -2,7 +2,7 @@
 #if defined(ORION_ARM) && defined(__aarch64__)
 #include "cpu/simd/isa_decls.h"
 
-namespace orion::sim::simd {
+namespace orion::cpu::simd {
 
 const IsaOps* neon_ops() {
   static const IsaOps t = {"neon", neon::f16_to_f32, neon::f32_to_f16, 8, 12, neon::gemm_micro,
@@ -13,10 +13,10 @@ const IsaOps* neon_ops() {
   return &t;
 }
 
-}  // namespace orion::sim::simd
+}  // namespace orion::cpu::simd
 #elif defined(ORION_ARM)
 #include "cpu/simd/isa.h"
-namespace orion::sim::simd {
+namespace orion::cpu::simd {
 const IsaOps* neon_ops() { return nullptr; }  // 32-bit ARM: scalar only
-}  // namespace orion::sim::simd
+}  // namespace orion::cpu::simd
 #endif

@@ -3,7 +3,7 @@
 #if defined(ORION_X86)
 #include "cpu/simd/isa_decls.h"
 
-namespace orion::sim::simd {
+namespace orion::cpu::simd {
 
 #define ORION_TABLE(isa, mr, nr, q8, rows)                                                             \
   {                                                                                                \
@@ -26,5 +26,5 @@ const IsaOps* avx2_ops() {
 
 #undef ORION_TABLE
 
-}  // namespace orion::sim::simd
+}  // namespace orion::cpu::simd
 #endif

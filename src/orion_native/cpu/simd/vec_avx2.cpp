@@ -6,7 +6,7 @@
 
 #include "cpu/simd/isa_decls.h"
 
-namespace orion::sim::simd {
+namespace orion::cpu::simd {
 namespace {
 
 struct V {
@@ -67,10 +67,10 @@ struct V {
 };
 
 }  // namespace
-}  // namespace orion::sim::simd
+}  // namespace orion::cpu::simd
 
 #include "cpu/simd/vec_impl.h"
 
-namespace orion::sim::simd::avx2 {
+namespace orion::cpu::simd::avx2 {
 #include "cpu/simd/vec_wrappers.inc"
-}  // namespace orion::sim::simd::avx2
+}  // namespace orion::cpu::simd::avx2

@@ -9,7 +9,7 @@
 
 #include "cpu/simd/isa_decls.h"
 
-namespace orion::sim::simd {
+namespace orion::cpu::simd {
 namespace {
 
 struct V {
@@ -60,10 +60,10 @@ struct V {
 };
 
 }  // namespace
-}  // namespace orion::sim::simd
+}  // namespace orion::cpu::simd
 
 #include "cpu/simd/vec_impl.h"
 
-namespace orion::sim::simd::avx512 {
+namespace orion::cpu::simd::avx512 {
 #include "cpu/simd/vec_wrappers.inc"
-}  // namespace orion::sim::simd::avx512
+}  // namespace orion::cpu::simd::avx512

@@ -15,7 +15,7 @@
 #include "cpu/simd/isa.h"
 #include "cpu/simd/math_consts.h"
 
-namespace orion::sim::simd {
+namespace orion::cpu::simd {
 namespace {
 
 using F = V::F;
@@ -381,4 +381,4 @@ void i_div_to_f16(const float* e, const float* s, f16* y, int64_t n) {
 }
 
 }  // namespace
-}  // namespace orion::sim::simd
+}  // namespace orion::cpu::simd

@@ -6,7 +6,7 @@
 
 #include "cpu/simd/isa_decls.h"
 
-namespace orion::sim::simd {
+namespace orion::cpu::simd {
 namespace {
 
 struct V {
@@ -72,10 +72,10 @@ struct V {
 };
 
 }  // namespace
-}  // namespace orion::sim::simd
+}  // namespace orion::cpu::simd
 
 #include "cpu/simd/vec_impl.h"
 
-namespace orion::sim::simd::neon {
+namespace orion::cpu::simd::neon {
 #include "cpu/simd/vec_wrappers.inc"
-}  // namespace orion::sim::simd::neon
+}  // namespace orion::cpu::simd::neon
