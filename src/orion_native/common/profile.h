@@ -1,10 +1,11 @@
-// Simulator configuration: which chip's documented behaviour to reproduce and how strictly to treat
-// the contested constraints (confidence [X] in the catalog, constraints.cpp): strict rejects them.
+// The device profile every backend compiles for: which chip's documented behaviour to reproduce and how
+// strictly to treat the contested constraints (confidence [X] in the simulator's catalog,
+// sim/constraints.cpp): strict rejects them. Part of the program identifier (profile_key).
 #pragma once
 #include <cstdint>
 #include <string>
 
-namespace orion::sim {
+namespace orion {
 
 enum class Chip { m1, m2, m3, m4, m5 };
 inline constexpr Chip kChips[] = {Chip::m1, Chip::m2, Chip::m3, Chip::m4, Chip::m5};
@@ -29,4 +30,4 @@ const char* chip_name(Chip c);
 bool chip_from_name(const std::string& s, Chip* out);
 std::string profile_key(const Profile& p);  // stable text, part of the program identifier
 
-}  // namespace orion::sim
+}  // namespace orion

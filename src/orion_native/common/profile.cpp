@@ -1,6 +1,6 @@
-#include "sim/profile.h"
+#include "common/profile.h"
 
-namespace orion::sim {
+namespace orion {
 
 const char* chip_name(Chip c) {
   switch (c) {
@@ -25,4 +25,4 @@ std::string profile_key(const Profile& p) {
          ";min_surface=" + std::to_string(p.min_surface_bytes);
 }
 
-}  // namespace orion::sim
+}  // namespace orion
