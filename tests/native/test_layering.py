@@ -18,7 +18,7 @@ ALLOWED = {
     "sim": {"common", "cpu", "mil", "blob", "runtime", "sim"},
     "ane": {"common", "runtime", "sim", "ane"},
 }
-_INCLUDE = re.compile(r'^\s*#\s*(?:include|import)\s+"([a-z_]+)/[^"]*"', re.M)
+_INCLUDE = re.compile(r'^\s*#\s*(?:include|import)\s+"([a-z_]+)/[^"]*"', re.MULTILINE)
 _SUFFIXES = {".h", ".cpp", ".inc", ".m", ".mm"}
 
 

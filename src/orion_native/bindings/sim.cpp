@@ -158,7 +158,7 @@ nb::dict sim_plan_info(const std::string& text, nb::dict weights, const std::str
 
 void bind_sim(nb::module_& m, nb::module_& t) {
   m.def("sim_defaults", [] {
-    // The constants C++ and Python share, defined once in sim/profile.h.
+    // The constants C++ and Python share, defined once in common/profile.h.
     nb::dict d;
     nb::list chips, legacy;
     for (Chip c : kChips) {
