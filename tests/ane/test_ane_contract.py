@@ -56,6 +56,8 @@ def run_python(code, **env):
 # ---- device detection -------------------------------------------------------------------------------
 
 def test_device_record(fake):
+    # Both backends register themselves at load time, in no fixed order; the listing puts the simulator first.
+    assert [d["name"] for d in orion.devices()] == ["sim", "ane"]
     ane = next(d for d in orion.devices() if d["name"] == "ane")
     assert ane["available"] and ane["reason"] == ""
     i = info()

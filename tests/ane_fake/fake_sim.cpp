@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "runtime/backend.h"
+#include "runtime/backends.h"
 #include "runtime/sha256.h"
 
 using namespace orion;
@@ -28,12 +28,12 @@ void set_err(char* err, size_t n, const std::string& m) {
   if (err && n) std::snprintf(err, n, "%s", m.c_str());
 }
 
-sim::Profile device_profile() {
-  sim::Profile p;
+Profile device_profile() {
+  Profile p;
   const char* c = std::getenv("ORION_ANE_FAKE_CHIP");
-  sim::Chip chip;
-  if (c && sim::chip_from_name(c, &chip)) p.chip = chip;
-  p.strictness = sim::Strictness::permissive;
+  Chip chip;
+  if (c && chip_from_name(c, &chip)) p.chip = chip;
+  p.strictness = Strictness::permissive;
   return p;
 }
 
@@ -87,7 +87,7 @@ extern "C" FakeProgram* fake_compile(const char* mil, size_t mil_len, const char
     req.profile = device_profile();
     req.dir = dir;
     auto p = std::make_unique<FakeProgram>();
-    p->model = runtime::sim_backend().compile(req);
+    p->model = runtime::find_backend("sim").compile(req);
     return p.release();
   } catch (const std::exception& e) {
     set_err(err, err_len, e.what());

@@ -1,4 +1,4 @@
-"""Simulator compute kernels (sim/kernels) through the _native._k_* test hooks.
+"""The CPU compute kernels (src/orion_native/cpu/kernels) through the _native.testing hooks and gemm_f16.
 
 References are float64 numpy. Tolerances (fp16 ulp = 2^-10 relative at 1.0):
 - conversions, +,-,*,/, max/min, sqrt, clip, transpose: exact (fp32 then fp16 rounding of a correctly

@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "runtime/backends.h"
 #include "runtime/request_rules.h"
+#include "sim/backend.h"
 
 namespace orion::ane {
 
@@ -51,19 +52,19 @@ std::mutex& compile_mutex() {
 
 class AneModel : public runtime::BackendModel {
  public:
-  AneModel(std::shared_ptr<const runtime::Validation> checked, std::shared_ptr<Model> model, int64_t min_surface)
+  AneModel(std::shared_ptr<const sim::Validation> checked, std::shared_ptr<Model> model, int64_t min_surface)
       : checked_(std::move(checked)), model_(std::move(model)), generation_(model_->generation()), min_surface_(min_surface) {}
 
   const std::vector<runtime::IOSlot>& inputs() const override { return checked_->inputs; }
   const std::vector<runtime::IOSlot>& outputs() const override { return checked_->outputs; }
-  std::vector<sim::Warning> compile_warnings() const override { return checked_->warnings; }
-  sim::CostEstimate cost() const override { return checked_->cost; }
+  std::vector<Warning> compile_warnings() const override { return checked_->warnings; }
+  CostEstimate cost() const override { return checked_->cost; }
   Model& model() { return *model_; }
   const std::shared_ptr<Model>& shared_model() const { return model_; }
-  const std::shared_ptr<const runtime::Validation>& checked() const { return checked_; }
+  const std::shared_ptr<const sim::Validation>& checked() const { return checked_; }
 
   void eval(const std::vector<runtime::Surface*>& in, const std::vector<runtime::Surface*>& out,
-            std::vector<sim::Warning>*) override {
+            std::vector<Warning>*) override {
     if (model_->generation() != generation_)
       throw_error(ErrorKind::WeightUpdate, "this compiled program's ANE model was reloaded with other weight files by a "
                                            "delta reload of another program; recompile it");
@@ -84,7 +85,7 @@ class AneModel : public runtime::BackendModel {
                                           "(prog.input_surface()/output_surface() or the backend's make_surface)");
   }
 
-  std::shared_ptr<const runtime::Validation> checked_;
+  std::shared_ptr<const sim::Validation> checked_;
   std::shared_ptr<Model> model_;
   uint64_t generation_;
   int64_t min_surface_;
@@ -172,7 +173,7 @@ class AneBackend : public runtime::Backend {
 
  private:
   // The framework is there, and the program passes the simulator's checks.
-  static std::shared_ptr<const runtime::Validation> start(const runtime::CompileRequest& req) {
+  static std::shared_ptr<const sim::Validation> start(const runtime::CompileRequest& req) {
     const Framework& fw = framework();
     if (!fw.available) throw_error(ErrorKind::Orion, "the ANE backend is unavailable: " + fw.reason);
     static std::once_flag once;
@@ -180,7 +181,7 @@ class AneBackend : public runtime::Backend {
       clean_stale_model_folders();
       std::atexit(at_exit);
     });
-    return std::make_shared<const runtime::Validation>(runtime::validate(req));
+    return std::make_shared<const sim::Validation>(sim::validate(req));
   }
 
   // A live model with the same framework identifier answers instead (nothing compiled or loaded).

@@ -7,14 +7,14 @@
 
 #include "bindings/bindings.h"
 #include "runtime/backends.h"
-#include "sim/kernels/kernels.h"
-#include "sim/simd/isa.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/simd/isa.h"
 
 namespace orion::bindings {
 
 void bind_build_info(nb::module_& m) {
   m.def("build_info", [] {
-    namespace simd = orion::sim::simd;
+    namespace simd = orion::cpu::simd;
     nb::list isas;
     isas.append("scalar");
     for (const simd::IsaOps* t : {simd::avx2_ops(), simd::avx512_ops(), simd::neon_ops()})
@@ -23,7 +23,7 @@ void bind_build_info(nb::module_& m) {
     for (const auto& s : runtime::backend_statuses()) backends.append(s.name);
     nb::dict d;
     d["isas"] = isas;
-    d["isa"] = std::string(orion::sim::kernels::isa_name());
+    d["isa"] = std::string(orion::cpu::kernels::isa_name());
     d["backends"] = backends;
 #if defined(Py_LIMITED_API)
     d["stable_abi"] = true;

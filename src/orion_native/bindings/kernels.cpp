@@ -1,116 +1,26 @@
-// Underscore-prefixed test/benchmark hooks over sim/kernels (not public API). numpy float16 arrays
-// cross zero-copy through a 16-bit storage type; inputs may be strided views (leading dimensions),
-// outputs are fresh dense arrays. Kernels run with the GIL released.
+// Product entry points over the CPU kernels (cpu/): the Python layer's fp16 math (GEMM for the engine's
+// CPU classifier and passes, fp16 <-> fp32 conversion) and the thread pool. Inputs may be strided views
+// (leading dimensions); outputs are fresh dense arrays. Kernels run with the GIL released. The hooks
+// tests and benchmarks use to reach single kernels are in testing_kernels.cpp (_native.testing).
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstring>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "bindings/bindings.h"
-#include "sim/kernels/kernels.h"
-#include "sim/threadpool.h"
-
-namespace orion::bindings {
-struct half_t {
-  uint16_t bits;
-};
-}  // namespace orion::bindings
-
-namespace nanobind::detail {
-template <>
-struct dtype_traits<orion::bindings::half_t> {
-  static constexpr dlpack::dtype value{(uint8_t)dlpack::dtype_code::Float, 16, 1};
-  static constexpr auto name = const_name("float16");
-};
-}  // namespace nanobind::detail
+#include "bindings/half_arrays.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/threadpool.h"
 
 namespace orion::bindings {
 namespace {
 
-namespace k = orion::sim::kernels;
-using HArr = nb::ndarray<const half_t, nb::device::cpu>;
-using FArr = nb::ndarray<const float, nb::device::cpu>;
-using AnyArr = nb::ndarray<nb::device::cpu>;
-
-template <typename T>
-nb::ndarray<nb::numpy, T> new_array(const std::vector<size_t>& shape, T** data) {
-  size_t n = 1;
-  for (size_t s : shape) n *= s;
-  T* p = new T[n ? n : 1];
-  *data = p;
-  nb::capsule owner(p, [](void* q) noexcept { delete[] static_cast<T*>(q); });
-  return nb::ndarray<nb::numpy, T>(p, shape.size(), shape.data(), owner);
-}
-
-const f16* hp(const HArr& a) { return reinterpret_cast<const f16*>(a.data()); }
-
-std::vector<size_t> shape_of(const HArr& a) {
-  std::vector<size_t> s(a.ndim());
-  for (size_t i = 0; i < a.ndim(); ++i) s[i] = a.shape(i);
-  return s;
-}
-
-bool contiguous(const HArr& a) {
-  int64_t s = 1;
-  for (size_t i = a.ndim(); i-- > 0;) {
-    if (a.shape(i) != 1 && a.stride(i) != s) return false;
-    s *= (int64_t)a.shape(i);
-  }
-  return true;
-}
-
-void require_contig(const HArr& a, const char* what) {
-  if (!contiguous(a)) throw std::invalid_argument(std::string(what) + ": array must be C-contiguous");
-}
-
-k::Binary binary_op(const std::string& s) {
-  static const std::pair<const char*, k::Binary> t[] = {
-      {"add", k::Binary::add}, {"sub", k::Binary::sub}, {"mul", k::Binary::mul}, {"div", k::Binary::div},
-      {"pow", k::Binary::pow}, {"maximum", k::Binary::maximum}, {"minimum", k::Binary::minimum}};
-  for (auto& [n, v] : t)
-    if (s == n) return v;
-  throw std::invalid_argument("unknown binary op " + s);
-}
-
-k::Unary unary_op(const std::string& s) {
-  static const std::pair<const char*, k::Unary> t[] = {
-      {"exp", k::Unary::exp},         {"log", k::Unary::log},
-      {"sqrt", k::Unary::sqrt},       {"rsqrt", k::Unary::rsqrt},
-      {"tanh", k::Unary::tanh},       {"sigmoid", k::Unary::sigmoid},
-      {"relu", k::Unary::relu},       {"neg", k::Unary::neg},
-      {"abs", k::Unary::abs},         {"square", k::Unary::square},
-      {"reciprocal", k::Unary::reciprocal}, {"silu", k::Unary::silu},
-      {"gelu_tanh", k::Unary::gelu_tanh},   {"gelu_exact", k::Unary::gelu_exact},
-      {"identity", k::Unary::identity}};
-  for (auto& [n, v] : t)
-    if (s == n) return v;
-  throw std::invalid_argument("unknown unary op " + s);
-}
-
-k::Reduce reduce_op(const std::string& s) {
-  static const std::pair<const char*, k::Reduce> t[] = {{"sum", k::Reduce::sum},   {"mean", k::Reduce::mean},
-                                                         {"max", k::Reduce::max},   {"min", k::Reduce::min},
-                                                         {"prod", k::Reduce::prod}, {"sum_square", k::Reduce::sum_square}};
-  for (auto& [n, v] : t)
-    if (s == n) return v;
-  throw std::invalid_argument("unknown reduce op " + s);
-}
-
-// [outer, axis_len, inner] view of a contiguous array around `axis`.
-void split_axis(const HArr& x, int axis, int64_t* outer, int64_t* len, int64_t* inner) {
-  int nd = (int)x.ndim();
-  if (axis < 0) axis += nd;
-  if (axis < 0 || axis >= nd) throw std::invalid_argument("axis out of range");
-  *outer = *inner = 1;
-  for (int i = 0; i < axis; ++i) *outer *= (int64_t)x.shape(i);
-  for (int i = axis + 1; i < nd; ++i) *inner *= (int64_t)x.shape(i);
-  *len = (int64_t)x.shape(axis);
-}
+namespace k = orion::cpu::kernels;
 
 // A 2-D or 3-D operand: rows may be padded (leading dimension = row stride), inner stride must be 1.
 struct Operand {
@@ -218,144 +128,6 @@ nb::object gemm_panels(const HArr& panels, const HArr& b, bool f32_out, bool tra
   return nb::cast(out);
 }
 
-// numpy-style broadcasting of two arrays (any strides, in elements).
-nb::object binary(const std::string& op, const HArr& a, const HArr& b) {
-  k::Binary bop = binary_op(op);
-  size_t nd = std::max(a.ndim(), b.ndim());
-  if (nd > 5) throw std::invalid_argument("binary: rank > 5");
-  std::vector<int64_t> shape(nd), as(nd, 0), bs(nd, 0);
-  for (size_t i = 0; i < nd; ++i) {
-    int ia = (int)i - (int)(nd - a.ndim()), ib = (int)i - (int)(nd - b.ndim());
-    int64_t da = ia >= 0 ? (int64_t)a.shape(ia) : 1, db = ib >= 0 ? (int64_t)b.shape(ib) : 1;
-    if (da != db && da != 1 && db != 1) throw std::invalid_argument("binary: shapes do not broadcast");
-    shape[i] = std::max(da, db);
-    if (da == 0 || db == 0) shape[i] = 0;
-    as[i] = (ia >= 0 && da != 1) ? a.stride(ia) : 0;
-    bs[i] = (ib >= 0 && db != 1) ? b.stride(ib) : 0;
-  }
-  std::vector<size_t> oshape(shape.begin(), shape.end());
-  half_t* c;
-  auto out = new_array<half_t>(oshape, &c);
-  {
-    nb::gil_scoped_release nogil;
-    k::binary(bop, hp(a), as, hp(b), bs, reinterpret_cast<f16*>(c), shape);
-  }
-  return nb::cast(out);
-}
-
-nb::object unary(const std::string& op, const HArr& x, float param, bool inplace) {
-  require_contig(x, "unary");
-  k::Unary uop = unary_op(op);
-  size_t n = x.size();
-  if (inplace) {  // writes into x (tests in-place aliasing)
-    f16* p = const_cast<f16*>(hp(x));
-    nb::gil_scoped_release nogil;
-    k::unary(uop, p, p, n, param);
-    return nb::none();
-  }
-  half_t* y;
-  auto out = new_array<half_t>(shape_of(x), &y);
-  {
-    nb::gil_scoped_release nogil;
-    k::unary(uop, hp(x), reinterpret_cast<f16*>(y), n, param);
-  }
-  return nb::cast(out);
-}
-
-template <typename Fn>
-nb::object map_f16(const HArr& x, Fn fn) {
-  require_contig(x, "kernel");
-  half_t* y;
-  auto out = new_array<half_t>(shape_of(x), &y);
-  {
-    nb::gil_scoped_release nogil;
-    fn(hp(x), reinterpret_cast<f16*>(y), x.size());
-  }
-  return nb::cast(out);
-}
-
-nb::object reduce(const std::string& op, const HArr& x, int axis) {
-  require_contig(x, "reduce");
-  k::Reduce rop = reduce_op(op);
-  int64_t outer, len, inner;
-  split_axis(x, axis, &outer, &len, &inner);
-  std::vector<size_t> shape = shape_of(x);
-  shape.erase(shape.begin() + (axis < 0 ? axis + (int)x.ndim() : axis));
-  half_t* y;
-  auto out = new_array<half_t>(shape, &y);
-  {
-    nb::gil_scoped_release nogil;
-    k::reduce(rop, hp(x), reinterpret_cast<f16*>(y), outer, len, inner);
-  }
-  return nb::cast(out);
-}
-
-nb::object softmax(const HArr& x, int axis) {
-  require_contig(x, "softmax");
-  int64_t outer, len, inner;
-  split_axis(x, axis, &outer, &len, &inner);
-  half_t* y;
-  auto out = new_array<half_t>(shape_of(x), &y);
-  {
-    nb::gil_scoped_release nogil;
-    k::softmax(hp(x), reinterpret_cast<f16*>(y), outer, len, inner);
-  }
-  return nb::cast(out);
-}
-
-// Generic-dtype result array of the same dtype as `like`.
-nb::object new_like(const AnyArr& like, const std::vector<size_t>& shape, void** data) {
-  size_t n = 1, es = like.itemsize();
-  for (size_t s : shape) n *= s;
-  uint8_t* p = new uint8_t[(n ? n : 1) * es];
-  *data = p;
-  nb::capsule owner(p, [](void* q) noexcept { delete[] static_cast<uint8_t*>(q); });
-  return nb::cast(nb::ndarray<nb::numpy>(p, shape.size(), shape.data(), owner, nullptr, like.dtype()));
-}
-
-nb::object transpose(const AnyArr& x, const std::vector<int64_t>& perm) {
-  int64_t s = 1;
-  for (size_t i = x.ndim(); i-- > 0;) {
-    if (x.shape(i) != 1 && x.stride(i) != s) throw std::invalid_argument("transpose: array must be C-contiguous");
-    s *= (int64_t)x.shape(i);
-  }
-  std::vector<int64_t> xs(x.ndim());
-  std::vector<size_t> ys(x.ndim());
-  for (size_t i = 0; i < x.ndim(); ++i) xs[i] = (int64_t)x.shape(i);
-  if (perm.size() != x.ndim()) throw std::invalid_argument("transpose: perm length");
-  for (size_t i = 0; i < perm.size(); ++i) {
-    if (perm[i] < 0 || perm[i] >= (int64_t)x.ndim()) throw std::invalid_argument("transpose: bad perm");
-    ys[i] = x.shape((size_t)perm[i]);
-  }
-  void* y;
-  nb::object out = new_like(x, ys, &y);
-  {
-    nb::gil_scoped_release nogil;
-    k::transpose(x.data(), y, x.itemsize(), xs, perm);
-  }
-  return out;
-}
-
-// y[idx] = flat(x)[offset + sum idx_i * strides_i] over `shape` (x contiguous, bounds checked here).
-nb::object strided_copy(const AnyArr& x, int64_t offset, const std::vector<int64_t>& strides,
-                        const std::vector<int64_t>& shape) {
-  if (strides.size() != shape.size()) throw std::invalid_argument("strided_copy: rank mismatch");
-  int64_t lo = offset, hi = offset, total = (int64_t)x.size();
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] <= 0) continue;
-    int64_t ext = (shape[i] - 1) * strides[i];
-    (ext < 0 ? lo : hi) += ext;
-  }
-  if (lo < 0 || hi >= total) throw std::out_of_range("strided_copy: out of bounds");
-  std::vector<size_t> ys(shape.begin(), shape.end());
-  void* y;
-  nb::object out = new_like(x, ys, &y);
-  {
-    nb::gil_scoped_release nogil;
-    k::strided_copy(x.data(), y, x.itemsize(), offset, strides, shape);
-  }
-  return out;
-}
 
 nb::object convert(const AnyArr& x) {
   int64_t s = 1;
@@ -388,9 +160,7 @@ nb::object convert(const AnyArr& x) {
 
 }  // namespace
 
-void bind_kernels(nb::module_& m, nb::module_& t) {
-  // Product entry points (the Python layer's CPU-side fp16 math, the thread pool); the hooks that tests and
-  // benchmarks use to reach single kernels are in the `testing` submodule.
+void bind_kernels(nb::module_& m) {
   m.def("gemm_f16", &gemm, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("trans_a") = false,
         nb::arg("trans_b") = false, nb::arg("f32_out") = false, nb::arg("ldc_pad") = 0,
         "C = op(a) @ op(b) on fp16 arrays (2-D or 3-D; batch 1 broadcasts) with the simulator's GEMM: fp32 "
@@ -401,49 +171,10 @@ void bind_kernels(nb::module_& m, nb::module_& t) {
         "simulator's packed-weight GEMM, same results as gemm_f16 on A. trans_out: C^T [N, 16 P] instead.");
   m.def("convert_fp", &convert, nb::arg("x").noconvert(),
         "float16 -> float32 or float32 -> float16 (round to nearest even), vectorised.");
-  t.def("binary", &binary, nb::arg("op"), nb::arg("a").noconvert(), nb::arg("b").noconvert());
-  t.def("unary", &unary, nb::arg("op"), nb::arg("x").noconvert(), nb::arg("param") = 0.0f,
-        nb::arg("inplace") = false);
-  t.def("clip",
-      [](const HArr& x, float lo, float hi) {
-        return map_f16(x, [&](const f16* a, f16* b, size_t n) { k::clip(a, b, n, lo, hi); });
-      },
-      nb::arg("x").noconvert(), nb::arg("lo"), nb::arg("hi"));
-  t.def("scale_bias",
-      [](const HArr& x, float scale, float bias) {
-        return map_f16(x, [&](const f16* a, f16* b, size_t n) { k::scale_bias(a, b, n, scale, bias); });
-      },
-      nb::arg("x").noconvert(), nb::arg("scale"), nb::arg("bias"));
-  t.def("reduce", &reduce, nb::arg("op"), nb::arg("x").noconvert(), nb::arg("axis"));
-  t.def("softmax", &softmax, nb::arg("x").noconvert(), nb::arg("axis") = -1);
-  t.def("transpose", &transpose, nb::arg("x").noconvert(), nb::arg("perm"));
-  t.def("strided_copy", &strided_copy, nb::arg("x").noconvert(), nb::arg("offset"), nb::arg("strides"),
-        nb::arg("shape"));
   m.def("kernel_isa", [] { return std::string(k::isa_name()); }, "The SIMD kernel table in use: avx512, avx2, neon or scalar.");
-  t.def("force_isa", [](const std::string& name) { return k::force_isa(name.c_str()); }, nb::arg("name"),
-        "'scalar', 'avx2', 'avx512', 'neon' or 'best'; False if not supported here");
-  m.def("set_num_threads", [](int n) { orion::sim::set_num_threads(n); }, nb::arg("n"),
+  m.def("set_num_threads", [](int n) { orion::cpu::set_num_threads(n); }, nb::arg("n"),
         "Threads of the simulator's pool (kernels and plan execution).");
-  m.def("num_threads", [] { return orion::sim::num_threads(); });
-  t.def("parallel_for_test",
-      [](int64_t n, int64_t grain, bool throw_at_half) {
-        // Returns how many items ran; optionally throws from inside a chunk (exception propagation).
-        std::vector<int> hits((size_t)n, 0);
-        {
-          nb::gil_scoped_release nogil;
-          orion::sim::parallel_for(n, grain, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) {
-              if (throw_at_half && i == n / 2) throw std::runtime_error("boom");
-              orion::sim::parallel_for(4, 1, [&](int64_t, int64_t) {});  // nested: inline
-              hits[(size_t)i] += 1;
-            }
-          });
-        }
-        int64_t ok = 0;
-        for (int h : hits) ok += (h == 1);
-        return ok;
-      },
-      nb::arg("n"), nb::arg("grain") = 1, nb::arg("throw_at_half") = false);
+  m.def("num_threads", [] { return orion::cpu::num_threads(); });
 }
 
 }  // namespace orion::bindings

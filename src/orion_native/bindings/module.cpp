@@ -9,6 +9,7 @@ NB_MODULE(_native, m) {
   nb::module_ testing = m.def_submodule("testing", "Test-only hooks (kernels, plan builder): not part of orion's API.");
   orion::bindings::bind_sim(m, testing);
   orion::bindings::bind_runtime(m);
-  orion::bindings::bind_kernels(m, testing);
+  orion::bindings::bind_kernels(m);
+  orion::bindings::bind_testing_kernels(testing);
   orion::bindings::bind_build_info(m);
 }

@@ -53,15 +53,15 @@ std::string to_text(const nb::object& o) {
   throw_error(ErrorKind::Input, "MIL text must be str or bytes (UTF-8)");
 }
 
-sim::Profile make_profile(const std::string& chip, const std::string& strictness, const std::string& delta,
+Profile make_profile(const std::string& chip, const std::string& strictness, const std::string& delta,
                           int64_t min_surface, int64_t budget) {
-  sim::Profile p;
-  if (!sim::chip_from_name(chip, &p.chip)) throw_error(ErrorKind::Input, "unknown chip '" + chip + "': use m1, m2, m3, m4 or m5");
-  if (strictness == "strict") p.strictness = sim::Strictness::strict;
-  else if (strictness == "permissive") p.strictness = sim::Strictness::permissive;
+  Profile p;
+  if (!chip_from_name(chip, &p.chip)) throw_error(ErrorKind::Input, "unknown chip '" + chip + "': use m1, m2, m3, m4 or m5");
+  if (strictness == "strict") p.strictness = Strictness::strict;
+  else if (strictness == "permissive") p.strictness = Strictness::permissive;
   else throw_error(ErrorKind::Input, "unknown strictness '" + strictness + "': use strict or permissive");
-  if (delta == "hardware") p.delta = sim::DeltaBehaviour::hardware;
-  else if (delta == "paper") p.delta = sim::DeltaBehaviour::paper;
+  if (delta == "hardware") p.delta = DeltaBehaviour::hardware;
+  else if (delta == "paper") p.delta = DeltaBehaviour::paper;
   else throw_error(ErrorKind::Input, "unknown delta behaviour '" + delta + "': use hardware or paper");
   if (min_surface < 1) throw_error(ErrorKind::Input, "min_surface_bytes must be >= 1");
   p.min_surface_bytes = min_surface;
@@ -75,7 +75,7 @@ nb::list io_list(const std::vector<runtime::IOSlot>& slots) {
   return l;
 }
 
-nb::list warning_list(const std::vector<sim::Warning>& ws) {
+nb::list warning_list(const std::vector<Warning>& ws) {
   nb::list l;
   for (const auto& w : ws) l.append(nb::make_tuple(w.constraint, w.message));
   return l;
@@ -252,7 +252,7 @@ void bind_runtime(nb::module_& m) {
               if (!given[i] && !p.staged(i))
                 throw_error(ErrorKind::Input, "missing input '" + p.inputs()[i].name + "' (" + dtype_name(p.inputs()[i].dtype) +
                                                   " " + shape_str(p.inputs()[i].shape) + "); stage() it or pass it");
-            std::vector<sim::Warning> w;
+            std::vector<Warning> w;
             {
               nb::gil_scoped_release nogil;
               w = p.eval(hint ? &*hint : nullptr);
@@ -280,7 +280,7 @@ void bind_runtime(nb::module_& m) {
           "eval",
           [](Program& p, nb::handle live) {
             auto hint = live_slots(p, live);
-            std::vector<sim::Warning> w;
+            std::vector<Warning> w;
             {
               nb::gil_scoped_release nogil;
               w = p.eval(hint ? &*hint : nullptr);
@@ -299,7 +299,7 @@ void bind_runtime(nb::module_& m) {
       .def(
           "eval_slots",
           [](Program& p, std::vector<SurfacePtr> in, std::vector<SurfacePtr> out) {
-            std::vector<sim::Warning> w;
+            std::vector<Warning> w;
             {
               nb::gil_scoped_release nogil;
               w = p.eval_slots(in, out);
@@ -334,7 +334,7 @@ void bind_runtime(nb::module_& m) {
           w = to_weights(nb::borrow<nb::dict>(weights));
         }
         runtime::Backend& be = runtime::find_backend(backend);
-        sim::Profile prof = make_profile(chip, strictness, delta, min_surface, budget);
+        Profile prof = make_profile(chip, strictness, delta, min_surface, budget);
         std::shared_ptr<Program> p;
         {
           nb::gil_scoped_release nogil;
@@ -343,8 +343,8 @@ void bind_runtime(nb::module_& m) {
         return p;
       },
       nb::arg("mil"), nb::arg("weights").none() = nb::none(), nb::arg("backend") = "sim", nb::arg("chip") = "m4",
-      nb::arg("strictness") = "strict", nb::arg("delta") = "hardware", nb::arg("min_surface_bytes") = sim::kMinSurfaceBytes,
-      nb::arg("compile_budget") = sim::kCompileBudget);
+      nb::arg("strictness") = "strict", nb::arg("delta") = "hardware", nb::arg("min_surface_bytes") = kMinSurfaceBytes,
+      nb::arg("compile_budget") = kCompileBudget);
 
   m.def("backends", [] {
     nb::list l;

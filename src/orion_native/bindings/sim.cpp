@@ -21,11 +21,11 @@ namespace orion::bindings {
 
 namespace {
 
-sim::Profile make_profile(const std::string& chip, const std::string& strictness) {
-  sim::Profile p;
-  if (!sim::chip_from_name(chip, &p.chip)) throw_error(ErrorKind::Input, "unknown chip '" + chip + "': use m1..m5");
-  if (strictness == "strict") p.strictness = sim::Strictness::strict;
-  else if (strictness == "permissive") p.strictness = sim::Strictness::permissive;
+Profile make_profile(const std::string& chip, const std::string& strictness) {
+  Profile p;
+  if (!chip_from_name(chip, &p.chip)) throw_error(ErrorKind::Input, "unknown chip '" + chip + "': use m1..m5");
+  if (strictness == "strict") p.strictness = Strictness::strict;
+  else if (strictness == "permissive") p.strictness = Strictness::permissive;
   else throw_error(ErrorKind::Input, "unknown strictness '" + strictness + "': use 'strict' or 'permissive'");
   return p;
 }
@@ -80,11 +80,11 @@ void check_concurrent(const sim::Plan& plan, const std::vector<const void*>& in,
 
 nb::tuple sim_run(const std::string& text, nb::dict weights, nb::dict inputs, const std::string& chip,
                   const std::string& strictness, int concurrent) {
-  sim::Profile prof = make_profile(chip, strictness);
+  Profile prof = make_profile(chip, strictness);
   mil::Program prog = mil::parse(text);
   Views views;
   std::vector<sim::WeightFile> files = weight_files(weights, &views);
-  std::vector<sim::Warning> warns;
+  std::vector<Warning> warns;
   std::unique_ptr<sim::Plan> plan;
   {
     nb::gil_scoped_release rel;
@@ -125,11 +125,11 @@ nb::tuple sim_run(const std::string& text, nb::dict weights, nb::dict inputs, co
 
 // Test hook: build only and describe the plan (I/O, op count, cost model, compile warnings).
 nb::dict sim_plan_info(const std::string& text, nb::dict weights, const std::string& chip, const std::string& strictness) {
-  sim::Profile prof = make_profile(chip, strictness);
+  Profile prof = make_profile(chip, strictness);
   mil::Program prog = mil::parse(text);
   Views views;
   std::vector<sim::WeightFile> files = weight_files(weights, &views);
-  std::vector<sim::Warning> warns;
+  std::vector<Warning> warns;
   std::unique_ptr<sim::Plan> plan;
   {
     nb::gil_scoped_release rel;
@@ -140,7 +140,7 @@ nb::dict sim_plan_info(const std::string& text, nb::dict weights, const std::str
     for (const auto& i : v) l.append(nb::make_tuple(nb::str(i.name.c_str()), nb::str(dtype_name(i.dtype)), nb::cast(i.shape)));
     return l;
   };
-  sim::CostEstimate c = plan->cost();
+  CostEstimate c = plan->cost();
   nb::dict d;
   d["inputs"] = io(plan->inputs());
   d["outputs"] = io(plan->outputs());
@@ -168,20 +168,20 @@ void bind_sim(nb::module_& m, nb::module_& t) {
   }, "The per-step table since profiling started or was last read, emptied: (op, step, calls, seconds, flops, bytes).");
 
   m.def("sim_defaults", [] {
-    // The constants C++ and Python share, defined once in sim/profile.h.
+    // The constants C++ and Python share, defined once in common/profile.h.
     nb::dict d;
     nb::list chips, legacy;
-    for (sim::Chip c : sim::kChips) {
-      chips.append(sim::chip_name(c));
-      sim::Profile p;
+    for (Chip c : kChips) {
+      chips.append(chip_name(c));
+      Profile p;
       p.chip = c;
-      if (p.legacy_chip()) legacy.append(sim::chip_name(c));
+      if (p.legacy_chip()) legacy.append(chip_name(c));
     }
     d["chips"] = chips;
     d["legacy_chips"] = legacy;
-    d["default_chip"] = sim::chip_name(sim::Profile{}.chip);
-    d["min_surface_bytes"] = sim::kMinSurfaceBytes;
-    d["compile_budget"] = sim::kCompileBudget;
+    d["default_chip"] = chip_name(Profile{}.chip);
+    d["min_surface_bytes"] = kMinSurfaceBytes;
+    d["compile_budget"] = kCompileBudget;
     return d;
   }, "Constants shared by the native core and Python (chips, legacy chips, C04 surface size, C05 budget).");
 

@@ -1,5 +1,5 @@
 // Scalar IEEE binary16 <-> binary32 conversion (round to nearest even, overflow -> inf, NaN kept).
-// Bulk, vectorized conversion lives in sim/kernels/kernels.h.
+// Bulk, vectorized conversion lives in cpu/kernels/kernels.h.
 #pragma once
 #include <cstdint>
 #include <cstring>

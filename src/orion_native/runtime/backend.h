@@ -1,15 +1,17 @@
-// The one interface every execution backend implements (simulator now, ANE later). Nothing above
-// runtime/ knows which backend it talks to; what crosses is what the ANE itself takes: MIL text and
-// a weight dictionary of MILBlob files.
+// The one interface every execution backend implements (the simulator in sim/, the ANE in ane/; each
+// registers itself: runtime/backends.h). Nothing above runtime/ knows which backend it talks to, and
+// runtime/ includes nothing of a backend; what crosses is what the ANE itself takes: MIL text and a
+// weight dictionary of MILBlob files, plus the backend-neutral facts in common/ (profile, warnings, cost).
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/cost.h"
 #include "common/dtype.h"
+#include "common/profile.h"
+#include "common/warning.h"
 #include "runtime/surface.h"
-#include "sim/plan.h"
-#include "sim/profile.h"
 
 namespace orion::runtime {
 
@@ -28,7 +30,7 @@ struct IOSlot {
 struct CompileRequest {
   const std::string* mil = nullptr;
   const std::vector<WeightEntry>* weights = nullptr;
-  sim::Profile profile;
+  Profile profile;
   std::string identifier;
   std::string dir;  // the program's temp folder, already holding model.mil and the weight files (C44)
 };
@@ -43,18 +45,18 @@ class BackendModel {
   // Evaluates with surfaces bound to slots exactly as given (the hardware request): slot i of `in`
   // feeds inputs()[i]. Size and count rules are checked as the hardware does (eval-fail 0x1d).
   virtual void eval(const std::vector<Surface*>& in, const std::vector<Surface*>& out,
-                    std::vector<sim::Warning>* warnings) = 0;
+                    std::vector<Warning>* warnings) = 0;
   // The same with a hint: live[j] >= 0, the caller reads only the first live[j] entries of the last
   // axis of output slot j (the rest unspecified); -1, all. Backends may ignore it (the ANE does: an
   // eval costs the same for 1 or 16 columns there); the simulator skips what no live entry reads.
   virtual void eval_live(const std::vector<Surface*>& in, const std::vector<Surface*>& out,
-                         std::vector<sim::Warning>* warnings, const std::vector<int64_t>& live) {
+                         std::vector<Warning>* warnings, const std::vector<int64_t>& live) {
     eval(in, out, warnings);
   }
   // Why parts of the program still compute every column under `live` (debug log).
   virtual std::vector<std::string> live_notes(const std::vector<int64_t>& live) const { return {}; }
-  virtual std::vector<sim::Warning> compile_warnings() const { return {}; }
-  virtual sim::CostEstimate cost() const { return {}; }
+  virtual std::vector<Warning> compile_warnings() const { return {}; }
+  virtual CostEstimate cost() const { return {}; }
 };
 
 // What one weight update did on the device (strategies: orion.weight_updates), as the backend saw it. The runtime
@@ -66,7 +68,7 @@ struct UpdateReport {
   int64_t unverified_loads = 0;  // loads that may have compiled where the backend cannot observe it
   int64_t loads = 0, unloads = 0;
   int64_t budget_used = 0;       // set by the runtime: compiles charged to the budget
-  std::vector<sim::Warning> warnings;
+  std::vector<Warning> warnings;
 };
 
 class Backend {
@@ -89,16 +91,5 @@ class Backend {
   virtual std::shared_ptr<BackendModel> patch(const std::shared_ptr<BackendModel>& previous, const CompileRequest& req,
                                               UpdateReport* report) = 0;
 };
-
-Backend& sim_backend();
-
-// The simulator's compile-time checks of a request without an executable plan (no copy of the
-// weights is made or kept): for backends whose device holds the program. Throws the same CompileErrors.
-struct Validation {
-  std::vector<IOSlot> inputs, outputs;  // hardware slot order
-  std::vector<sim::Warning> warnings;
-  sim::CostEstimate cost;
-};
-Validation validate(const CompileRequest& req);
 
 }  // namespace orion::runtime

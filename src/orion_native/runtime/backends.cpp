@@ -1,5 +1,6 @@
 #include "runtime/backends.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "common/error.h"
@@ -20,7 +21,6 @@ void register_backend(BackendProvider* provider) {
 }
 
 Backend& find_backend(const std::string& name) {
-  if (name == "sim") return sim_backend();
   BackendProvider* found = nullptr;
   {
     std::lock_guard<std::mutex> lk(g_mu);
@@ -36,12 +36,15 @@ Backend& find_backend(const std::string& name) {
 }
 
 std::vector<BackendStatus> backend_statuses() {
-  std::vector<BackendStatus> out{{"sim", true, ""}};
   std::vector<BackendProvider*> ps;
   {
     std::lock_guard<std::mutex> lk(g_mu);
     ps = providers();
   }
+  std::stable_sort(ps.begin(), ps.end(), [](BackendProvider* a, BackendProvider* b) {
+    return a->listing_order() != b->listing_order() ? a->listing_order() < b->listing_order() : a->name() < b->name();
+  });
+  std::vector<BackendStatus> out;
   for (auto* p : ps) out.push_back(p->status());
   return out;
 }

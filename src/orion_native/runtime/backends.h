@@ -1,5 +1,6 @@
-// Name -> backend registry. The simulator is always present; the ANE backend registers itself when
-// it is built (macOS arm64, or Linux against the fake framework for contract tests).
+// Name -> backend registry. Every backend registers itself when it is built: the simulator (sim/backend.cpp)
+// always, the ANE (ane/ane_backend.mm) on macOS arm64, or on Linux against the fake framework for contract
+// tests.
 #pragma once
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ class BackendProvider {
   virtual BackendStatus status() = 0;
   // Only called when status().available; throws orion::Error otherwise.
   virtual Backend& backend() = 0;
+  // Place in backend_statuses() (orion --version, orion.runtime.devices()): lower first, then by name.
+  // Registration order is static-initialisation order, which no one controls.
+  virtual int listing_order() const { return 1; }
 };
 
 void register_backend(BackendProvider* provider);  // providers live for the whole process

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "common/profile.h"
 #include "runtime/backend.h"
-#include "sim/profile.h"
 
 namespace orion::runtime {
 
@@ -30,7 +30,7 @@ void reset_counters();
 // Per-backend compile budget. charge() throws BudgetExceeded [C05] once `limit` compiles happened.
 struct Budget {
   int64_t used = 0;
-  int64_t limit = sim::kCompileBudget;
+  int64_t limit = kCompileBudget;
 };
 Budget budget(const std::string& backend);
 void set_budget_limit(const std::string& backend, int64_t limit);

@@ -7,7 +7,7 @@
 #include "runtime/folders.h"
 #include "runtime/process.h"
 #include "runtime/sha256.h"
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 
 namespace orion::runtime {
 
@@ -29,7 +29,7 @@ std::string make_identifier(const std::string& mil, const std::vector<WeightEntr
   return sha256_hex(mil.data(), mil.size()) + "_" + w.hex_upper() + "_" + sha256_hex(options.data(), options.size());
 }
 
-Program::Program(Backend& backend, std::string mil, std::vector<WeightEntry> weights, const sim::Profile& profile)
+Program::Program(Backend& backend, std::string mil, std::vector<WeightEntry> weights, const Profile& profile)
     : backend_(&backend), mil_(std::move(mil)), profile_(profile) {
   compile_into(std::move(weights));
   allocate_surfaces();
@@ -76,7 +76,7 @@ void Program::compile_into(std::vector<WeightEntry> weights) {
   check_weights(weights);
   const std::string backend = backend_->name();
   check_budget(backend, profile_.compile_budget);
-  std::string id = make_identifier(mil_, weights, backend + ";" + sim::profile_key(profile_));
+  std::string id = make_identifier(mil_, weights, backend + ";" + profile_key(profile_));
   std::string dir = acquire_folder(id, mil_, weights);
   std::shared_ptr<BackendModel> model = cache_find(id);
   if (model) {
@@ -106,14 +106,14 @@ void Program::compile_into(std::vector<WeightEntry> weights) {
   for (size_t i = 0; i < outputs_.size(); ++i) out_index_[outputs_[i].name] = (int)i;
 }
 
-std::vector<sim::Warning> Program::compile_warnings() const {
+std::vector<Warning> Program::compile_warnings() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return model_ ? model_->compile_warnings() : std::vector<sim::Warning>{};
+  return model_ ? model_->compile_warnings() : std::vector<Warning>{};
 }
 
-sim::CostEstimate Program::cost() const {
+CostEstimate Program::cost() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return model_ ? model_->cost() : sim::CostEstimate{};
+  return model_ ? model_->cost() : CostEstimate{};
 }
 
 void Program::check_same_io(const BackendModel& m) const {
@@ -244,9 +244,9 @@ void Program::write_input(size_t slot, const void* src, DType src_dtype, size_t 
   if (src_dtype == io.dtype) {
     std::memcpy(s.data(), src, io.bytes());
   } else if (src_dtype == DType::fp32 && io.dtype == DType::fp16) {
-    sim::kernels::f32_to_f16(static_cast<const float*>(src), reinterpret_cast<f16*>(s.data()), n);
+    cpu::kernels::f32_to_f16(static_cast<const float*>(src), reinterpret_cast<f16*>(s.data()), n);
   } else if (src_dtype == DType::fp16 && io.dtype == DType::fp32) {
-    sim::kernels::f16_to_f32(static_cast<const f16*>(src), reinterpret_cast<float*>(s.data()), n);
+    cpu::kernels::f16_to_f32(static_cast<const f16*>(src), reinterpret_cast<float*>(s.data()), n);
   } else {
     throw_error(ErrorKind::Input, std::string("input '") + io.name + "' is " + dtype_name(io.dtype) +
                                       "; pass float16 or float32 data, not " + dtype_name(src_dtype));
@@ -258,13 +258,13 @@ void Program::write_input(size_t slot, const void* src, DType src_dtype, size_t 
   counters().bytes_written += (int64_t)io.bytes();
 }
 
-std::vector<sim::Warning> Program::eval(const std::vector<int64_t>* live) {
+std::vector<Warning> Program::eval(const std::vector<int64_t>* live) {
   std::lock_guard<std::mutex> lk(mu_);
   require(State::loaded, "evaluate");
   std::vector<Surface*> in, out;
   for (auto& s : in_) in.push_back(s.get());
   for (auto& s : out_) out.push_back(s.get());
-  std::vector<sim::Warning> w;
+  std::vector<Warning> w;
   if (live)
     model_->eval_live(in, out, &w, *live);
   else
@@ -279,13 +279,13 @@ std::vector<std::string> Program::live_notes(const std::vector<int64_t>& live) c
   return model_->live_notes(live);
 }
 
-std::vector<sim::Warning> Program::eval_slots(const std::vector<SurfacePtr>& in_s, const std::vector<SurfacePtr>& out_s) {
+std::vector<Warning> Program::eval_slots(const std::vector<SurfacePtr>& in_s, const std::vector<SurfacePtr>& out_s) {
   std::lock_guard<std::mutex> lk(mu_);
   require(State::loaded, "evaluate");
   std::vector<Surface*> in, out;
   for (auto& s : in_s) in.push_back(s.get());
   for (auto& s : out_s) out.push_back(s.get());
-  std::vector<sim::Warning> w;
+  std::vector<Warning> w;
   model_->eval(in, out, &w);
   counters().evals++;
   return w;
@@ -338,7 +338,7 @@ UpdateReport Program::delta_patch(std::vector<WeightEntry> weights) {
   check_weights(weights);
   const std::string backend = backend_->name();
   check_budget(backend, profile_.compile_budget);  // the patch may be a compile in disguise
-  std::string id = make_identifier(mil_, weights, backend + ";" + sim::profile_key(profile_));
+  std::string id = make_identifier(mil_, weights, backend + ";" + profile_key(profile_));
   std::string dir = acquire_folder(id, mil_, weights);
   UpdateReport r;
   std::shared_ptr<BackendModel> model;

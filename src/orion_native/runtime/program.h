@@ -20,7 +20,7 @@ class Program {
  public:
   // Validates the weight dictionary (C11), charges the compile budget (C05), lays out the temp
   // folder (C44) and compiles, reusing a cached compiled model for a known identifier.
-  Program(Backend& backend, std::string mil, std::vector<WeightEntry> weights, const sim::Profile& profile);
+  Program(Backend& backend, std::string mil, std::vector<WeightEntry> weights, const Profile& profile);
   ~Program();
 
   const std::string& identifier() const { return identifier_; }
@@ -34,8 +34,8 @@ class Program {
   const std::vector<IOSlot>& outputs() const { return outputs_; }
   int input_slot(const std::string& name) const;   // -1 when unknown
   int output_slot(const std::string& name) const;
-  std::vector<sim::Warning> compile_warnings() const;
-  sim::CostEstimate cost() const;
+  std::vector<Warning> compile_warnings() const;
+  CostEstimate cost() const;
 
   void load();
   void unload();
@@ -52,13 +52,13 @@ class Program {
   bool staged(size_t slot) const { return staged_[slot]; }
   // Runs with the currently bound surfaces (GIL must be released by the caller). `live` (per output
   // slot, BackendModel::eval_live): only those leading entries of each output's last axis are read.
-  std::vector<sim::Warning> eval(const std::vector<int64_t>* live = nullptr);
+  std::vector<Warning> eval(const std::vector<int64_t>* live = nullptr);
   std::vector<std::string> live_notes(const std::vector<int64_t>& live) const;
   // Held by a binding across write-inputs -> eval -> read-outputs so concurrent callers of one
   // program cannot interleave their surfaces.
   std::mutex& call_mutex() { return call_mu_; }
   // Raw request: surfaces bound to hardware slots exactly as given (no name mapping).
-  std::vector<sim::Warning> eval_slots(const std::vector<SurfacePtr>& in, const std::vector<SurfacePtr>& out);
+  std::vector<Warning> eval_slots(const std::vector<SurfacePtr>& in, const std::vector<SurfacePtr>& out);
 
   // Weight-update primitives (strategies: orion.weight_updates), one path per recipe for every caller; each keeps
   // this Program's surfaces and reports what the device did (the runtime charges the budget from it).
@@ -84,7 +84,7 @@ class Program {
   Backend* backend_;
   std::string mil_;
   std::vector<std::string> weight_keys_;  // sorted; the bytes are the backend's (no copy kept here)
-  sim::Profile profile_;
+  Profile profile_;
   std::string identifier_, dir_;
   std::shared_ptr<BackendModel> model_;
   State state_ = State::compiled;

@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
 #include "sim/step_profile.h"
 
@@ -139,7 +139,7 @@ class PlanImpl : public Plan {
       int id = param_ids[i];
       if (!inputs[i]) throw_error(ErrorKind::Input, "null input '" + in_info[i].name + "'");
       if (in_info[i].dtype == DType::fp32)  // fp32 exists only at I/O: round to fp16 on read (C37)
-        kernels::f32_to_f16((const float*)inputs[i], (f16*)ptr[id], (size_t)values[id].numel());
+        cpu::kernels::f32_to_f16((const float*)inputs[i], (f16*)ptr[id], (size_t)values[id].numel());
       else
         ptr[id] = inputs[i];
     }
@@ -172,7 +172,7 @@ class PlanImpl : public Plan {
       const Value& v = values[out_ids[j]];
       if (!outputs[j]) throw_error(ErrorKind::Input, "null output '" + out_info[j].name + "'");
       if (out_info[j].dtype == DType::fp32)  // the fp16 value, widened
-        kernels::f16_to_f32((const f16*)ptr[out_ids[j]], (float*)outputs[j], (size_t)v.numel());
+        cpu::kernels::f16_to_f32((const f16*)ptr[out_ids[j]], (float*)outputs[j], (size_t)v.numel());
       else
         std::memcpy(outputs[j], ptr[out_ids[j]], v.bytes());
     }

@@ -3,7 +3,7 @@
 // permissive ones run it without the mask and warn on every execute, as the hardware would.
 #include <cmath>
 
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/matmul.h"
 
 namespace orion::sim::ops {
@@ -108,20 +108,20 @@ RunFn sdpa_lower(OpCtx& ctx) {
       B[b] = k + g.qk.y_off[b];
       C[b] = sc + b * LS;
     }
-    kernels::GemmShape qk = g.qk.gs, pv = g.pv.gs;
+    cpu::kernels::GemmShape qk = g.qk.gs, pv = g.pv.gs;
     qk.M = pv.M = rows;
-    kernels::gemm_f16_f32out(qk, nb, A.data(), B.data(), C.data());
+    cpu::kernels::gemm_f16_f32out(qk, nb, A.data(), B.data(), C.data());
     for (int64_t b = 0; b < nb; ++b) {
       for (int64_t i = b * LS; i < b * LS + rows * g.S; ++i) s16[i] = f32_to_f16(sc[i] * scale);  // fp16 scores (C37)
-      if (rows < g.L) kernels::softmax(s16 + b * LS, p16 + b * LS, rows, g.S, 1);
+      if (rows < g.L) cpu::kernels::softmax(s16 + b * LS, p16 + b * LS, rows, g.S, 1);
     }
-    if (rows == g.L) kernels::softmax(s16, p16, nb * g.L, g.S, 1);
+    if (rows == g.L) cpu::kernels::softmax(s16, p16, nb * g.L, g.S, 1);
     for (int64_t b = 0; b < nb; ++b) {
       A[b] = p16 + b * LS;
       B[b] = v + g.pv.y_off[b];
       C16[b] = a.o<f16>() + b * g.L * g.Ev;
     }
-    kernels::gemm_f16(pv, nb, A.data(), B.data(), C16.data());
+    cpu::kernels::gemm_f16(pv, nb, A.data(), B.data(), C16.data());
     if (masked && a.warn) a.warn->warn("C06", "scaled_dot_product_attention '" + name + "': attn_mask ignored, as on the ANE");
   };
   ctx.run_prefix = [=](const RunArgs& a, int axis, int64_t len) { run(a, axis == ro - 2 ? len : g.L); };

@@ -5,7 +5,7 @@
 
 #include "blob/blob.h"
 #include "common/error.h"
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
 
 namespace orion::sim::ops {
@@ -170,7 +170,7 @@ std::shared_ptr<ConstData> const_from_blob(const mil::Literal& lit, const Weight
   } else if (d == DType::fp32) {  // fp32 weights are stored as fp16 in the plan (C37)
     std::vector<float> tmp((size_t)n);
     std::memcpy(tmp.data(), payload, (size_t)n * 4);
-    kernels::f32_to_f16(tmp.data(), (f16*)cd->bytes.data(), (size_t)n);
+    cpu::kernels::f32_to_f16(tmp.data(), (f16*)cd->bytes.data(), (size_t)n);
   } else {
     std::memcpy(cd->bytes.data(), payload, cd->bytes.size());
   }

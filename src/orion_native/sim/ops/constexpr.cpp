@@ -3,7 +3,7 @@
 // per-tensor or per-axis scale/zero_point), constexpr_lut_to_dense (iOS18: uint1..uint8 indices into
 // fp16 tables per block of the weight) and constexpr_blockwise_shift_scale (iOS18: int4/uint4/int8/uint8
 // data, scale and optional offset per block). Each result stays compressed in the plan
-// (kernels::CompressedWeight); a 1x1 conv reads it compressed, other consumers get it materialised.
+// (cpu::kernels::CompressedWeight); a 1x1 conv reads it compressed, other consumers get it materialised.
 // Arithmetic as coremltools' decompress: fp16(float(data - offset) * scale), exact before the one
 // rounding for integer offsets (orion.quant.common.shift_scale); a LUT is a pure lookup.
 #include "sim/ops/op.h"
@@ -12,7 +12,7 @@ namespace orion::sim::ops {
 
 namespace {
 
-using kernels::CompressedWeight;
+using cpu::kernels::CompressedWeight;
 
 // The parameter grid of `pshape` over `dshape` (same rank, each dim dividing) as CompressedWeight's
 // 2-D blocks over [dshape[0], rest]: blocks may vary along dim 0 and along one other dim, with unit
@@ -174,15 +174,15 @@ void constexpr_blockwise_shift_scale_infer(OpCtx& ctx) {
   finish(ctx, data, w);
 }
 
-kernels::PackedA packed_const_weight(OpCtx& ctx, const std::string& p, int64_t M, int64_t K) {
+cpu::kernels::PackedA packed_const_weight(OpCtx& ctx, const std::string& p, int64_t M, int64_t K) {
   const Value& v = ctx.v(p);
   ctx.build_only_inputs.insert(ctx.vid(p));  // the step reads its packed copy (or the compressed codes)
   if (v.cdata->compressed && v.cdata->compressed->M == M && v.cdata->compressed->K == K) {
     ctx.compressed_inputs.insert(ctx.vid(p));
-    return kernels::pack_a(v.cdata->compressed, M, K);
+    return cpu::kernels::pack_a(v.cdata->compressed, M, K);
   }
   ctx.env.materialize(ctx.vid(p));
-  return kernels::pack_a((const f16*)ctx.v(p).cdata->bytes.data(), M, K);
+  return cpu::kernels::pack_a((const f16*)ctx.v(p).cdata->bytes.data(), M, K);
 }
 
 }  // namespace orion::sim::ops

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <memory>
 
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
-#include "sim/threadpool.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::ops {
 
@@ -93,7 +93,7 @@ ConvGeom geometry(OpCtx& ctx) {
 // col[(c*KH + i)*KW + j, oh*WO + ow] = x[c, oh*SH - PT + i*DH, ow*SW - PL + j*DW] (0 outside).
 void im2col(const ConvGeom& g, const f16* x, f16* col) {
   const int64_t kk = g.KH * g.KW, S = g.HO * g.WO;
-  parallel_for(g.C * kk, 16, [&](int64_t rb, int64_t re) {
+  cpu::parallel_for(g.C * kk, 16, [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; ++r) {
       int64_t c = r / kk, i = (r % kk) / g.KW, j = r % g.KW;
       const f16* xc = x + c * g.H * g.W;
@@ -114,7 +114,7 @@ void im2col(const ConvGeom& g, const f16* x, f16* col) {
 
 // y[n, o, s] += b[o] for the first `cols` of the S columns.
 void add_bias(const f16* b, f16* y, int64_t N, int64_t O, int64_t S, int64_t cols) {
-  parallel_for(N * O, 4, [&](int64_t lo, int64_t hi) {
+  cpu::parallel_for(N * O, 4, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       float bv = f16_to_f32(b[r % O]);
       f16* yr = y + r * S;
@@ -138,7 +138,7 @@ RunFn conv_lower(OpCtx& ctx) {
   const int64_t Cg = g.C / g.G, Og = g.O / g.G, kk = g.KH * g.KW, S = g.HO * g.WO, HW = g.H * g.W;
   ctx.flops = 2.0 * g.N * g.O * S * Cg * kk;
   ctx.unit = OpCtx::Unit::conv;
-  kernels::GemmShape gs;
+  cpu::kernels::GemmShape gs;
   gs.M = Og;
   gs.N = S;
   gs.K = Cg * kk;
@@ -166,7 +166,7 @@ RunFn conv_lower(OpCtx& ctx) {
     // so each call streams it as stored, with no per-call widening or packing of W. Faster than the
     // blocked GEMM at every width (decode's 16 columns most of all).
     // A compressed weight (constexpr op) stays compressed: each panel is decoded in the kernel.
-    auto pw = std::make_shared<const kernels::PackedA>(packed_const_weight(ctx, "weight", g.O, g.C));
+    auto pw = std::make_shared<const cpu::kernels::PackedA>(packed_const_weight(ctx, "weight", g.O, g.C));
     auto run = [=](const RunArgs& a, int64_t cols) {
       const f16* x = a.at<f16>(ix);
       f16* y = a.o<f16>();
@@ -176,9 +176,9 @@ RunFn conv_lower(OpCtx& ctx) {
         B[n] = x + n * g.C * HW;
         C[n] = y + n * g.O * S;
       }
-      kernels::GemmShape gc = gs;
+      cpu::kernels::GemmShape gc = gs;
       gc.N = cols;
-      kernels::gemm_packed_f16(*pw, gc, g.N, B.data(), C.data());
+      cpu::kernels::gemm_packed_f16(*pw, gc, g.N, B.data(), C.data());
       if (ib >= 0) add_bias(a.at<f16>(ib), y, g.N, g.O, S, cols);
     };
     ctx.run_prefix = [=](const RunArgs& a, int axis, int64_t len) { run(a, cols_of(axis, len)); };
@@ -200,9 +200,9 @@ RunFn conv_lower(OpCtx& ctx) {
           B[b] = x + (n * g.C + gi * Cg) * HW;
           C[b] = y + (n * g.O + gi * Og) * S;
         }
-      kernels::GemmShape gc = gs;
+      cpu::kernels::GemmShape gc = gs;
       gc.N = cols;
-      kernels::gemm_f16(gc, nb, A.data(), B.data(), C.data());
+      cpu::kernels::gemm_f16(gc, nb, A.data(), B.data(), C.data());
       if (ib >= 0) add_bias(a.at<f16>(ib), y, g.N, g.O, S, cols);
     };
     ctx.run_prefix = [=](const RunArgs& a, int axis, int64_t len) { run(a, cols_of(axis, len)); };
@@ -223,7 +223,7 @@ RunFn conv_lower(OpCtx& ctx) {
         B[gi] = col + gi * Cg * kk * S;
         C[gi] = y + (n * g.O + gi * Og) * S;
       }
-      kernels::gemm_f16(gs, g.G, A.data(), B.data(), C.data());
+      cpu::kernels::gemm_f16(gs, g.G, A.data(), B.data(), C.data());
     }
     if (ib >= 0) add_bias(a.at<f16>(ib), y, g.N, g.O, S, S);
   };

@@ -4,15 +4,15 @@
 #include <memory>
 #include <vector>
 
-#include "sim/kernels/kernels.h"
-#include "sim/kernels/scratch.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/scratch.h"
 #include "sim/ops/op.h"
 #include "sim/ops/prefix.h"
-#include "sim/threadpool.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::ops {
 
-namespace k = kernels;
+namespace k = cpu::kernels;
 
 // ---- binary ---------------------------------------------------------------------------------------
 
@@ -160,7 +160,7 @@ RunFn gelu_lower(OpCtx& ctx) {
     return [=](const RunArgs& a) {
       const f16* x = a.at<f16>(ix);
       f16* y = a.o<f16>();
-      parallel_for((int64_t)n, 16384, [&](int64_t b, int64_t e) {
+      cpu::parallel_for((int64_t)n, 16384, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           float v = f16_to_f32(x[i]);
           y[i] = f32_to_f16(v / (1.0f + std::exp(-1.702f * v)));

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
 
 namespace orion::sim::ops {
@@ -90,7 +90,7 @@ RunFn transpose_lower(OpCtx& ctx) {
   Shape xs = x.shape;
   size_t es = storage_size(x.dtype);
   int ix = ctx.input("x");
-  return [=](const RunArgs& a) { kernels::transpose(a.in[ix], a.out, es, xs, perm); };
+  return [=](const RunArgs& a) { cpu::kernels::transpose(a.in[ix], a.out, es, xs, perm); };
 }
 
 // ---- cast -------------------------------------------------------------------------------------------
@@ -205,7 +205,7 @@ RunFn slice_by_index_lower(OpCtx& ctx) {
     in->push_back({id, Region::prefix((int)g.in_axis[axis], g.begin[axis] + (len - 1) * g.step[axis] + 1)});
     return true;
   };
-  return [=](const RunArgs& a) { kernels::strided_copy(a.in[ix], a.out, es, g.offset, g.strides, g.copy_shape); };
+  return [=](const RunArgs& a) { cpu::kernels::strided_copy(a.in[ix], a.out, es, g.offset, g.strides, g.copy_shape); };
 }
 
 // ---- slice_by_size --------------------------------------------------------------------------------------
@@ -252,7 +252,7 @@ RunFn slice_by_size_lower(OpCtx& ctx) {
   int64_t n = shape_numel(out);
   std::string name = ctx.st.out;
   return [=](const RunArgs& a) {
-    kernels::strided_copy(a.in[ix], a.out, es, off, xs, out);
+    cpu::kernels::strided_copy(a.in[ix], a.out, es, off, xs, out);
     if (!clamp) return;
     f16* y = a.o<f16>();
     const f16 lim = f32_to_f16(4094.0f);

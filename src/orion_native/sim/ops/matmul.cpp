@@ -126,10 +126,10 @@ RunFn matmul_lower(OpCtx& ctx) {
       B[b] = y + g.y_off[b];
       C[b] = out + b * mn;
     }
-    kernels::GemmShape gs = g.gs;
+    cpu::kernels::GemmShape gs = g.gs;
     gs.M = rows;
     gs.N = cols;
-    kernels::gemm_f16(gs, batches, A.data(), B.data(), C.data());
+    cpu::kernels::gemm_f16(gs, batches, A.data(), B.data(), C.data());
     int64_t n = 0;
     if (cols == g.N) {
       for (int64_t b = 0; b < batches; ++b) n += saturate_matmul(C[b], (size_t)(rows * g.N));

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
 
 namespace orion::sim::ops {
@@ -12,7 +12,7 @@ struct MatmulGeom {
   int64_t M = 0, N = 0, K = 0;
   bool drop_m = false, drop_n = false;  // rank-1 operands (numpy semantics)
   Shape batch, out;
-  kernels::GemmShape gs;
+  cpu::kernels::GemmShape gs;
   std::vector<int64_t> x_off, y_off;  // element offset of each broadcast batch's matrix
 };
 

@@ -3,7 +3,7 @@
 
 #include "common/error.h"
 #include "sim/ops/op.h"
-#include "sim/threadpool.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::ops {
 
@@ -111,7 +111,7 @@ RunFn band_part_lower(OpCtx& ctx) {
   return [=](const RunArgs& a) {
     const uint8_t* src = (const uint8_t*)a.in[ix];
     uint8_t* y = (uint8_t*)a.out;
-    parallel_for(batch * M, 64, [&](int64_t rb, int64_t re) {
+    cpu::parallel_for(batch * M, 64, [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r) {
         int64_t i = r % M;
         for (int64_t j = 0; j < N; ++j) {

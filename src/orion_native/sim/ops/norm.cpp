@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
-#include "sim/threadpool.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::ops {
 
@@ -22,7 +22,7 @@ std::vector<int> norm_axes(OpCtx& ctx, const Shape& s) {
 // rows of [outer, L, inner]: statistics over L for every (outer, inner).
 void layer_norm_rows(const f16* x, f16* y, const f16* gamma, const f16* beta, float eps, int64_t outer, int64_t L,
                      int64_t inner) {
-  parallel_for(outer, 1, [&](int64_t ob, int64_t oe) {
+  cpu::parallel_for(outer, 1, [&](int64_t ob, int64_t oe) {
     std::vector<float> mean((size_t)inner), var((size_t)inner);
     for (int64_t o = ob; o < oe; ++o) {
       const f16* xo = x + o * L * inner;
@@ -94,9 +94,9 @@ RunFn layer_norm_lower(OpCtx& ctx) {
   return [=](const RunArgs& a) {
     f16* t0 = (f16*)a.scratch;
     f16* t1 = t0 + n;
-    kernels::transpose(a.at<f16>(ix), t0, sizeof(f16), xs, perm);
+    cpu::kernels::transpose(a.at<f16>(ix), t0, sizeof(f16), xs, perm);
     layer_norm_rows(t0, t1, ig >= 0 ? a.at<f16>(ig) : nullptr, ib >= 0 ? a.at<f16>(ib) : nullptr, eps, outer, L, 1);
-    kernels::transpose(t1, a.o<f16>(), sizeof(f16), ts, inv);
+    cpu::kernels::transpose(t1, a.o<f16>(), sizeof(f16), ts, inv);
   };
 }
 

@@ -16,8 +16,8 @@
 #include "common/dtype.h"
 #include "common/fp16.h"
 #include "mil/ast.h"
-#include "sim/kernels/compressed.h"
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/compressed.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/plan.h"
 
 namespace orion::sim::ops {
@@ -41,7 +41,7 @@ struct ConstData {
   size_t nbytes = 0;
   // A constexpr op's result kept compressed (constexpr.cpp): `bytes` stays empty until a consumer that
   // cannot read it compressed needs the dense fp16 values (Env::materialize).
-  std::shared_ptr<const kernels::CompressedWeight> compressed;
+  std::shared_ptr<const cpu::kernels::CompressedWeight> compressed;
   bool is_compressed_only() const { return compressed && bytes.empty() && !elided; }
   size_t storage_bytes() const { return elided ? nbytes : bytes.size() + (compressed ? compressed->bytes() : 0); }
 };
@@ -274,7 +274,7 @@ void constexpr_lut_to_dense_infer(OpCtx&);
 void constexpr_blockwise_shift_scale_infer(OpCtx&);
 // The panel-GEMM form of a constant [M, K] weight: its compressed form when it is one (decoded per
 // panel in the kernel; the step then reads the value compressed), else its fp16 values packed once.
-kernels::PackedA packed_const_weight(OpCtx& ctx, const std::string& p, int64_t M, int64_t K);
+cpu::kernels::PackedA packed_const_weight(OpCtx& ctx, const std::string& p, int64_t M, int64_t K);
 
 }  // namespace orion::sim::ops
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "sim/ops/op.h"
-#include "sim/threadpool.h"
+#include "cpu/threadpool.h"
 
 namespace orion::sim::ops {
 
@@ -77,7 +77,7 @@ RunFn quantize_lower(OpCtx& ctx) {
   ctx.flops = 2.0 * n;
   return [=](const RunArgs& a) {
     const f16* src = a.at<f16>(ix);
-    parallel_for(n, 16384, [&](int64_t b, int64_t e) {
+    cpu::parallel_for(n, 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         float v = f16_to_f32(src[i]) / (float)af.scale[af.ch(i)];
         float r = std::nearbyint(v) + (float)af.z(i);
@@ -106,7 +106,7 @@ RunFn dequantize_lower(OpCtx& ctx) {
   ctx.flops = 2.0 * n;
   return [=](const RunArgs& a) {
     f16* y = a.o<f16>();
-    parallel_for(n, 16384, [&](int64_t b, int64_t e) {
+    cpu::parallel_for(n, 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
         y[i] = f32_to_f16((float)(load_int(a.in[ix], qd, i) - af.z(i)) * (float)af.scale[af.ch(i)]);
     });

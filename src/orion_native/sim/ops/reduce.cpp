@@ -3,7 +3,7 @@
 // else after a transpose that moves them to the end — so there is exactly one fp16 rounding (C37).
 #include <algorithm>
 
-#include "sim/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "sim/ops/op.h"
 
 namespace orion::sim::ops {
@@ -54,12 +54,12 @@ ReducePlan plan_reduce(const Shape& s, const std::vector<int>& axes) {
   return p;
 }
 
-kernels::Reduce reduce_kind(const std::string& op) {
-  if (op == "reduce_sum") return kernels::Reduce::sum;
-  if (op == "reduce_mean") return kernels::Reduce::mean;
-  if (op == "reduce_max") return kernels::Reduce::max;
-  if (op == "reduce_min") return kernels::Reduce::min;
-  return kernels::Reduce::prod;
+cpu::kernels::Reduce reduce_kind(const std::string& op) {
+  if (op == "reduce_sum") return cpu::kernels::Reduce::sum;
+  if (op == "reduce_mean") return cpu::kernels::Reduce::mean;
+  if (op == "reduce_max") return cpu::kernels::Reduce::max;
+  if (op == "reduce_min") return cpu::kernels::Reduce::min;
+  return cpu::kernels::Reduce::prod;
 }
 
 }  // namespace
@@ -82,17 +82,17 @@ RunFn reduce_lower(OpCtx& ctx) {
   const Value& x = ctx.v("x");
   const ReducePlan p = plan_reduce(x.shape, reduce_axes(ctx, x.shape));
   const Shape xs = x.shape;
-  kernels::Reduce op = reduce_kind(ctx.st.op);
+  cpu::kernels::Reduce op = reduce_kind(ctx.st.op);
   int ix = ctx.input("x");
   ctx.flops = (double)x.numel();
   if (p.transpose) ctx.scratch_bytes = x.numel() * (int64_t)sizeof(f16);
   return [=](const RunArgs& a) {
     const f16* src = a.at<f16>(ix);
     if (p.transpose) {
-      kernels::transpose(src, a.scratch, sizeof(f16), xs, p.perm);
+      cpu::kernels::transpose(src, a.scratch, sizeof(f16), xs, p.perm);
       src = (const f16*)a.scratch;
     }
-    kernels::reduce(op, src, a.o<f16>(), p.outer, p.len, p.inner);
+    cpu::kernels::reduce(op, src, a.o<f16>(), p.outer, p.len, p.inner);
   };
 }
 
@@ -116,12 +116,12 @@ RunFn softmax_lower(OpCtx& ctx) {
   // before it; after it (strided rows), the whole tensor is computed.
   const Shape xs = x.shape;
   ctx.run_prefix = [=](const RunArgs& a, int p, int64_t n) {
-    if (p > ax) return kernels::softmax(a.at<f16>(ix), a.o<f16>(), outer, len, inner);
+    if (p > ax) return cpu::kernels::softmax(a.at<f16>(ix), a.o<f16>(), outer, len, inner);
     int64_t blocks = prod(xs, 0, p), rows = n * prod(xs, p + 1, ax), step = prod(xs, p, ax) * len * inner;
     for (int64_t b = 0; b < blocks; ++b)
-      kernels::softmax(a.at<f16>(ix) + b * step, a.o<f16>() + b * step, rows, len, inner);
+      cpu::kernels::softmax(a.at<f16>(ix) + b * step, a.o<f16>() + b * step, rows, len, inner);
   };
-  return [=](const RunArgs& a) { kernels::softmax(a.at<f16>(ix), a.o<f16>(), outer, len, inner); };
+  return [=](const RunArgs& a) { cpu::kernels::softmax(a.at<f16>(ix), a.o<f16>(), outer, len, inner); };
 }
 
 }  // namespace orion::sim::ops

@@ -1,0 +1,182 @@
+// Decoding of compressed constant weights (compressed.h), one 16-row panel at a time: per k, the 16
+// codes come from 2 * bits consecutive bytes; a LUT is a per-row table lookup, scale/offset is applied
+// in fp32 (exact for integer codes and offsets) and rounded once by the vectorised f32 -> f16 conversion
+// (8-bit codes: the ISA's decode_ss8, one pass from codes to fp16).
+#include "cpu/kernels/compressed.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/scratch.h"
+#include "cpu/simd/isa.h"
+#include "cpu/threadpool.h"
+
+namespace orion::cpu::kernels {
+
+namespace {
+
+constexpr int64_t kR = 16;
+
+// The 16 codes of one k-row of a panel (2 * bits bytes at p), sign-extended when signed.
+inline void unpack16(const uint8_t* p, unsigned bits, bool is_signed, int32_t* c) {
+  if (bits == 8) {
+    for (int j = 0; j < 16; ++j) c[j] = is_signed ? (int32_t)(int8_t)p[j] : (int32_t)p[j];
+    return;
+  }
+  if (bits == 4) {  // the common sub-byte width: two codes a byte
+    for (int j = 0; j < 16; ++j) c[j] = (p[j >> 1] >> ((j & 1) * 4)) & 15;
+    if (is_signed)
+      for (int j = 0; j < 16; ++j) c[j] = (c[j] ^ 8) - 8;
+    return;
+  }
+  uint64_t w[2] = {0, 0};
+  std::memcpy(w, p, 2 * bits);  // <= 12 bytes: 16 codes of <= 6 bits
+  const uint64_t mask = (1u << bits) - 1;
+  for (int j = 0; j < 16; ++j) {
+    unsigned bit = j * bits, wi = bit >> 6, sh = bit & 63;
+    uint64_t v = w[wi] >> sh;
+    if (sh + bits > 64) v |= w[wi + 1] << (64 - sh);
+    c[j] = (int32_t)(v & mask);
+  }
+  if (is_signed) {
+    const int32_t sign = 1 << (bits - 1);
+    for (int j = 0; j < 16; ++j) c[j] = (c[j] ^ sign) - sign;
+  }
+}
+
+// unpack16 with the width and signedness known at compile time (the 4- and 8-bit hot paths).
+template <unsigned B, bool S>
+inline void unpack16_t(const uint8_t* p, int32_t* c) {
+  if constexpr (B == 8) {
+    for (int j = 0; j < 16; ++j) c[j] = S ? (int32_t)(int8_t)p[j] : (int32_t)p[j];
+  } else if constexpr (B == 4) {
+    for (int j = 0; j < 16; ++j) {
+      int32_t v = (p[j >> 1] >> ((j & 1) * 4)) & 15;
+      c[j] = S ? (v ^ 8) - 8 : v;
+    }
+  } else if constexpr (B == 6 && !S) {  // 4 codes in every 3 bytes
+    for (int g = 0; g < 4; ++g) {
+      uint32_t v = (uint32_t)p[3 * g] | (uint32_t)p[3 * g + 1] << 8 | (uint32_t)p[3 * g + 2] << 16;
+      for (int i = 0; i < 4; ++i) c[4 * g + i] = (int32_t)((v >> (6 * i)) & 63u);
+    }
+  } else {
+    unpack16(p, B, S, c);
+  }
+}
+
+// The scale and offset of each of a panel's 16 rows in k-block kb of the parameter grid.
+inline void block_params(const CompressedWeight& w, const int64_t* rowbase, int64_t kb, float* sc, float* of) {
+  for (int j = 0; j < 16; ++j) {
+    sc[j] = w.scale[rowbase[j] + kb];
+    of[j] = w.offset.empty() ? 0.0f : w.offset[rowbase[j] + kb];
+  }
+}
+
+// scale/offset decoding of one panel into fp32 [K][16], per k-block of the parameter grid.
+template <unsigned B, bool S>
+void shift_scale_panel(const CompressedWeight& w, const uint8_t* src, const int64_t* rowbase, float* tmp) {
+  constexpr int64_t rb = 2 * B;
+  float sc[16], of[16];
+  int32_t c[16];
+  for (int64_t k0 = 0; k0 < w.K; k0 += w.cols_per_block) {
+    const int64_t kb = k0 / w.cols_per_block, k1 = std::min(w.K, k0 + w.cols_per_block);
+    block_params(w, rowbase, kb, sc, of);
+    for (int64_t k = k0; k < k1; ++k) {
+      unpack16_t<B, S>(src + k * rb, c);
+      float* t = tmp + k * 16;
+      for (int j = 0; j < 16; ++j) t[j] = ((float)c[j] - of[j]) * sc[j];
+    }
+  }
+}
+
+}  // namespace
+
+void CompressedWeight::set_codes(const uint8_t* unpacked) {
+  const int64_t npan = (M + kR - 1) / kR, rb = 2 * bits;
+  codes.assign((size_t)(npan * K * rb) + 8, 0);
+  const unsigned mask = (1u << bits) - 1;
+  for (int64_t r = 0; r < M; ++r) {
+    const int64_t p = r / kR, j = r % kR;
+    for (int64_t k = 0; k < K; ++k) {
+      unsigned v = (unsigned)unpacked[r * K + k] & mask;  // two's complement bits of a signed code
+      uint8_t* row = codes.data() + (p * K + k) * rb;
+      unsigned bit = (unsigned)j * bits;
+      row[bit >> 3] |= (uint8_t)(v << (bit & 7));
+      if ((bit & 7) + bits > 8) row[(bit >> 3) + 1] |= (uint8_t)(v >> (8 - (bit & 7)));
+    }
+  }
+}
+
+void CompressedWeight::panel(int64_t p, f16* dst) const {
+  const int64_t i0 = p * kR, rows = std::min(kR, M - i0), rb = 2 * bits;
+  const uint8_t* src = codes.data() + p * K * rb;
+  int64_t rowbase[kR];  // first parameter block of each row (pad rows: row 0's, zeroed afterwards)
+  for (int64_t j = 0; j < kR; ++j) rowbase[j] = ((i0 + std::min(j, rows - 1)) / rows_per_block) * blocks_per_row;
+  int32_t c[kR];
+  if (kind == Kind::lut) {
+    const f16* tab[kR];
+    for (int64_t k0 = 0; k0 < K; k0 += cols_per_block) {
+      const int64_t kb = k0 / cols_per_block, k1 = std::min(K, k0 + cols_per_block);
+      for (int64_t j = 0; j < kR; ++j) tab[j] = lut.data() + ((size_t)(rowbase[j] + kb) << bits);
+      const bool one_table = std::all_of(tab, tab + kR, [&](const f16* t) { return t == tab[0]; });
+      for (int64_t k = k0; k < k1; ++k) {
+        if (bits == 4) unpack16_t<4, false>(src + k * rb, c);
+        else if (bits == 6) unpack16_t<6, false>(src + k * rb, c);
+        else unpack16(src + k * rb, bits, false, c);
+        f16* d = dst + k * kR;
+        if (one_table) {  // the panel's rows share a table (groups of >= 16 rows): one base pointer
+          const f16* t = tab[0];
+          for (int64_t j = 0; j < kR; ++j) d[j] = t[c[j]];
+        } else {
+          for (int64_t j = 0; j < kR; ++j) d[j] = tab[j][c[j]];
+        }
+      }
+    }
+  } else if (bits == 8) {  // the int8 / uint8 linears: one vectorised pass per k-block straight to fp16
+    const simd::IsaOps& o = simd::ops();
+    float sc[kR], of[kR];
+    for (int64_t k0 = 0; k0 < K; k0 += cols_per_block) {
+      const int64_t kb = k0 / cols_per_block, k1 = std::min(K, k0 + cols_per_block);
+      block_params(*this, rowbase, kb, sc, of);
+      o.decode_ss8(src + k0 * rb, k1 - k0, is_signed, sc, of, dst + k0 * kR);
+    }
+  } else {
+    float* tmp = scratch_as<float>(ScratchSlot::tmp2, (size_t)(K * kR));
+    if (bits == 4 && is_signed) shift_scale_panel<4, true>(*this, src, rowbase, tmp);
+    else if (bits == 4) shift_scale_panel<4, false>(*this, src, rowbase, tmp);
+    else {  // other widths: the runtime-width unpacker
+      float sc[kR], of[kR];
+      for (int64_t k0 = 0; k0 < K; k0 += cols_per_block) {
+        const int64_t kb = k0 / cols_per_block, k1 = std::min(K, k0 + cols_per_block);
+        block_params(*this, rowbase, kb, sc, of);
+        for (int64_t k = k0; k < k1; ++k) {
+          unpack16(src + k * rb, bits, is_signed, c);
+          float* t = tmp + k * kR;
+          for (int64_t j = 0; j < kR; ++j) t[j] = ((float)c[j] - of[j]) * sc[j];
+        }
+      }
+    }
+    f32_to_f16(tmp, dst, (size_t)(K * kR));  // exact products: one round-to-nearest-even each
+  }
+  if (rows < kR)
+    for (int64_t k = 0; k < K; ++k) std::memset(dst + k * kR + rows, 0, (size_t)(kR - rows) * sizeof(f16));
+}
+
+void CompressedWeight::dense(f16* dst) const {
+  const int64_t npan = (M + kR - 1) / kR;
+  parallel_for(npan, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<f16> buf((size_t)(K * kR));
+    for (int64_t p = lo; p < hi; ++p) {
+      panel(p, buf.data());
+      for (int64_t j = 0; j < kR && p * kR + j < M; ++j)
+        for (int64_t k = 0; k < K; ++k) dst[(p * kR + j) * K + k] = buf[k * kR + j];
+    }
+  });
+}
+
+size_t CompressedWeight::bytes() const {
+  return codes.size() + lut.size() * sizeof(f16) + (scale.size() + offset.size()) * sizeof(float);
+}
+
+}  // namespace orion::cpu::kernels

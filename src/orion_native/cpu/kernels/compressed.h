@@ -1,0 +1,46 @@
+// Compressed constant weights as the constexpr ops store them (constexpr_affine_dequantize,
+// constexpr_lut_to_dense, constexpr_blockwise_shift_scale): integer codes at their bit width plus a table
+// or a scale/offset per block. The plan keeps them like this; the panel GEMM decodes one 16-row panel at
+// a time into fp16 (PanelSource), so a linear layer never holds its dense weight. Decoding gives exactly
+// the op's fp16 result, so the product equals dequantize-then-fp16-GEMM bit for bit.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/fp16.h"
+
+namespace orion::cpu::kernels {
+
+// Rows [16p, 16p + 16) of a [M, K] operand as a k-major fp16 panel [K][16] (rows past M zero).
+struct PanelSource {
+  virtual ~PanelSource() = default;
+  virtual void panel(int64_t p, f16* dst) const = 0;
+};
+
+// A [M, K] weight (dim 0 = rows, the other dims flattened). Element (r, k) has code c (bits wide) and
+// parameter block b = (r / rows_per_block) * blocks_per_row + k / cols_per_block; its value is
+//   lut:         lut[b << bits | c]                          (an fp16 table lookup, no arithmetic)
+//   shift_scale: fp16(float(c - offset[b]) * scale[b])       (exact in fp32, one rounding)
+// Codes are stored in panel order — for each 16-row panel, for each k, the 16 rows' codes packed
+// LSB-first in 2 * bits bytes — so a panel decodes as one forward stream.
+struct CompressedWeight : PanelSource {
+  enum class Kind { lut, shift_scale };
+  Kind kind = Kind::lut;
+  int64_t M = 0, K = 0;
+  unsigned bits = 8;
+  bool is_signed = false;
+  std::vector<uint8_t> codes;  // [ceil(M / 16)][K][2 * bits] (+ 8 bytes of slack for word reads)
+  int64_t rows_per_block = 1, cols_per_block = 1, blocks_per_row = 1;
+  std::vector<f16> lut;        // lut: [blocks][1 << bits]
+  std::vector<float> scale;    // shift_scale: [blocks], fp16 values
+  std::vector<float> offset;   // shift_scale: [blocks] integer values, or empty (0)
+
+  // Codes from one byte per element, row-major [M][K] (int8 for signed, uint8 otherwise); M, K, bits set.
+  void set_codes(const uint8_t* unpacked);
+  void panel(int64_t p, f16* dst) const override;
+  void dense(f16* dst) const;  // all M x K values, row-major
+  size_t bytes() const;        // what the plan holds: codes + tables / scales / offsets
+};
+
+}  // namespace orion::cpu::kernels
