@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from . import _native
 from .errors import InputError
 
-# Shared with the native core, defined once there (sim/profile.h).
+# Shared with the native core, defined once there (common/profile.h).
 _DEFAULTS = _native.sim_defaults()
 CHIPS = tuple(_DEFAULTS["chips"])
 LEGACY_CHIPS = tuple(_DEFAULTS["legacy_chips"])          # C29: the ios16 dialect
