@@ -113,3 +113,19 @@ def test_info_prints_the_memory_plan_by_kind(capsys):
     out = capsys.readouterr().out
     assert "memory by kind" in out and "of them compressed" in out and "KV cache: ~" in out
     assert "CPU classifier panels:" in out and "not planned" in out
+
+
+def test_program_sets_of_one_bucket_share_each_layers_cache_surfaces():
+    """Prefill (S=64) and decode (S=16) of one context bucket lay the caches out alike: each shared layer has
+    one k and one v surface for both, and Model.memory() counts them once; the text stays correct (the
+    shared-vs-baked bit-for-bit tests pin the tokens)."""
+    m = load(FX, layers="shared")
+    m.generate(list(range(3, 40)), max_tokens=3)                   # a 37-token prefill, then decode steps
+    sets = {k: [st for st in sts if isinstance(st, LayerStage)] for k, sts in m.engine.sets.items()}
+    assert len(sets) == 2
+    a, b = sets.values()
+    for x, y in zip(a, b):
+        assert x.layer == y.layer and x.caches.keys() == y.caches.keys()
+        assert all(x.caches[n] is y.caches[n] for n in x.caches)
+    distinct = {id(s): s.alloc_size for sts in sets.values() for st in sts for s in st.caches.values()}
+    assert sum(distinct.values()) == sum(s.alloc_size for st in a for s in st.caches.values()) > 0

@@ -184,6 +184,7 @@ class Engine:
         self.compile_seconds = 0.0
         self.graph_options: dict = {}                    # extra stage_graph arguments (orion.lora: adapter slots)
         self._layer_surf: dict[int, dict] = {}           # shared layers: each middle stage's weight surfaces
+        self._cache_pool: dict[tuple, object] = {}       # shared layers: cache surfaces the program sets share
         self._splits: dict[tuple, tuple] = {}            # kind of stage + options -> (options, its parts)
         if self.fp16 != Fp16Plan():
             self.graph_options["fp16"] = self.fp16
@@ -268,7 +269,8 @@ class Engine:
                 surf = capture_weight_surfaces(base, self._layer_weights(i, S, T, **extra), self._layer_surf.get(i))
                 self._layer_surf[i] = surf
                 out.append(LayerStage(base, i, surf, owner=(i == 1), build=(S, T, extra),
-                                      lora=self.graph_options.get("lora")))
+                                      lora=self.graph_options.get("lora"),
+                                      cache_pool=None if extra else self._cache_pool))   # batch caches: their own
         except BaseException:
             for st in out:                     # the first (the owner) releases the shared program
                 st.release()
@@ -480,6 +482,7 @@ class Engine:
         self._drop_batch_sets()
         self.cls_sets.clear()
         self._layer_surf.clear()
+        self._cache_pool.clear()
 
     # -- state -----------------------------------------------------------------------------------
     def reset(self, n_total: int | None = None) -> None:

@@ -102,6 +102,9 @@ def _lowered_surfaces(lowered) -> dict[str, int]:
     for b in ins.values():
         kind = "kv_cache" if b.name in ("k_cache", "v_cache") else "weight" if b.kind == "weight" else "other"
         kinds[kind] += in_alloc
+    # how its caches are laid out: shared-layer program sets with the same layout share the cache surfaces
+    kinds["kv_layout"] = tuple(sorted((b.name, tuple(b.mil_shape), b.mil_dtype, in_alloc) for b in ins.values()
+                                      if b.name in ("k_cache", "v_cache")))
     return kinds
 
 
@@ -128,6 +131,7 @@ def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> di
         return [_lowered_surfaces(check(eng.fam.stage_graph(eng.cfg, eng.w, i, S, T, **extra, **eng.graph_options),
                                         **eng.program_options(extra.get("shared", False))))]
 
+    shared_kv: set = set()
     for k, (S, _) in enumerate(sets):
         for i in (0, 1, n - 1) if n > 2 else range(n):       # the middle stages hold the same tensors: one for all
             middle = 0 < i < n - 1
@@ -137,7 +141,8 @@ def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> di
                 # the program's own weight and cache surfaces are not counted (memory_report binds over them)
                 p = lower(i, S, shared=True)[0]
                 out["program_surfaces"] += p["other"]
-                out["kv_cache"] += p["kv_cache"] * copies
+                out["kv_cache"] += p["kv_cache"] * copies if p["kv_layout"] not in shared_kv else 0
+                shared_kv.add(p["kv_layout"])
                 out["layer_weight_surfaces"] += p["weight"] * copies if k == 0 else 0
                 continue
             split = eng._split_of(i, S, T)

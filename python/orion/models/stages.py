@@ -168,7 +168,8 @@ class LayerStage:
     shared program) releases the program; ``build`` ((S, T, more stage_graph arguments)) and ``lora`` (the
     adapter slots it was compiled with) say how to capture the layer's weights again."""
 
-    def __init__(self, base: Stage, layer: int, weight_surfaces: dict, owner: bool = False, build=None, lora=None):
+    def __init__(self, base: Stage, layer: int, weight_surfaces: dict, owner: bool = False, build=None, lora=None,
+                 cache_pool: dict | None = None):
         from .. import _native
         if base.host:
             raise ValueError("a shared stage program needs its caches viewable in place")
@@ -179,8 +180,17 @@ class LayerStage:
             b = base.inputs.get(name)
             if b is None:
                 continue
-            surf = _native.Surface(base.prog.input_surface(b.mil_name).alloc_size)
-            surf.view("uint8")[...] = 0
+            size = base.prog.input_surface(b.mil_name).alloc_size
+            # ``cache_pool``: the layer's cache surfaces of the other program sets, by layout - sets whose cache
+            # inputs are laid out alike (prefill and decode of one context bucket) hold position p at the same
+            # place, so they share one surface instead of a copy each
+            key = (layer, name, tuple(b.mil_shape), b.mil_dtype, size)
+            surf = cache_pool.get(key) if cache_pool is not None else None
+            if surf is None:
+                surf = _native.Surface(size)
+                surf.view("uint8")[...] = 0
+                if cache_pool is not None:
+                    cache_pool[key] = surf
             self.caches[b.mil_name] = surf
             self.views[name] = cache_view(surf, b)
         self.cache = self.views
