@@ -127,11 +127,7 @@ class DynamicWeight:
     surface_shape: tuple               # logical shape inside the (packed) input
     offset: int = 0                    # packed: position on the packed axis (pack_axis)
     initial: np.ndarray | None = None
-
-    @property
-    def pack_axis(self) -> int:
-        """The axis packed inputs stack their weights on: panels on the panel axis, others on the last."""
-        return 1 if self.layout == "conv_p" else 3
+    pack_axis: int = 3                 # packed: the axis the input stacks its weights on
 
     def to_surface(self, arr: np.ndarray) -> np.ndarray:
         arr = np.asarray(arr)

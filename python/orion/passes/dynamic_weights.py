@@ -201,32 +201,41 @@ def run(graph: Graph, ctx: CompileContext) -> None:
                 layout[m] = (key, full, off)
                 off += graph.weights[m].shape[0] // width
             ctx.io.inputs[key] = InputBinding(key, key, full, "fp16", kind="weight")
-    for name in names:
-        if name in layout:
-            continue
+    def own_shape(name: str) -> tuple:
+        """The weight's surface shape in its own input."""
         w = graph.weights[name]
         if name in panel:
-            shape = (1, w.shape[0] // width, w.shape[1], width)
-        elif name in conv_t:
-            shape = (1, w.shape[1], 1, w.shape[0])
-        elif w.rank == 4 and w.shape[0] == 1 and w.shape[2] == 1:
-            shape = w.shape
-        else:
-            shape = (1, int(np.prod(w.shape[:-1])) if w.rank > 1 else 1, 1, w.shape[-1])
-        layout[name] = (name, shape, 0)
-        ctx.io.inputs[name] = InputBinding(name, name, shape, "fp16", kind="weight")
+            return (1, w.shape[0] // width, w.shape[1], width)
+        if name in conv_t:
+            return (1, w.shape[1], 1, w.shape[0])
+        if w.rank == 4 and w.shape[0] == 1 and w.shape[2] == 1:
+            return w.shape
+        return (1, int(np.prod(w.shape[:-1])) if w.rank > 1 else 1, 1, w.shape[-1])
+
+    axis: dict[str, int] = {n: 1 for n in panel}               # the axis a packed input stacks on
+    vectors = [n for n in names if n not in conv_t and own_shape(n)[2:] == (1, 1)]
+    if pack and len(vectors) > 1:
+        # per-channel vectors (norm weights, biases) stacked on the channel axis, each a contiguous slice:
+        # one input where each would take a whole C12-sized surface of its own
+        key = _unique_key(graph, ctx, "packed_vectors")
+        full = (1, sum(own_shape(n)[1] for n in vectors), 1, 1)
+        off = 0
+        for m in vectors:
+            layout[m], axis[m] = (key, full, off), 1
+            off += own_shape(m)[1]
+        ctx.io.inputs[key] = InputBinding(key, key, full, "fp16", kind="weight")
+    for name in names:
+        if name not in layout:
+            layout[name] = (name, own_shape(name), 0)
+            ctx.io.inputs[name] = InputBinding(name, name, own_shape(name), "fp16", kind="weight")
 
     for name in names:
         w = graph.weights[name]
         key, full, off = layout[name]
-        if name in panel:
-            kind, surf = "conv_p", (1, w.shape[0] // width, w.shape[1], width)
-        elif name in conv_t:
-            kind, surf = "conv_t", (1, w.shape[1], 1, w.shape[0])
-        else:
-            kind, surf = "as_is", full
-        ctx.io.dynamic[name] = DynamicWeight(name, tuple(w.node.attrs.get("user_shape", w.shape)), kind, key, surf,
-                                             off, initial=np.asarray(w.data))
+        kind = "conv_p" if name in panel else "conv_t" if name in conv_t else "as_is"
+        ctx.io.dynamic[name] = DynamicWeight(name, tuple(w.node.attrs.get("user_shape", w.shape)), kind, key,
+                                             own_shape(name), off, initial=np.asarray(w.data),
+                                             pack_axis=axis.get(name, 3))
     inputs: dict[str, Value] = {}
     weight_value: dict[str, Value] = {}
 
