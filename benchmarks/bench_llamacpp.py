@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     ap.add_argument("--prompt", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2, help="threads of every side: orion's pool, llama.cpp, torch")
     ap.add_argument("--repeats", type=int, default=3, help="per round: orion / transformers repeats, llama-bench -r")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every measurement")
     ap.add_argument("--device", default="auto", choices=DEVICES)
@@ -233,6 +233,7 @@ def main(argv=None) -> int:
     # Each round runs every measurement once, one after the other, so a change in the machine's load hits
     # all sides alike; the reported figure is the median over rounds of each round's median.
     orion.sim.set_compile_budget(10**6)
+    orion._native.set_num_threads(args.threads)          # --threads holds for every side, orion's pool included
     Engine.skip_dead_columns = True
     rounds, identical, ours = [], True, None
     for i in range(args.rounds):

@@ -16,13 +16,14 @@ from orion.models.stages import LayerStage
 
 FX = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models", "qwen3")
 KINDS = ("weights", "layer_weight_surfaces", "kv_cache", "program_surfaces", "classifier_panels")
+COUNTED = ("weights_resident",) + KINDS[1:]
 
 
 def test_before_anything_is_compiled_only_the_weights_count():
     m = load(FX, layers="shared")
     mem = m.memory()
     assert mem["weights"] == sum(np.asarray(a).nbytes for a in m.weights.values()) > 0
-    assert all(mem[k] == 0 for k in KINDS[1:]) and mem["counted"] == mem["weights"]
+    assert all(mem[k] == 0 for k in KINDS[1:]) and mem["counted"] == mem["weights_resident"] <= mem["weights"]
 
 
 @pytest.mark.parametrize("layers", ["shared", "baked"])
@@ -30,7 +31,7 @@ def test_after_a_generation_every_kind_is_counted_once(layers):
     m = load(FX, layers=layers)
     m.generate([3, 4, 5, 6], max_tokens=3)
     mem = m.memory()
-    assert mem["counted"] == sum(mem[k] for k in KINDS)
+    assert mem["counted"] == sum(mem[k] for k in COUNTED)
     assert mem["kv_cache"] > 0 and mem["program_surfaces"] > 0 and mem["classifier_panels"] > 0
     stages = {st.layer: st for sts in m.engine.sets.values() for st in sts if isinstance(st, LayerStage)}
     # the layer surfaces are each shared layer's weights once, however many program sets bind them
@@ -92,11 +93,13 @@ def test_the_plan_before_generating_is_what_a_generation_of_that_size_counts(lay
     m = load(FX, layers=layers, quantize=quantize)
     plan = memory_plan(m, n_prompt=20, n_new=6)
     assert m.engine.compiles == 0                                      # lowering only
-    assert set(plan["estimated"]) == {"layer_weight_surfaces", "kv_cache", "program_surfaces"}
+    assert set(plan["estimated"]) == {"weights_resident", "layer_weight_surfaces", "kv_cache", "program_surfaces"}
     m.generate(list(range(3, 23)), max_tokens=6, stop_tokens=[])
     mem = m.memory()
-    assert {k: plan[k] for k in KINDS + ("weights_compressed", "counted")} == \
-        {k: mem[k] for k in KINDS + ("weights_compressed", "counted")}
+    assert {k: plan[k] for k in KINDS + ("weights_compressed",)} == {k: mem[k] for k in KINDS + ("weights_compressed",)}
+    # the plan counts none of the mapped weights' pages; a generation touches the embedding rows it reads
+    touched = mem["weights_resident"] - plan["weights_resident"]
+    assert 0 <= touched <= 32 * 4096 and mem["counted"] - plan["counted"] == touched
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "8"])
@@ -129,3 +132,24 @@ def test_program_sets_of_one_bucket_share_each_layers_cache_surfaces():
         assert all(x.caches[n] is y.caches[n] for n in x.caches)
     distinct = {id(s): s.alloc_size for sts in sets.values() for st in sts for s in st.caches.values()}
     assert sum(distinct.values()) == sum(s.alloc_size for st in a for s in st.caches.values()) > 0
+
+
+def test_weights_read_from_the_cache_stay_resident_only_while_programs_are_built(tmp_path):
+    """Weights from the weight cache are views of its mapped file: once the programs hold them (surfaces,
+    baked programs, the classifier's panels) the engine gives their pages back to the OS; Model.memory()
+    says what stays resident, and a view touched again reads the same values."""
+    from orion.models import host_pages
+    from deep_models import make_deep
+    path = make_deep("qwen3", str(tmp_path / "deep"))               # 36 layers: pages enough to see
+    load(path, cache=str(tmp_path))                                 # the first load writes the cache entry
+    m = load(path, layers="shared", cache=str(tmp_path))
+    maps = host_pages.file_maps(m.weights.values())
+    assert maps, "the fixture's weights come from the cache's mapped file"
+    before = {k: np.array(v) for k, v in m.weights.items()}
+    m.generate([3, 4, 5, 6], max_tokens=3)
+    mem = m.memory()
+    if sys.platform.startswith("linux"):
+        assert mem["weights_resident"] < mem["weights"] / 4
+    assert all(np.array_equal(np.asarray(m.weights[k]), v) for k, v in before.items())
+    first = m.generate([3, 4, 5, 6], max_tokens=3).tokens
+    assert first == m.generate([3, 4, 5, 6], max_tokens=3).tokens

@@ -33,6 +33,7 @@ from .. import _native
 from ..errors import BudgetExceeded, CompileError, InputError, ModelFormatError
 from ..ir import Graph, ops
 from ..ir.composites import MASK_VALUE
+from . import host_pages
 from .stages import LayerStage, SplitStage, Stage, capture_weight_surfaces
 
 log = logging.getLogger("orion")
@@ -185,9 +186,11 @@ class Engine:
         self.graph_options: dict = {}                    # extra stage_graph arguments (orion.lora: adapter slots)
         self._layer_surf: dict[int, dict] = {}           # shared layers: each middle stage's weight surfaces
         self._cache_pool: dict[tuple, object] = {}       # shared layers: cache surfaces the program sets share
+        self._host_maps: list | None = None              # the weight cache mappings self.w views (host_pages)
         self._splits: dict[tuple, tuple] = {}            # kind of stage + options -> (options, its parts)
         if self.fp16 != Fp16Plan():
             self.graph_options["fp16"] = self.fp16
+        self.release_host_pages()                        # the fp16 probe read every weight
 
     # -- programs --------------------------------------------------------------------------------
     @property
@@ -206,6 +209,13 @@ class Engine:
 
     def _baked_set_cost(self, **extra) -> int:
         return sum(self._programs_of(i, **extra) for i in range(self.fam.n_stages(self.cfg)))
+
+    def release_host_pages(self) -> None:
+        """The host weights' file pages back to the OS once programs hold the weights (host_pages): a new
+        program set reads them again from the page cache."""
+        if self._host_maps is None:
+            self._host_maps = host_pages.file_maps(self.w.values())
+        host_pages.release_maps(self._host_maps)
 
     def program_options(self, shared: bool = False) -> dict:
         """The compiler's options for a stage program (``shared``: its weights are program inputs)."""
@@ -268,6 +278,7 @@ class Engine:
             for i in range(1, n - 1):
                 surf = capture_weight_surfaces(base, self._layer_weights(i, S, T, **extra), self._layer_surf.get(i))
                 self._layer_surf[i] = surf
+                self.release_host_pages()            # layer by layer: at most one layer's pages resident
                 out.append(LayerStage(base, i, surf, owner=(i == 1), build=(S, T, extra),
                                       lora=self.graph_options.get("lora"),
                                       cache_pool=None if extra else self._cache_pool))   # batch caches: their own
@@ -297,7 +308,9 @@ class Engine:
         build, opts = self.fam.stage_graph, {**self.graph_options, **extra}
         split = self._split_of(i, S, T, **extra)
         if split is None:
-            return Stage(self._compile(build(self.cfg, self.w, i, S, T, **opts)))
+            stage = Stage(self._compile(build(self.cfg, self.w, i, S, T, **opts)))
+            self.release_host_pages()                # the program holds the stage's weights now
+            return stage
         if split == AS_INPUTS:                 # no split fits: the stage's own program with weights as inputs
             base = Stage(self._compile(build(self.cfg, self.w, i, S, T, shared=True, **opts), shared=True))
             return LayerStage(base, i, capture_weight_surfaces(base, self._layer_weights(i, S, T, **extra)), owner=True,
@@ -446,6 +459,7 @@ class Engine:
             self._classifier_set(DECODE_S)
         elif self._wcls is None:        # the CPU classifier's weight layout, built with the programs
             self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
+            self.release_host_pages()
 
     def ctx_bucket(self, n: int) -> int:
         i = bisect.bisect_left(self.ctx_buckets, n)
@@ -630,6 +644,7 @@ class Engine:
             return self._softcap(np.concatenate(parts, axis=0).T.astype(np.float32))
         if self._wcls is None:
             self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
+            self.release_host_pages()
         hh = np.ascontiguousarray(h[0, :, 0, cols], dtype=np.float16)                 # [d, n]
         z = _native.gemm_panels_f16(self._wcls, hh, f32_out=True, trans_out=True)      # [n, 16 ceil(V/16)]
         return self._softcap(z[:, :self.cfg.vocab_size])

@@ -10,6 +10,7 @@ import os
 import numpy as np
 
 from ..quant import QuantizedArray
+from . import host_pages
 
 __all__ = ["PLAN_NEW", "PLAN_PROMPT", "memory_plan", "memory_report", "process_rss"]
 
@@ -46,12 +47,24 @@ def _programs(engine) -> list:
     return progs, caches
 
 
-def _host_weights(model) -> dict[str, int]:
+def _host_weights(model, resident: bool = True) -> dict[str, int]:
     """The kinds every model holds before any program: its weights as stored (a QuantizedArray: its
-    compressed bytes), of which compressed, and zero for the program-side kinds."""
-    return {"weights": sum(int(a.nbytes) for a in model.weights.values()),
-            "weights_compressed": sum(int(a.nbytes) for a in model.weights.values() if isinstance(a, QuantizedArray)),
+    compressed bytes), of which compressed, of which resident in this process now (views of the weight
+    cache's mapped file: the pages resident, host_pages; ``resident=False``: none of them, as after the
+    programs took them), and zero for the program-side kinds."""
+    ws = list(model.weights.values())
+    maps = host_pages.file_maps(ws)
+    mapped = {id(m) for m in maps}
+    anon = sum(int(a.nbytes) for a in ws if not (isinstance(a, np.ndarray) and id(host_pages.map_of(a)) in mapped))
+    held = sum((host_pages.resident_bytes(m) if resident else 0) or 0 for m in maps)
+    return {"weights": sum(int(a.nbytes) for a in ws),
+            "weights_compressed": sum(int(a.nbytes) for a in ws if isinstance(a, QuantizedArray)),
+            "weights_resident": anon + held,
             "layer_weight_surfaces": 0, "kv_cache": 0, "program_surfaces": 0, "classifier_panels": 0}
+
+
+# what `counted` adds up: the resident part of the weights and the program-side kinds
+COUNTED = ("weights_resident", "layer_weight_surfaces", "kv_cache", "program_surfaces", "classifier_panels")
 
 
 def memory_report(model) -> dict[str, int | None]:
@@ -82,7 +95,7 @@ def memory_report(model) -> dict[str, int | None]:
                     count("program_surfaces", prog.output_surface(part.mil_name))
         if eng._wcls is not None:
             out["classifier_panels"] = int(np.asarray(eng._wcls).nbytes)
-    counted = sum(v for k, v in out.items() if k != "weights_compressed")
+    counted = sum(out[k] for k in COUNTED)
     rss = process_rss()
     out.update(counted=counted, process_rss=rss, other=None if rss is None else rss - counted)
     return out
@@ -122,7 +135,7 @@ def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> di
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < (1 if what == "n_prompt" else 0):
             raise InputError(f"memory_plan: {what} must be an int >= {1 if what == 'n_prompt' else 0} (tokens), "
                              f"got {v!r}")
-    out = _host_weights(model)
+    out = _host_weights(model, resident=False)        # the engine releases the mapped pages after each program
     eng = model.engine
     T = eng.ctx_bucket(n_prompt + n_new)
     sets = sorted({(eng._prefill_S(n_prompt, T), T), (DECODE_S, T)}, reverse=True)
@@ -154,7 +167,7 @@ def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> di
     if eng.classifier == "cpu":      # engine._classifier_panels: fp16 rows padded to panels of 16
         V, d = eng.cfg.vocab_size, eng.cfg.d_model
         out["classifier_panels"] = -(-V // 16) * 16 * d * 2
-    out["counted"] = sum(v for k, v in out.items() if k != "weights_compressed")
-    out["estimated"] = ["layer_weight_surfaces", "kv_cache", "program_surfaces"]
+    out["counted"] = sum(out[k] for k in COUNTED)
+    out["estimated"] = ["weights_resident", "layer_weight_surfaces", "kv_cache", "program_surfaces"]
     out["sets"] = sets
     return out

@@ -141,10 +141,12 @@ class Model:
         """Where this model's memory is, in bytes: ``weights`` (the host weights as stored: fp16 arrays, and
         compressed weights at their compressed size - they are decoded only where a program or CPU path
         reads them, and dropped after), ``weights_compressed`` (the compressed part of ``weights``),
+        ``weights_resident`` (the part of ``weights`` in this process's memory now: weights read from the
+        weight cache are views of its mapped file, whose pages go back to the OS once programs hold them),
         ``layer_weight_surfaces`` (shared layer programs: each layer's weights in the program's
         input layout, every input as large as the largest, C12), ``kv_cache``, ``program_surfaces`` (the
         programs' other inputs and outputs), ``classifier_panels`` (the CPU classifier's copy);
-        ``counted`` (their sum, weights_compressed being part of weights), ``process_rss`` and ``other`` - the resident
+        ``counted`` (weights_resident and the program-side kinds), ``process_rss`` and ``other`` - the resident
         set minus what was counted: the native programs' baked weights and packed panels, scratch, the
         interpreter (None where the resident set cannot be read). Counts only what exists: programs are
         compiled at the first generation."""
