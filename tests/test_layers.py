@@ -132,9 +132,6 @@ KNOWN_CIRCLES = {
                "orion.models.families.gpt2", "orion.models.families.llama", "orion.models.families.mistral",
                "orion.models.families.phi", "orion.models.families.qwen"}):
         "config types and the family readers: the config dataclasses in a module the families import",
-    frozenset({"orion.lora.adapter", "orion.lora.files"}):
-        "Adapter.save calls files.save, files.load builds Adapters: the PEFT layout (names, row order) in a "
-        "module both import, Adapter.save writing through it",
     frozenset({"orion.models.engine", "orion.models.fp16_safety", "orion.models.host_run", "orion.models.llama"}):
         "the engine's fp16 probe runs the definition on the host, which reads the engine's feeds: the feeds "
         "in a module of their own",
