@@ -128,10 +128,6 @@ KNOWN_CIRCLES = {
                "orion.ir.ops.activation", "orion.ir.ops.contraction", "orion.ir.ops.elementwise",
                "orion.ir.ops.normalization", "orion.ir.ops.quantization", "orion.ir.ops.reduction",
                "orion.ir.ops.tensor_transformation"}): "Value's sugar calls the builders, which build Values",
-    frozenset({"orion.models.config", "orion.models.families", "orion.models.families.gemma",
-               "orion.models.families.gpt2", "orion.models.families.llama", "orion.models.families.mistral",
-               "orion.models.families.phi", "orion.models.families.qwen"}):
-        "config types and the family readers: the config dataclasses in a module the families import",
     frozenset({"orion.models.engine", "orion.models.fp16_safety", "orion.models.host_run", "orion.models.llama"}):
         "the engine's fp16 probe runs the definition on the host, which reads the engine's feeds: the feeds "
         "in a module of their own",
