@@ -137,9 +137,6 @@ KNOWN_CIRCLES = {
         "state_schema checks a state against trainer.TrainConfig's fields; train.model writes through "
         "checkpoint's atomic writers while checkpoint asks model for the HF files (data too): TrainConfig's "
         "field list and the writers below both",
-    frozenset({"orion.models.batch", "orion.models.model", "orion.models.speculative", "orion.models.stream"}):
-        "Model's methods call the generation modules, which take a Model (stream names it for type checkers): "
-        "generation as functions of the engine",
 }
 
 
