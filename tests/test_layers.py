@@ -132,12 +132,6 @@ KNOWN_CIRCLES = {
         "the engine's fp16 probe runs the definition on the host, which reads the engine's feeds: additive_mask "
         "and layer_feeds in a module of their own (a body move inside engine.py, held back while engine.py "
         "is being edited elsewhere)",
-    frozenset({"orion.train.accumulate", "orion.train.checkpoint", "orion.train.data", "orion.train.defaults",
-               "orion.train.examples", "orion.train.memory", "orion.train.model", "orion.train.state_schema",
-               "orion.train.step", "orion.train.trainer"}):
-        "state_schema checks a state against trainer.TrainConfig's fields; train.model writes through "
-        "checkpoint's atomic writers while checkpoint asks model for the HF files (data too): TrainConfig's "
-        "field list and the writers below both",
 }
 
 

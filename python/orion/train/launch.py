@@ -20,7 +20,7 @@ from ..models.tokenizers import find_tokenizer, load_tokenizer
 from . import checkpoint as ck
 from . import data as D
 from . import examples as E
-from .checkpoint import _check_writable
+from .writes import _check_writable
 from .defaults import DEFAULT_CKPT_DIR, DEFAULTS, INIT_SEQ_LEN, LORA_DEFAULTS, SAMPLE_PROMPT, default_corpus
 from .errors import CheckpointError, DataError, ResumeMismatch, TrainError, VocabMismatch
 from .model import (PRESETS, config_from_state, init_params, llama2c_unsupported, load_pretrained, n_params, write_hf,
