@@ -1,5 +1,5 @@
-"""An adapter's tensors (:class:`Adapter`), new adapters (:func:`init_adapter`) and the base model's
-fingerprint."""
+"""An adapter's tensors (:class:`Adapter`), new adapters (:func:`init_adapter`), the base model's
+fingerprint, and adapters as PEFT folders (:func:`load`, :func:`save`, through :mod:`.files`' layout)."""
 
 from __future__ import annotations
 
