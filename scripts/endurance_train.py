@@ -38,11 +38,11 @@ def main() -> int:
     args = ap.parse_args()
 
     from orion.train import data as D
-    from orion.train.defaults import DEFAULTS, default_corpus, default_model
-    from orion.train.model import init_params
+    from orion.train.defaults import DEFAULTS, default_corpus
+    from orion.train.model import PRESETS, init_params
     from orion.train.trainer import TrainConfig, Trainer
 
-    cfg = default_model()
+    cfg = PRESETS[DEFAULTS["preset"]]
     docs = D.read_texts(default_corpus())
     tok = D.train_sentencepiece(docs, cfg.vocab_size)
     tokens = D.encode_documents(docs, tok)

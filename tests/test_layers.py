@@ -4,7 +4,8 @@ exception is fixed: the test also fails on a listed exception that no longer occ
 
 Layers, lowest first (a module may import its own layer and those below it):
 
-    base      errors, fileio, _html, _version, run_folder (the run folder's latest.json layout)
+    base      errors, fileio, _html, _version, run_folder (the run folder's latest.json layout), flags (flag
+              value types and UsageError, for the CLI and the Python entry points that take its options)
     native    _native (the C++ extension) and its wrappers: blob, mil, sim, safetensors, runtime, cost_table,
               weight_updates
     quant     compressed weights (numpy over base: the IR's compressed weights and constexpr ops use them)
@@ -24,7 +25,7 @@ import orion
 
 PKG = os.path.dirname(orion.__file__)
 LAYERS = [
-    ("base", {"errors", "fileio", "_html", "_version", "run_folder"}),
+    ("base", {"errors", "fileio", "_html", "_version", "run_folder", "flags"}),
     ("native", {"_native", "blob", "mil", "sim", "safetensors", "runtime", "cost_table", "weight_updates"}),
     ("quant", {"quant"}),
     ("ir", {"ir"}),
@@ -36,12 +37,7 @@ LAYERS = [
 LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 
 # (importer, imported): the upward imports that exist today, each with the move that would remove it.
-KNOWN_UPWARD = {
-    ("orion.train.api", "orion.cli.common"): "orion.train.run runs the command's own code path (parser, "
-                                             "checks, _run): that code belongs in train, the CLI thin",
-    ("orion.train.api", "orion.cli.train"): "the same",
-    ("orion.train.api", "orion.cli.train_checks"): "the same",
-}
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 
 
 def _module_files() -> dict[str, str]:
@@ -132,25 +128,10 @@ KNOWN_CIRCLES = {
                "orion.ir.ops.activation", "orion.ir.ops.contraction", "orion.ir.ops.elementwise",
                "orion.ir.ops.normalization", "orion.ir.ops.quantization", "orion.ir.ops.reduction",
                "orion.ir.ops.tensor_transformation"}): "Value's sugar calls the builders, which build Values",
-    frozenset({"orion.models.config", "orion.models.families", "orion.models.families.gemma",
-               "orion.models.families.gpt2", "orion.models.families.llama", "orion.models.families.mistral",
-               "orion.models.families.phi", "orion.models.families.qwen"}):
-        "config types and the family readers: the config dataclasses in a module the families import",
-    frozenset({"orion.lora.adapter", "orion.lora.files"}):
-        "Adapter.save calls files.save, files.load builds Adapters: the PEFT layout (names, row order) in a "
-        "module both import, Adapter.save writing through it",
-    frozenset({"orion.models.engine", "orion.models.fp16_safety", "orion.models.host_run", "orion.models.llama"}):
-        "the engine's fp16 probe runs the definition on the host, which reads the engine's feeds: the feeds "
-        "in a module of their own",
-    frozenset({"orion.train.accumulate", "orion.train.checkpoint", "orion.train.data", "orion.train.defaults",
-               "orion.train.examples", "orion.train.memory", "orion.train.model", "orion.train.state_schema",
-               "orion.train.step", "orion.train.trainer"}):
-        "state_schema checks a state against trainer.TrainConfig's fields; train.model writes through "
-        "checkpoint's atomic writers while checkpoint asks model for the HF files (data too): TrainConfig's "
-        "field list and the writers below both",
-    frozenset({"orion.models.batch", "orion.models.model", "orion.models.speculative", "orion.models.stream"}):
-        "Model's methods call the generation modules, which take a Model (stream names it for type checkers): "
-        "generation as functions of the engine",
+    frozenset({"orion.models.engine", "orion.models.fp16_safety", "orion.models.host_run"}):
+        "the engine's fp16 probe runs the definition on the host, which reads the engine's feeds: additive_mask "
+        "and layer_feeds in a module of their own (a body move inside engine.py, held back while engine.py "
+        "is being edited elsewhere)",
 }
 
 
@@ -190,3 +171,10 @@ def _circles() -> list[frozenset[str]]:
 def test_no_new_import_circle():
     new = [sorted(c) for c in _circles() if not any(c <= known for known in KNOWN_CIRCLES)]
     assert not new, f"modules importing each other in a circle: {new}"
+
+
+def test_every_listed_circle_still_exists():
+    # a circle that was cut (or shrank) leaves its line stale: update it, as for KNOWN_UPWARD
+    current = set(_circles())
+    stale = [sorted(c) for c in KNOWN_CIRCLES if c not in current]
+    assert not stale, f"cut or changed - update KNOWN_CIRCLES: {stale}"

@@ -43,10 +43,10 @@ Modules: :mod:`.targets` (module paths, shapes, target rule), :mod:`.config` (:c
 >>> m.set_adapter(None)                                        # the base model again (exactly)
 """
 
-from .adapter import Adapter, base_fingerprint, init_adapter
+from .adapter import Adapter, base_fingerprint, init_adapter, load, save
 from .config import ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraConfig
 from .errors import AdapterConfigError, AdapterFormatError, AdapterMismatch, AdapterShapeError, LoraError
-from .files import PEFT_PREFIX, load, save
+from .files import PEFT_PREFIX
 from .merge import merge, unmerge
 from .slots import AdapterSlots, get_adapter, graph_linear, set_adapter, slot_names
 from .targets import canonical_name, linear_shapes, model_config, module_path, resolve_targets

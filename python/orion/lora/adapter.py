@@ -1,5 +1,5 @@
-"""An adapter's tensors (:class:`Adapter`), new adapters (:func:`init_adapter`) and the base model's
-fingerprint."""
+"""An adapter's tensors (:class:`Adapter`), new adapters (:func:`init_adapter`), the base model's
+fingerprint, and adapters as PEFT folders (:func:`load`, :func:`save`, through :mod:`.files`' layout)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,8 @@ import numpy as np
 
 from .config import LoraConfig
 from .errors import AdapterFormatError, AdapterMismatch, AdapterShapeError
+from .files import _DIM_KEYS, _dims, read_peft, write_peft
 from .targets import _family_of, _kind, fused_groups, linear_shapes, model_config, module_path, resolve_targets
-
-
-_DIM_KEYS = ("family", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "vocab_size")
-
-
-def _dims(cfg) -> dict:
-    cfg = model_config(cfg)
-    return {k: getattr(cfg, k) for k in _DIM_KEYS}
 
 
 def base_fingerprint(cfg, weights: Mapping[str, np.ndarray]) -> str:
@@ -161,7 +154,6 @@ class Adapter:
 
     # -- files --------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike, dtype=np.float32) -> str:
-        from .files import save
         return save(self, path, dtype=dtype)
 
 
@@ -191,3 +183,28 @@ def init_adapter(model, config: LoraConfig | str | None = None, *, seed: int = 0
         B[n] = (rng.standard_normal((out, r)) * b_std).astype(np.float32) if b_std else np.zeros((out, r), np.float32)
     fp = base_fingerprint(cfg, base) if base is not None else None
     return Adapter(config, cfg, A, B, name=name, base=fp)
+
+
+def save(adapter: Adapter, path: str | os.PathLike, dtype=np.float32, base_model: str | None = None) -> str:
+    """Writes ``adapter`` as a PEFT adapter folder (``adapter_model.safetensors`` + ``adapter_config.json``),
+    each file atomically; returns the folder. Tensors use Hugging Face module paths and row orders (a fused
+    module: one adapter, :attr:`Adapter.tied`)."""
+    return write_peft(path, adapter.config, adapter.model_config, adapter.names, adapter.A, adapter.B,
+                      name=adapter.name, base=adapter.base, dtype=dtype, base_model=base_model)
+
+
+def load(path: str | os.PathLike, model, weights: Mapping[str, np.ndarray] | None = None, *,
+         check_base: bool = True, name: str | None = None) -> Adapter:
+    """Reads a PEFT adapter (a folder with ``adapter_config.json`` + ``adapter_model.safetensors``, or the
+    ``.safetensors`` file inside one) for ``model`` (a Model, or a model configuration; a Model also
+    supplies the base weights for the fingerprint check). Raises :class:`AdapterFormatError` (missing or
+    corrupt files, unsupported PEFT features), :class:`AdapterMismatch` (another family, dimensions or
+    base), :class:`AdapterShapeError` (rank/shape mismatch), :class:`AdapterConfigError`."""
+    if weights is None and getattr(model, "weights", None) is not None and getattr(model, "config", None) is not None:
+        weights = model.weights
+    peft = read_peft(path, model)
+    ad = Adapter(peft.config, peft.model_config, peft.A, peft.B, name=name or peft.name, base=peft.base,
+                 source=peft.source)
+    if check_base:
+        ad.check_model(peft.model_config, weights)
+    return ad

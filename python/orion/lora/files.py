@@ -1,24 +1,32 @@
 """PEFT adapter folders: ``adapter_model.safetensors`` (Hugging Face module paths and row orders) and
-``adapter_config.json``."""
+``adapter_config.json`` - the layout as functions of an adapter's parts (config, model configuration, A and B
+by canonical name), below :class:`~orion.lora.Adapter`, whose ``save``/``load`` go through them."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-from typing import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import ModelFormatError
-from ..fileio import parse_json, read_json
-from .adapter import _DIM_KEYS, Adapter, _dims
+from ..fileio import atomic_write, parse_json, read_json
+from ..safetensors import SafetensorsFile, write
 from .config import ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraConfig
 from .errors import AdapterConfigError, AdapterFormatError, AdapterMismatch, AdapterShapeError
 from .targets import _PATH_RE, _family_of, linear_shapes, model_config, module_parts, module_path, resolve_targets
 
 PEFT_PREFIX = "base_model.model."
 _TENSOR_RE = re.compile(r"^(?:base_model\.model\.)?(?P<mod>.+?)\.lora_(?P<ab>[AB])(?:\.[A-Za-z0-9_\-]+)?\.weight$")
+# the model dimensions an adapter file records (metadata orion.model) and an adapter is checked against
+_DIM_KEYS = ("family", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "vocab_size")
+
+
+def _dims(cfg) -> dict:
+    cfg = model_config(cfg)
+    return {k: getattr(cfg, k) for k in _DIM_KEYS}
 
 
 def _to_hf_rows(cfg, name: str, b: np.ndarray) -> np.ndarray:
@@ -37,57 +45,54 @@ def _from_hf_rows(cfg, name: str, b: np.ndarray) -> np.ndarray:
     return to_canonical_tensor(cfg, name, b)
 
 
-def _peft_tensors(adapter: Adapter) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _peft_tensors(cfg, adapted, A: dict, B: dict, label: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """PEFT module path -> (lora_A, lora_B) in Hugging Face layout. A fused module's parts must all be
     adapted with one shared lora_A (B is stacked by rows); anything else has no exact PEFT form."""
-    cfg = adapter.model_config
     out = {}
-    for n in adapter.names:
+    for n in adapted:
         path = module_path(cfg, n)
         if path in out:
             continue
         parts = module_parts(cfg, path)
         if len(parts) == 1:
-            out[path] = (adapter.A[n], _to_hf_rows(cfg, n, adapter.B[n]))
+            out[path] = (A[n], _to_hf_rows(cfg, n, B[n]))
             continue
         names = [k for k, _ in parts]
-        if not all(k in adapter.A for k in names):
-            have = [k for k in names if k in adapter.A]
+        if not all(k in A for k in names):
+            have = [k for k in names if k in A]
             raise AdapterConfigError(
-                f"adapter {adapter.name or ''}: {', '.join(have)} without {', '.join(k for k in names if k not in have)} "
-                f"cannot be saved as a PEFT file exactly: this {adapter.model_config.model_type} model fuses them "
+                f"adapter {label}: {', '.join(have)} without {', '.join(k for k in names if k not in have)} "
+                f"cannot be saved as a PEFT file exactly: this {cfg.model_type} model fuses them "
                 f"into {path!r}, which PEFT adapts as one module (one lora_A, lora_B stacked by rows)")
-        if not all(np.array_equal(adapter.A[k], adapter.A[n]) for k in names):
+        if not all(np.array_equal(A[k], A[n]) for k in names):
             raise AdapterConfigError(
-                f"adapter {adapter.name or ''}: {', '.join(names)} have different lora_A, so they cannot be saved as "
+                f"adapter {label}: {', '.join(names)} have different lora_A, so they cannot be saved as "
                 f"the one PEFT adapter of the fused module {path!r} exactly (one shared lora_A); keep them tied "
                 f"(init_adapter does; a trainer adds their gradients: Adapter.tie_gradients)")
-        out[path] = (adapter.A[n], np.concatenate([_to_hf_rows(cfg, k, adapter.B[k]) for k in names], axis=0))
+        out[path] = (A[n], np.concatenate([_to_hf_rows(cfg, k, B[k]) for k in names], axis=0))
     return out
 
 
-def save(adapter: Adapter, path: str | os.PathLike, dtype=np.float32, base_model: str | None = None) -> str:
+def write_peft(path: str | os.PathLike, config: LoraConfig, cfg, names, A: dict, B: dict, *, name: str | None = None,
+               base: str | None = None, dtype=np.float32, base_model: str | None = None) -> str:
     """Writes a PEFT adapter folder (``adapter_model.safetensors`` + ``adapter_config.json``), each file
     atomically; returns the folder. Tensors use Hugging Face module paths and row orders (fused modules:
     one adapter, see :func:`_peft_tensors`)."""
-    from ..fileio import atomic_write
-    from ..safetensors import write
     folder = os.path.abspath(os.fspath(path))
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise AdapterFormatError(f"{folder}: exists and is not a folder (an adapter is saved as a PEFT folder)")
-    cfg = adapter.model_config
     tensors = {}
-    for mp, (a, b) in _peft_tensors(adapter).items():
+    for mp, (a, b) in _peft_tensors(cfg, names, A, B, name or "").items():
         tensors[PEFT_PREFIX + mp + ".lora_A.weight"] = np.ascontiguousarray(a, dtype=dtype)
         tensors[PEFT_PREFIX + mp + ".lora_B.weight"] = np.ascontiguousarray(b, dtype=dtype)
     meta = {"format": "pt", "orion.model": json.dumps(_dims(cfg), sort_keys=True)}
-    if adapter.base:
-        meta["orion.base_fingerprint"] = adapter.base
-    if adapter.name:
-        meta["orion.name"] = adapter.name
+    if base:
+        meta["orion.base_fingerprint"] = base
+    if name:
+        meta["orion.name"] = name
     with atomic_write(os.path.join(folder, ADAPTER_WEIGHTS)) as f:
         write(f, tensors, meta)
-    peft = adapter.config.to_peft(cfg, adapter.names, base_model)
+    peft = config.to_peft(cfg, names, base_model)
     with atomic_write(os.path.join(folder, ADAPTER_CONFIG), "w") as f:
         json.dump(peft, f, indent=2, sort_keys=True)
     return folder
@@ -116,17 +121,24 @@ def read_config(path: str | os.PathLike) -> LoraConfig:
     return LoraConfig.from_peft(raw, cpath)
 
 
-def load(path: str | os.PathLike, model, weights: Mapping[str, np.ndarray] | None = None, *,
-         check_base: bool = True, name: str | None = None) -> Adapter:
+@dataclass
+class PeftParts:
+    """What a PEFT adapter folder holds, read and checked against a model (A and B by canonical name, orion's
+    row orders); :func:`orion.lora.load` builds the Adapter."""
+    config: LoraConfig
+    model_config: object
+    A: dict
+    B: dict
+    name: str
+    base: str | None
+    source: str
+
+
+def read_peft(path: str | os.PathLike, model) -> PeftParts:
     """Reads a PEFT adapter (a folder with ``adapter_config.json`` + ``adapter_model.safetensors``, or the
-    ``.safetensors`` file inside one) for ``model`` (a Model, or a model configuration; a Model also
-    supplies the base weights for the fingerprint check). Raises :class:`AdapterFormatError` (missing or
-    corrupt files, unsupported PEFT features), :class:`AdapterMismatch` (another family, dimensions or
-    base), :class:`AdapterShapeError` (rank/shape mismatch), :class:`AdapterConfigError`."""
-    from ..safetensors import SafetensorsFile
+    ``.safetensors`` file inside one) for ``model`` (a Model or a model configuration): every check of
+    :func:`orion.lora.load` but the base weights' fingerprint."""
     cfg = model_config(model)
-    if weights is None and getattr(model, "weights", None) is not None and getattr(model, "config", None) is not None:
-        weights = model.weights
     folder, tfile, cpath = _adapter_files(path)
     lcfg = read_config(path)
     try:
@@ -186,8 +198,5 @@ def load(path: str | os.PathLike, model, weights: Mapping[str, np.ndarray] | Non
             if diff:
                 raise AdapterMismatch(f"{tfile}: the adapter was made for another model: {', '.join(diff)} "
                                       f"(adapter vs model)")
-    ad = Adapter(lcfg, cfg, A, B, name=name or meta.get("orion.name") or os.path.basename(folder),
-                 base=meta.get("orion.base_fingerprint"), source=tfile)
-    if check_base:
-        ad.check_model(cfg, weights)
-    return ad
+    return PeftParts(lcfg, cfg, A, B, meta.get("orion.name") or os.path.basename(folder),
+                     meta.get("orion.base_fingerprint"), tfile)

@@ -9,9 +9,8 @@ from typing import Iterable
 
 import numpy as np
 
-from .adapter import Adapter, base_fingerprint
+from .adapter import Adapter, base_fingerprint, load
 from .errors import AdapterConfigError, AdapterShapeError
-from .files import load
 from .targets import linear_shapes, model_config, resolve_targets
 
 log = logging.getLogger("orion")

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import InputError, OrionError
+from .fp16_plan import Fp16Plan
 
 log = logging.getLogger("orion")
 
@@ -54,13 +54,6 @@ CALIBRATION_TEXT = (
     "\"Quoted,\" (parenthesised) [bracketed] {braced} <angled> | piped / slashed \\ back-slashed; semi: colon!\n"
     "def f(x):\n    return x ** 2  # code\n\n\tQ: What is 12 + 30? A: 42. -- end --\n"
     "Élan, naïve café, 東京, Ωμέγα; e-mail info@example.com; https://example.org/a?b=c&d=e#f ...")
-
-
-@dataclass(frozen=True)
-class Fp16Plan:
-    """How a model's programs stay inside fp16: the residual stream's ``scale`` and ``stable_norms``."""
-    scale: float = 1.0
-    stable_norms: bool = False
 
 
 class Fp16RangeError(OrionError):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, ops
-from .fp16_safety import Fp16Plan
+from .fp16_plan import Fp16Plan
 from .layer_params import BakedLayer, layer_view
 
 __all__ = ["stage_graph", "embed", "classifier_weight", "rope_tables", "n_stages", "qkv", "attention", "mlp",

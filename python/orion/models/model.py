@@ -12,8 +12,10 @@ import numpy as np
 
 from ..errors import InputError, ModelFormatError
 from ..run_folder import is_run_pointer, latest_step
+from .batch import generate_batch
 from .engine import DECODE_S, Engine
 from .sampling import SamplingParams
+from .speculative import generate_speculative
 from .stream import Generation, TokenStream
 
 __all__ = ["Model", "load", "resolve_model_path"]
@@ -221,7 +223,6 @@ class Model:
         if speculative is not None:
             if not (speculative == "prompt-lookup" or isinstance(speculative, Model)):
                 raise InputError(f"speculative must be None, 'prompt-lookup' or a draft Model, got {speculative!r}")
-            from .speculative import generate_speculative
             if kw.get("keep_logits"):
                 raise InputError("keep_logits is not available with speculative decoding")
             kw.pop("keep_logits", None)
@@ -247,7 +248,6 @@ class Model:
         :meth:`stream`, each either one value for all or a list with one per prompt. Each result equals the
         prompt generated alone (greedy: token for token). ``stats``: a :class:`~orion.models.batch.BatchStats`
         to fill (aggregate tokens, evals, seconds)."""
-        from .batch import generate_batch
         prompts = list(prompts)
         names = ("max_tokens", "temperature", "top_k", "top_p", "repetition_penalty", "seed", "stop_tokens")
         bad = sorted(set(kw) - set(names))

@@ -1,18 +1,18 @@
 """Generated text as it comes: :class:`Token`, the finished :class:`Generation`, incremental
-detokenisation and the :class:`TokenStream` iterator that drives the engine."""
+detokenisation and the :class:`TokenStream` iterator that drives the engine.
+
+``model`` below is an :class:`orion.models.Model` (its config, engine, tokenizer and stop tokens), left
+unannotated: Model's methods call into this module, which stays below it."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from .sampling import SamplingParams, sample_next
-
-if TYPE_CHECKING:
-    from .model import Model
 
 __all__ = ["Token", "Generation", "TokenStream"]
 
@@ -99,7 +99,7 @@ class _Output:
     any other is, and the generation then ends when ``max_tokens`` are out or the context has no room
     left for the token. ``gen.stop_reason`` says which ("max_tokens" unless another applies)."""
 
-    def __init__(self, model: "Model", gen: Generation, params: SamplingParams):
+    def __init__(self, model, gen: Generation, params: SamplingParams):
         self.gen, self.max_tokens, self.n_ctx = gen, params.max_tokens, model.config.n_ctx
         self.stops = set(model.stop_tokens if params.stop_tokens is None else (int(t) for t in params.stop_tokens))
         self.history = list(gen.prompt_tokens)
@@ -141,7 +141,7 @@ class _Output:
 class TokenStream:
     """Iterator of :class:`Token`; ``.result`` (a :class:`Generation`) is complete when it is exhausted."""
 
-    def __init__(self, model: "Model", prompt_ids: list[int], params: SamplingParams, keep_logits: bool = False):
+    def __init__(self, model, prompt_ids: list[int], params: SamplingParams, keep_logits: bool = False):
         self.model, self.params = model, params
         self.result = Generation("", [], prompt_ids)
         self._keep = keep_logits
@@ -183,7 +183,7 @@ class TokenStream:
         out.finish()
 
 
-def _prefill(model: "Model", r: Generation, params: SamplingParams) -> np.ndarray:
+def _prefill(model, r: Generation, params: SamplingParams) -> np.ndarray:
     """Compiles what a generation of ``r.prompt_tokens`` uses on ``model`` (once), empties its cache and
     prefills the prompt, timed into ``r`` (compiles apart); returns the logits after the prompt."""
     eng, ids = model.engine, r.prompt_tokens
@@ -198,7 +198,7 @@ def _prefill(model: "Model", r: Generation, params: SamplingParams) -> np.ndarra
     return logits
 
 
-def _begin(model: "Model", r: Generation, params: SamplingParams) -> tuple[_Output, np.ndarray]:
+def _begin(model, r: Generation, params: SamplingParams) -> tuple[_Output, np.ndarray]:
     """The start of every single generation (plain, speculative): the prompt prefilled (:func:`_prefill`);
     returns the generation's :class:`_Output` and the logits after the prompt."""
     logits = _prefill(model, r, params)

@@ -10,15 +10,16 @@ the same seed gives the same weights bit for bit from either entry point.
 Keywords are the command's flags without the dashes (``mask_prompt=True`` for ``--mask-prompt``,
 ``lr=1e-3`` for ``--lr 1e-3``); a flag that takes no value is a bool. ``progress``: a progress bar
 (``tqdm.auto``: a widget in Jupyter); ``on_step(record)`` is called after every optimizer step (loggers).
-A bad option raises :class:`~orion.cli.common.UsageError` before any work, as the command exits 2."""
+A bad option raises :class:`~orion.flags.UsageError` before any work, as the command exits 2."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from ..errors import OrionError
+from .defaults import DEFAULT_CKPT_DIR
 from .errors import TrainError
+from .run_info import Run
 
 __all__ = ["run", "RunOutcome"]
 
@@ -33,54 +34,21 @@ class RunOutcome:
     result: object
 
 
-def _parser() -> argparse.ArgumentParser:
-    from ..cli.common import Parser, UsageError
-    from ..cli.train import add_train_parser
-
-    class Raising(Parser):                  # the command's own checks, as an exception instead of exit 2
-        def error(self, message):
-            raise UsageError(f"orion.train.run: {message}")
-    p = Raising(prog="orion")
-    add_train_parser(p.add_subparsers())
-    return p
-
-
-def _argv(options: dict, parser) -> list[str]:
-    from ..cli.common import UsageError
-    sub = parser._subparsers._group_actions[0].choices["train"]
-    flags = {a.dest: a for a in sub._actions if a.option_strings}
-    argv = ["train"]
-    for key, value in options.items():
-        action = flags.get(key) or flags.get("m_" + key)
-        if action is None or action.help == argparse.SUPPRESS:
-            raise UsageError(f"orion.train.run: unknown option {key!r} (the options are orion train's flags, e.g. "
-                             f"model, preset, data, steps, lora, mask_prompt)")
-        flag = action.option_strings[-1] if action.dest.startswith("m_") else action.option_strings[0]
-        if action.nargs == 0:                           # store_true flags
-            if not isinstance(value, bool):
-                raise UsageError(f"orion.train.run: {key} is on or off (True/False), got {value!r}")
-            argv += [flag] if value else []
-        elif value is not None:
-            argv += [flag, str(value)]
-    return argv
-
-
 def run(*, on_step=None, progress: bool = True, **options):
     """Trains as ``orion train`` with ``options`` (see the module docstring); returns an
     :class:`orion.train.Run` of the run folder (or a :class:`RunOutcome` with ``no_ckpt=True``). Raises
     the typed errors the command reports (:class:`~orion.train.TrainError` and the other orion errors);
     an interrupted run raises ``KeyboardInterrupt`` after its checkpoint is written."""
-    from ..cli.train import EXIT_BUDGET, _run, model_flags
-    from ..cli.train_checks import check_train_args
-    from .run_info import Run
-    parser = _parser()
-    argv = _argv(options, parser) + ([] if progress else ["--no-progress"])
-    args = parser.parse_args(argv)
+    # start-up cost: the option table and the launch code (tokenizers, quantization, sampling) load when a run
+    # starts, not with orion.train
+    from .launch import run_parsed
+    from .run_options import EXIT_BUDGET, check_train_args, model_flags, parse_keywords
+    args = parse_keywords(options, progress)
     args.on_step = on_step
     model_flags(args)
     check_train_args(args)
     outcome: dict = {}
-    code = _run(args, None, outcome)
+    code = run_parsed(args, None, outcome)
     if code == 130:
         raise KeyboardInterrupt("orion.train.run: interrupted (a checkpoint was written)")
     if code == EXIT_BUDGET:
@@ -89,7 +57,6 @@ def run(*, on_step=None, progress: bool = True, **options):
     if code != 0:
         raise OrionError(f"orion.train.run: the run ended with status {code}")
     if not outcome:                                     # an already finished run, resumed
-        from .defaults import DEFAULT_CKPT_DIR
         return Run(args.resume or args.ckpt_dir or DEFAULT_CKPT_DIR)
     if outcome.get("checkpoint"):
         return Run(outcome["checkpoint"])

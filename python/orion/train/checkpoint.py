@@ -23,7 +23,6 @@ registered with :func:`protect` (the user's input weights and data) are never wr
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -34,55 +33,27 @@ import numpy as np
 
 from .. import safetensors as st
 from ..errors import ModelFormatError
-from ..fileio import atomic_folder, atomic_write as _atomic_write, prune_stale_temps, read_json
+from ..fileio import atomic_folder, prune_stale_temps, read_json
+from ..models.loaders import hf_to_canonical
 from ..run_folder import LATEST, MAX_STATE_BYTES, is_run, latest_step  # noqa: F401  (is_run: ck.is_run)
 from ..run_folder import confined as _confined
 from .errors import CheckpointError
+from .hf_layout import hf_model_files
 from .state_schema import validate_manifest, validate_state
+# the writers live in writes.py (model export and data write through them too); ck.protect etc. stay here
+from .writes import _check_writable, _protected, atomic_write, protect, write_with  # noqa: F401
 
 FORMAT = "orion-train-checkpoint"
 VERSION = 2
 MANIFEST = "manifest.json"
 CORE_FILES = ("config.json", "model.safetensors", "optim.safetensors", "state.json", MANIFEST)  # the rest: tokenizer
 EXACT = "exact."
-_protected: set[str] = set()
-
-
-def protect(path: str | None) -> None:
-    """Never write ``path`` (or into it, when a folder) from this module."""
-    if path:
-        _protected.add(os.path.realpath(path))
-
-
-def _check_writable(path: str) -> None:
-    rp = os.path.realpath(path)
-    for p in _protected:
-        if rp == p or rp.startswith(p.rstrip(os.sep) + os.sep):
-            raise CheckpointError(f"refusing to write {path}: it is (inside) the input {p}, which orion train never "
-                                  f"overwrites; choose another output path")
-
-
-@contextlib.contextmanager
-def atomic_write(path: str, mode: str = "wb"):
-    """:func:`orion.fileio.atomic_write`, refusing paths inside the user's input weights."""
-    _check_writable(os.path.abspath(path))
-    with _atomic_write(path, mode) as f:
-        yield f
-
-
 def _sha256(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 22), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def write_with(path: str, writer) -> None:
-    """``writer(f)`` on a new binary file ``path`` (inside an :func:`~orion.fileio.atomic_folder`, which
-    fsyncs it)."""
-    with open(path, "wb") as f:
-        writer(f)
 
 
 @dataclass
@@ -126,8 +97,6 @@ def _model_files(cfg, params: dict) -> tuple[dict, dict]:
     """(files written as the HF layout, exact canonical tensors for optim.safetensors): config.json and
     model.safetensors in the family's HF form; a tensor whose HF form does not convert back bit for bit
     (Gemma's ``w - 1`` norms) is also kept as it is, so a resume continues from the exact master weights."""
-    from ..models.loaders import hf_to_canonical
-    from .model import hf_model_files
     files, hf = hf_model_files(cfg, params)
     back = hf_to_canonical(cfg, hf, "checkpoint")
     exact = {EXACT + k: v for k, v in params.items() if not np.array_equal(back[k], v)}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import DataError, VocabMismatch
+from .writes import atomic_write
 
 TEXT_EXT = (".txt", ".text", ".md")
 
@@ -48,7 +49,6 @@ class SentencePieceTokenizer:
         return self.sp.decode([int(i) for i in ids])
 
     def save(self, path: str) -> None:
-        from .checkpoint import atomic_write
         with atomic_write(path) as f:
             f.write(self.model_bytes)
 

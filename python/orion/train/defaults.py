@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 
-from .model import PRESETS
-
 DEFAULT_PRESET = "tiny"
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "stories.txt")
 DEFAULT_CKPT_DIR = "orion-train-run"
@@ -45,10 +43,6 @@ LORA_DEFAULTS = dict(
     weight_decay=0.0,
     warmup=10,
 )
-
-
-def default_model():
-    return PRESETS[DEFAULT_PRESET]
 
 
 def default_corpus() -> str:

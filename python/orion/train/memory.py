@@ -15,6 +15,7 @@ import dataclasses
 import os
 
 from .errors import ModelTooLarge
+from .model import n_params
 
 GiB = 1 << 30
 
@@ -22,7 +23,6 @@ GiB = 1 << 30
 def _n_params(cfg) -> tuple[int, int]:
     """(per layer, outside the layers) without building a table for every layer (per-layer lists such
     as Gemma's layer_types are cut to the layers counted)."""
-    from .model import n_params
     if cfg.n_layers <= 64:
         return 0, n_params(cfg)
 

@@ -14,17 +14,22 @@ inference loaders on import and by :func:`orion.models.loaders.canonical_to_hf` 
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import os
 import struct
 
 import numpy as np
 
-from .. import safetensors as st
 from ..errors import ModelFormatError
+from ..fileio import atomic_folder
 from ..models.config import LlamaConfig, check_config_dict, config_from_dict
+from ..models.loaders import expected_shapes, read_checkpoint
+from . import checkpoint as ckpt_mod
 from .errors import CheckpointError, TrainError
+from .hf_layout import hf_model_files  # noqa: F401  (also orion.train.model.hf_model_files)
+from .tokenizer_files import HF_TOKENIZER_FILES
+from .tokenizer_files import tokenizer_files as files_of
+from .writes import _check_writable, atomic_write, write_with
 
 # the llama2.c names of the constructor / old state.json files -> LlamaConfig fields
 LLAMA2C_NAMES = {"dim": "d_model", "hidden_dim": "d_ff", "seq_len": "n_ctx"}
@@ -113,7 +118,6 @@ PRESETS = {
 
 
 def param_shapes(cfg: LlamaConfig) -> dict[str, tuple]:
-    from ..models.loaders import expected_shapes
     return expected_shapes(cfg)
 
 
@@ -183,7 +187,6 @@ def write_llama2c(path: str, cfg: LlamaConfig, params: dict) -> None:
     order.extend((np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)))
     if not cfg.tie_embeddings:
         order.append(params["wcls"])
-    from .checkpoint import atomic_write
     with atomic_write(path) as f:
         f.write(parts[0])
         for a in order:
@@ -191,29 +194,13 @@ def write_llama2c(path: str, cfg: LlamaConfig, params: dict) -> None:
 
 
 # ----------------------------------------------------------------------------------- Hugging Face
-def hf_model_files(cfg: LlamaConfig, params: dict) -> tuple[dict, dict]:
-    """({file name: writer(f)} for config.json (the family's :func:`hf_config`) and model.safetensors (fp32, HF
-    names, rotate-half q/k rows, fused tensors re-fused, Gemma's norm offset subtracted), the HF tensors)."""
-    from ..models.families import family_module
-    from ..models.loaders import canonical_to_hf
-    t = canonical_to_hf(cfg, {k: np.asarray(v, np.float32) for k, v in params.items()})
-    t = {k: np.ascontiguousarray(v, np.float32) for k, v in t.items()}
-    hc = family_module(cfg.model_type).hf_config(cfg)
-    hc["torch_dtype"] = "float32"
-    body = (json.dumps(hc, indent=2) + "\n").encode()
-    return {"model.safetensors": lambda f: st.write(f, t, {"format": "pt"}),
-            "config.json": lambda f: f.write(body)}, t
-
-
+# the files themselves: hf_layout.hf_model_files (a checkpoint step folder writes them too)
 def write_hf(folder: str, cfg: LlamaConfig, params: dict, tokenizer_files: dict | None = None,
              tokenizer_from: str | None = None) -> None:
     """A Hugging Face folder: config.json + model.safetensors (:func:`hf_model_files`) and the tokenizer's
     files (:mod:`orion.train.tokenizer_files`; ``tokenizer_from``: those of an HF folder), written as a
     hidden sibling folder renamed into place, so a kill never leaves new weights beside an old config.json.
     An existing folder is replaced only when it holds nothing but such files (an earlier export)."""
-    from ..fileio import atomic_folder
-    from .checkpoint import _check_writable, write_with
-    from .tokenizer_files import HF_TOKENIZER_FILES
     folder = os.path.abspath(folder)
     _check_writable(folder)
     if os.path.exists(folder):
@@ -226,7 +213,6 @@ def write_hf(folder: str, cfg: LlamaConfig, params: dict, tokenizer_files: dict 
                              f"export into a new or empty folder")
     writers, _ = hf_model_files(cfg, params)
     if tokenizer_files is None and tokenizer_from:
-        from .tokenizer_files import tokenizer_files as files_of
         tokenizer_files = files_of(None, tokenizer_from)
     for name, data in (tokenizer_files or {}).items():
         writers.setdefault(name, lambda f, data=data: f.write(data))
@@ -240,8 +226,6 @@ def load_pretrained(path: str) -> tuple[LlamaConfig, dict[str, np.ndarray]]:
     :mod:`orion.models.loaders` (the inference loaders: canonical names, q/k rows in adjacent pairs, fused
     tensors split, Gemma's norm offset folded), or an ``orion train`` checkpoint folder (its latest step's
     weights), as fp32."""
-    from ..models.loaders import read_checkpoint
-    from . import checkpoint as ckpt_mod
     if os.path.isdir(path) and (os.path.isfile(os.path.join(path, ckpt_mod.LATEST)) or
                                 os.path.isfile(os.path.join(path, "state.json"))):
         c = ckpt_mod.load(path)                              # an orion train checkpoint folder

@@ -6,7 +6,12 @@ or TypeError deep inside the trainer; file names are plain names inside the chec
 
 from __future__ import annotations
 
+import dataclasses
+
+from ..errors import ModelFormatError
+from ..models.config import check_config_dict
 from .errors import CheckpointError
+from .train_config import TrainConfig
 
 _INT = "an integer"
 _NUM = "a number"
@@ -88,8 +93,6 @@ def validate_state(state, where: str) -> None:
 def _check_model(model: dict, where: str) -> None:
     """The ``model`` section: a ``LlamaConfig.to_dict()`` (unknown keys and wrong types named here, not as a
     constructor's TypeError); the older llama2.c-named form (no ``family``) is checked where it is read."""
-    from ..errors import ModelFormatError
-    from ..models.config import check_config_dict
     if "family" in model:
         try:
             check_config_dict(model, where, "model.")
@@ -99,9 +102,6 @@ def _check_model(model: dict, where: str) -> None:
 
 def _check_train(train: dict, where: str) -> None:
     """The ``train`` section against :class:`TrainConfig`'s field types (the settings a resume reuses)."""
-    import dataclasses
-
-    from .trainer import TrainConfig
     kinds = {"int": _INT, "float": _NUM, "str": _STR, "bool": "true or false"}
     for f in dataclasses.fields(TrainConfig):
         if f.name not in train or train[f.name] is None:

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import runtime
 from ..errors import AneSimWarning
 from ..models.fp16_safety import calibration_ids, check_residual_scale, resolve_fp16_plan
 from . import checkpoint as ckpt_mod
 from .data import TokenDataset, inputs_targets
-from .defaults import DEFAULTS
 from .errors import ResumeMismatch, TrainError
 from .interrupt import StopRequest
 from .memory import check_memory
@@ -38,45 +38,12 @@ from .model import check_params, config_from_state
 from .optim import AdamW, LossScaler, Schedule, global_norm
 from .programs import BudgetExhausted, LayerPrograms
 from .stability import StabilityStats
+from .tokenizer_files import tokenizer_files
+from .train_config import TrainConfig
 from .accumulate import step_gradients
 from .step import StepEngine
 
 log = logging.getLogger("orion")
-
-
-@dataclass
-class TrainConfig:
-    """A run's settings; every default is ``orion train``'s (:data:`orion.train.defaults.DEFAULTS`, the one table
-    the command line and :func:`orion.train.run` read), so the same settings give the same run from Python."""
-    steps: int = DEFAULTS["steps"]                  # total optimizer steps of the run (the LR schedule's length)
-    batch: int = DEFAULTS["batch"]                  # sequences per microbatch
-    accum: int = DEFAULTS["accum"]                  # microbatches per optimizer step
-    seq_len: int | None = None                      # default: the model's context length
-    lr: float = DEFAULTS["lr"]
-    warmup: int = DEFAULTS["warmup"]
-    min_lr_ratio: float = DEFAULTS["min_lr_ratio"]
-    weight_decay: float = DEFAULTS["weight_decay"]
-    clip: float = DEFAULTS["clip"]
-    loss_scale: float = DEFAULTS["loss_scale"]
-    seed: int = DEFAULTS["seed"]
-    strategy: str = DEFAULTS["strategy"]
-    device: str = DEFAULTS["device"]
-    val_fraction: float = DEFAULTS["val_fraction"]
-    eval_interval: int = DEFAULTS["eval_interval"]  # steps between validation passes (0: only at the end)
-    eval_batches: int = DEFAULTS["eval_batches"]
-    ckpt_dir: str | None = None
-    ckpt_interval: int = DEFAULTS["ckpt_interval"]  # steps between checkpoints (0: only at the end)
-    keep: int = DEFAULTS["keep"]
-    fixes: bool = True               # fp16 stability measures (off only for demonstrations/tests)
-    residual_scale: float | None = None  # the stream's scale inside the programs (None: probed at the start)
-    blas_threads: int | None = None  # CPU BLAS threads during training (None: default_blas_threads)
-
-    # settings a resumed run must share with the checkpoint (everything that changes the trajectory)
-    RESUME_KEYS = ("batch", "accum", "seq_len", "lr", "warmup", "min_lr_ratio", "weight_decay", "clip", "seed",
-                   "val_fraction", "fixes")
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 PROBE_DATA_TOKENS = 256      # training tokens the start-of-run fp16 probe reads (besides the calibration text)
@@ -215,7 +182,6 @@ class Trainer:
         # the run's tokenizer files, read once here and carried by every checkpoint and export: a resumed run
         # takes them from its checkpoint, a new one from where its tokenizer came from (the --init folder is
         # not read after the start, so a changed or deleted --init never slips a foreign tokenizer in)
-        from .tokenizer_files import tokenizer_files
         if resume is not None:
             self._tokenizer_files = resume.tokenizer_files() or tokenizer_files(tokenizer)
         else:
@@ -288,7 +254,6 @@ class Trainer:
 
     # -------------------------------------------------------------------------------- one step
     def train_step(self) -> StepRecord:
-        from .. import runtime
         tc = self.tc
         c0 = runtime.counters()
         st0 = dict(self.progs.stats)

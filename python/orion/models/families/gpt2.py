@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...errors import ModelFormatError
+from ..config_types import GPT2Config, _build
 from .hf_keys import ConfigReader
 
 MODEL_TYPES = ("gpt2",)
@@ -27,7 +28,6 @@ def layer_tensors(cfg) -> dict:
 
 
 def read_config(r: ConfigReader):
-    from ..config import GPT2Config, _build
     r.require("activation_function", ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"), " for GPT-2 (the tanh GELU)")
     for k in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"):
         if r.bool(k, False):

@@ -7,6 +7,7 @@ an explicit ``head_dim``. ``attention_bias`` / ``mlp_bias`` are refused (no rele
 
 from __future__ import annotations
 
+from ..config_types import LlamaConfig, _build
 from .hf_keys import ConfigReader
 
 MODEL_TYPES = ("llama",)
@@ -24,7 +25,6 @@ BASE_LAYER = {
 
 def read_decoder(r: ConfigReader, **fixed):
     """The fields every Llama-style ``config.json`` shares; ``fixed``: the family's own fields."""
-    from ..config import LlamaConfig, _build
     hidden = r.int("hidden_size")
     heads = r.int("num_attention_heads")
     head_dim = r.int("head_dim", r.defaults.get("head_dim"))
