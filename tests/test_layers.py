@@ -128,10 +128,6 @@ KNOWN_CIRCLES = {
                "orion.ir.ops.activation", "orion.ir.ops.contraction", "orion.ir.ops.elementwise",
                "orion.ir.ops.normalization", "orion.ir.ops.quantization", "orion.ir.ops.reduction",
                "orion.ir.ops.tensor_transformation"}): "Value's sugar calls the builders, which build Values",
-    frozenset({"orion.models.engine", "orion.models.fp16_safety", "orion.models.host_run"}):
-        "the engine's fp16 probe runs the definition on the host, which reads the engine's feeds: additive_mask "
-        "and layer_feeds in a module of their own (a body move inside engine.py, held back while engine.py "
-        "is being edited elsewhere)",
 }
 
 

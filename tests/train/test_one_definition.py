@@ -14,7 +14,7 @@ from test_family_gradients import FEATURES
 from train_helpers import lively_params, micro_config
 from orion.ir import evaluate
 from orion.models import llama
-from orion.models.engine import additive_mask
+from orion.models.feeds import additive_mask
 from orion.models.fp16_safety import Fp16Plan
 from orion.train.programs import attn_variant, build_graph, layer_weights
 

@@ -32,8 +32,8 @@ import numpy as np
 from .. import _native
 from ..errors import BudgetExceeded, CompileError, InputError, ModelFormatError
 from ..ir import Graph, ops
-from ..ir.composites import MASK_VALUE
 from . import host_pages
+from .feeds import additive_mask, layer_feeds
 from .stages import LayerStage, SplitStage, Stage, capture_weight_surfaces
 
 log = logging.getLogger("orion")
@@ -71,45 +71,6 @@ def _family(cfg):
         from . import llama
         return llama
     raise ModelFormatError(f"unsupported model family {cfg.family!r}")
-
-
-def additive_mask(S: int, T: int, p0: int, n: int, window: int | None = None, dtype=np.float16) -> np.ndarray:
-    """Additive mask ``[1, 1, S, T]``: query column i (position p0 + i; padding columns repeat the last) sees
-    keys j <= its position, and with a sliding ``window`` only j > position - window (as transformers)."""
-    rows = p0 + np.minimum(np.arange(S), n - 1)
-    j = np.arange(T)[None, :]
-    seen = j <= rows[:, None]
-    if window is not None:
-        seen &= j > rows[:, None] - window
-    return np.where(seen, 0.0, MASK_VALUE).astype(dtype).reshape(1, 1, S, T)
-
-
-def layer_feeds(cfg, fam, S: int, T: int, p0: int, n: int, positions=None, mask=None, rope=None,
-                dtype=np.float16) -> list[dict]:
-    """Per stage: the mask of the layer whose attention it runs (stage l: layer l-1) and the RoPE tables of
-    the layer whose q/k it projects (stage l: layer l), as ``dtype`` (fp16 for the programs). ``positions``
-    (of the S columns, default p0..), ``mask(window)`` and ``rope(cfg, positions, layer)`` (the family's
-    ``rope_tables``, e.g. looked up in precomputed ones) replace the single-sequence ones (batched decode)."""
-    L = fam.n_stages(cfg) - 1
-    positions = np.arange(p0, p0 + S) if positions is None else positions
-    mask = mask or (lambda w: additive_mask(S, T, p0, n, w, dtype))
-    rope_tables = rope or getattr(fam, "rope_tables", None)
-    sliding = [getattr(cfg, "layer_sliding", lambda i: False)(i) for i in range(L)]
-    masks = {w: mask(w) for w in {cfg.sliding_window if s else None for s in sliding}}
-    tables: dict = {}
-    feeds = []
-    for l in range(L + 1):
-        f = {}
-        if l >= 1:
-            f["mask"] = masks[cfg.sliding_window if sliding[l - 1] else None]
-        if l < L and fam.USES_ROPE:
-            r = cfg.layer_rope(l)
-            if r not in tables:
-                cos, sin = rope_tables(cfg, positions, l)
-                tables[r] = {"cos": cos.astype(dtype), "sin": sin.astype(dtype)}
-            f.update(tables[r])
-        feeds.append(f)
-    return feeds
 
 
 def _classifier_panels(W) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..ir import evaluate
 from . import llama
-from .engine import layer_feeds
+from .feeds import layer_feeds
 
 __all__ = ["HostRun"]
 
