@@ -64,6 +64,7 @@ class CompiledProgram:
         self._recompile_args = recompile_args or {}
         self._compile_fn = compile_fn          # orion.compile, handed in by it (no import back into the compiler)
         self._dynamic: dict[str, np.ndarray] = {}
+        self._keep_dynamic = True                  # drop_host_weights: no host copy of staged values
         self._packed: dict[str, np.ndarray] = {}
         self._activations = {n: b for n, b in self._io.inputs.items() if b.kind == "activation"}
         initial = {n: dw.initial for n, dw in self._io.dynamic.items() if dw.initial is not None}
@@ -108,6 +109,18 @@ class CompiledProgram:
         from the source graph are unaffected. The generation engine calls this for every program."""
         self._keep_files = False
         self._weight_files = None
+
+    def drop_host_weights(self) -> None:
+        """Frees every host copy of the weights' values - the dynamic weights' compile-time and last staged
+        values, the source graph kept for recompiles - leaving them in the program's surfaces only. Afterwards
+        ``set_weights`` of dynamic weights still works (nothing is recorded); :meth:`get_weight`, :meth:`save`
+        and updates of baked weights raise. The generation engine calls this for its programs with weights as
+        inputs, whose values are each layer's, held in that layer's surfaces."""
+        self._keep_dynamic = False
+        self._dynamic.clear()
+        self._source = None
+        for dw in self._io.dynamic.values():
+            dw.initial = None
 
     def _files(self, what: str) -> dict[str, bytes]:
         if self._weight_files is None:
@@ -244,7 +257,8 @@ class CompiledProgram:
                     host = self._packed[dw.input_key] = np.zeros(b.shape, np.float16)
                 dw.place(host, surf)
                 touched[dw.input_key] = None
-            self._dynamic[name] = np.array(arr, copy=True)
+            if self._keep_dynamic:
+                self._dynamic[name] = np.array(arr, copy=True)
         for key in touched:
             b = self._io.inputs[key]
             prog.stage(b.mil_name, b.to_surface(self._packed[key]))
@@ -275,6 +289,9 @@ class CompiledProgram:
 
     def get_weight(self, name: str) -> np.ndarray:
         """Current value of a dynamic weight (user shape)."""
+        if not self._keep_dynamic:
+            raise ProgramStateError(f"cannot read weight {name!r}: this program's host copies of its weights were "
+                                    f"dropped (drop_host_weights); its surfaces hold them in the program's layout")
         if name not in self._dynamic:
             raise InputError(f"{name!r} is not a dynamic weight of this program ({sorted(self._dynamic)})")
         return self._dynamic[name].copy()
@@ -315,6 +332,9 @@ class CompiledProgram:
         """Write model.mil, the weight files, the I/O plan and current dynamic weights to ``directory``
         atomically (a complete new folder replaces the old one in one rename)."""
         self._files("save the program")
+        if not self._keep_dynamic and self._io.dynamic:
+            raise ProgramStateError("cannot save the program: its host copies of the dynamic weights were dropped "
+                                    "(drop_host_weights); compile the graph again to save it")
         with atomic_folder(directory) as tmp:
             with open(os.path.join(tmp, "model.mil"), "w", encoding="utf-8") as f:
                 f.write(self.mil)

@@ -70,7 +70,7 @@ def test_programs_keep_no_decoded_copy_of_a_compressed_weight(layers):
     as their operands, not a decoded fp16 copy each."""
     m = load(FX, quantize="int8", layers=layers)
     m.generate([3, 4, 5, 6], max_tokens=3)
-    consts = [n for sts in m.engine.sets.values() for st in sts for cp in st.programs
+    consts = [n for sts in m.engine.sets.values() for st in sts for cp in st.programs if cp._source is not None
               for n in cp._source.nodes if n.op == "const" and n.attrs.get("quant") is not None]
     assert consts and not any(isinstance(n.attrs["value"], np.ndarray) for n in consts)
 
@@ -153,3 +153,18 @@ def test_weights_read_from_the_cache_stay_resident_only_while_programs_are_built
     assert all(np.array_equal(np.asarray(m.weights[k]), v) for k, v in before.items())
     first = m.generate([3, 4, 5, 6], max_tokens=3).tokens
     assert first == m.generate([3, 4, 5, 6], max_tokens=3).tokens
+
+
+def test_programs_with_weights_as_inputs_keep_no_host_copy_of_them():
+    """A shared layer program's weights are each layer's, in that layer's surfaces: the program keeps no
+    compile-time values, no last-staged copies and no source graph (get_weight and save say why)."""
+    from orion.errors import ProgramStateError
+    m = load(FX, layers="shared")
+    m.generate([3, 4, 5, 6], max_tokens=3)
+    shared = [st.base.cp for sts in m.engine.sets.values() for st in sts if isinstance(st, LayerStage)]
+    assert shared
+    for cp in shared:
+        assert cp._source is None and not cp._dynamic
+        assert all(dw.initial is None for dw in cp.io_plan.dynamic.values())
+        with pytest.raises(ProgramStateError, match="drop_host_weights"):
+            cp.get_weight(next(iter(cp.io_plan.dynamic)))

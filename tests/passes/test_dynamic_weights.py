@@ -260,3 +260,26 @@ def test_a_saved_panel_program_loads_with_its_layout(rng, tmp_path):
     new = rng.standard_normal((128, 192)) / 14
     back.set_weights(w2=new)
     back.release()
+
+
+def test_dropping_the_host_copies_keeps_updates_working(rng, tmp_path):
+    """drop_host_weights frees the compile-time values, the staged copies and the source graph: set_weights
+    of dynamic weights still changes the result exactly as before; get_weight and save refuse, naming why."""
+    from orion.errors import ProgramStateError
+    g = _attn_ffn(rng)
+    a = rng.standard_normal((1, 128, 1, 16)).astype(np.float16)
+    new = {"wk": rng.standard_normal((64, 128)) / 11}
+    kept, dropped = (sim_compile(g, dynamic_weights=True, panel_dynamic_weights=True, pack_dynamic_weights=True)
+                     for _ in range(2))
+    dropped.drop_host_weights()
+    np.testing.assert_array_equal(dropped(x=a)["y"], kept(x=a)["y"])
+    for p in (kept, dropped):
+        p.set_weights(**new)
+    np.testing.assert_array_equal(dropped(x=a)["y"], kept(x=a)["y"])
+    with pytest.raises(ProgramStateError, match="drop_host_weights"):
+        dropped.get_weight("wk")
+    with pytest.raises(ProgramStateError, match="drop_host_weights"):
+        dropped.save(tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+    kept.release()
+    dropped.release()

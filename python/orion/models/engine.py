@@ -188,6 +188,8 @@ class Engine:
         t = time.perf_counter()
         cp = compile_graph(g, **self.program_options(shared))
         cp.drop_weight_files()             # the runtime holds the weights; a host copy per program doubles them
+        if shared:
+            cp.drop_host_weights()         # each layer's values are in its own surfaces
         self.compile_seconds += time.perf_counter() - t
         self.compiles += 1
         return cp
