@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "mil/parser.h"
 #include "sim/plan.h"
+#include "sim/shared_weights.h"
 #include "sim/step_profile.h"
 
 namespace orion::bindings {
@@ -158,6 +159,10 @@ nb::dict sim_plan_info(const std::string& text, nb::dict weights, const std::str
 }  // namespace
 
 void bind_sim(nb::module_& m, nb::module_& t) {
+  t.def("sim_shared_weights", [] {
+    auto [dense, compressed] = sim::shared_weight_counts();
+    return nb::make_tuple(dense, compressed);
+  }, "Test hook: (packed fp16 weights, compressed weights) held once for every plan that bakes them.");
   m.def("sim_step_profiling", [](bool on) { sim::set_step_profiling(on); }, nb::arg("on"),
         "Per-step timing of simulated evals on (from an empty table) or off.");
   m.def("sim_step_profile", [] {

@@ -7,6 +7,7 @@
 // Arithmetic as coremltools' decompress: fp16(float(data - offset) * scale), exact before the one
 // rounding for integer offsets (orion.quant.common.shift_scale); a LUT is a pure lookup.
 #include "sim/ops/op.h"
+#include "sim/shared_weights.h"
 
 namespace orion::sim::ops {
 
@@ -61,7 +62,7 @@ void finish(OpCtx& ctx, const Value& data, std::shared_ptr<CompressedWeight> w) 
     return;
   }
   w->set_codes(data.cdata->bytes.data());
-  cd->compressed = std::move(w);
+  cd->compressed = shared_compressed(std::move(w));  // one copy for every plan baking the same weight
   ctx.folded = cd;
 }
 
@@ -174,15 +175,16 @@ void constexpr_blockwise_shift_scale_infer(OpCtx& ctx) {
   finish(ctx, data, w);
 }
 
-cpu::kernels::PackedA packed_const_weight(OpCtx& ctx, const std::string& p, int64_t M, int64_t K) {
+std::shared_ptr<const cpu::kernels::PackedA> packed_const_weight(OpCtx& ctx, const std::string& p, int64_t M,
+                                                                 int64_t K) {
   const Value& v = ctx.v(p);
   ctx.build_only_inputs.insert(ctx.vid(p));  // the step reads its packed copy (or the compressed codes)
   if (v.cdata->compressed && v.cdata->compressed->M == M && v.cdata->compressed->K == K) {
     ctx.compressed_inputs.insert(ctx.vid(p));
-    return cpu::kernels::pack_a(v.cdata->compressed, M, K);
+    return std::make_shared<const cpu::kernels::PackedA>(cpu::kernels::pack_a(v.cdata->compressed, M, K));
   }
   ctx.env.materialize(ctx.vid(p));
-  return cpu::kernels::pack_a((const f16*)ctx.v(p).cdata->bytes.data(), M, K);
+  return shared_packed((const f16*)ctx.v(p).cdata->bytes.data(), M, K);  // shared with plans baking it too
 }
 
 }  // namespace orion::sim::ops

@@ -166,7 +166,7 @@ RunFn conv_lower(OpCtx& ctx) {
     // so each call streams it as stored, with no per-call widening or packing of W. Faster than the
     // blocked GEMM at every width (decode's 16 columns most of all).
     // A compressed weight (constexpr op) stays compressed: each panel is decoded in the kernel.
-    auto pw = std::make_shared<const cpu::kernels::PackedA>(packed_const_weight(ctx, "weight", g.O, g.C));
+    auto pw = packed_const_weight(ctx, "weight", g.O, g.C);
     auto run = [=](const RunArgs& a, int64_t cols) {
       const f16* x = a.at<f16>(ix);
       f16* y = a.o<f16>();

@@ -274,7 +274,10 @@ void constexpr_lut_to_dense_infer(OpCtx&);
 void constexpr_blockwise_shift_scale_infer(OpCtx&);
 // The panel-GEMM form of a constant [M, K] weight: its compressed form when it is one (decoded per
 // panel in the kernel; the step then reads the value compressed), else its fp16 values packed once.
-cpu::kernels::PackedA packed_const_weight(OpCtx& ctx, const std::string& p, int64_t M, int64_t K);
+// A constant weight in the panel kernel's layout: its compressed codes decoded per panel, or its fp16 values
+// packed (shared with every plan holding the same weight: sim/shared_weights.h).
+std::shared_ptr<const cpu::kernels::PackedA> packed_const_weight(OpCtx& ctx, const std::string& p, int64_t M,
+                                                                 int64_t K);
 
 }  // namespace orion::sim::ops
 
