@@ -39,11 +39,10 @@ def quantize_model(weights: dict, scheme: str, *, seed: int = 0):
     if not q:   # GPT-2 (h.N.*): its stages cannot be split into parts, and int8 operands exceed C18
         raise InputError(f"quantize={scheme!r}: this model has no layers.N linears to compress (compressed "
                          "weights are available for the Llama-style families, not GPT-2); load it without quantize")
-    # Kept fp16 tensors that are views (of the weight cache's memory map) get their own bytes: a view of the
-    # embedding would keep the whole file mapped, and every page the quantizer read resident beside the
-    # compressed weights. Owned arrays are kept as they are.
-    out = {name: np.array(a) if isinstance(a, np.ndarray) and a.base is not None else a
-           for name, a in weights.items() if name not in q}
+    # Kept fp16 tensors (embedding, norms) stay as they are - views of the weight cache's mapped file where
+    # they come from it: the engine gives the file's pages back once programs hold them (host_pages), so
+    # neither they nor the pages the quantizer read stay resident, and no second copy of them is made.
+    out = {name: a for name, a in weights.items() if name not in q}
     for name, qt in q.items():
         out[name] = QuantizedArray(qt)
     return out, report
