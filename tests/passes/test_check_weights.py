@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -18,7 +20,7 @@ def _g(value):
     return g
 
 
-@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, 70000.0])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, 70000.0, 65520.0, -65520.0])
 def test_bad_weights_rejected_with_name_and_index(bad):
     with pytest.raises(InputError) as e:
         apply_passes(_g([1.0, 2.0, bad, 3.0]), "check_weights")
@@ -33,4 +35,12 @@ def test_warn_mode():
 
 
 def test_edge_of_fp16_range_is_fine():
-    apply_passes(_g([65504.0, -65504.0, 65519.0, 6e-8]), "check_weights")
+    """fp16's largest magnitudes (65504, and 65519, which rounds to it) and a subnormal pass in both modes
+    without a warning, and the weight keeps its values (65520 and beyond round to inf: rejected above)."""
+    edge = [65504.0, -65504.0, 65519.0, 6e-8]
+    for mode in ("error", "warn"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")                    # any warning fails the test
+            after, _ = apply_passes(_g(edge), "check_weights", non_finite=mode)
+        gain = next(n for n in after.nodes if n.op == "const" and n.attrs.get("weight") == "gain")
+        assert np.array_equal(np.asarray(gain.attrs["value"]).ravel(), np.float32(edge))

@@ -81,6 +81,10 @@ def test_concat_output_becomes_several_outputs():
     assert list(after.outputs) == ["y_part0", "y_part1"]
     b = ctx.io.outputs["y"]
     assert [p.key for p in b.parts] == ["y_part0", "y_part1"] and b.concat_axis == 1
+    a = np.random.default_rng(3).standard_normal((1, 32, 1, 16))
+    parts = evaluate(after, {"x": a})                        # the parts, joined as the host joins them
+    joined = np.concatenate([parts[p.key] for p in b.parts], axis=b.concat_axis)
+    np.testing.assert_allclose(joined, evaluate(g, {"x": a})["y"], rtol=1e-12)
 
 
 def test_concat_feeding_an_op_is_rejected_with_a_suggestion():

@@ -137,6 +137,8 @@ def test_baked_linear_stays_a_conv(rng):
     g.output("y", ops.linear(x, g.weight("w", rng.standard_normal((48, 32)))))
     low = lower(g)
     assert "= conv(" in low.mil and "matmul" not in low.mil
+    a = rng.standard_normal((1, 32, 1, 32)).astype(np.float16)
+    assert_fp16_close(run_sim(g, {"x": a})["y"], evaluate(g, {"x": a})["y"])   # and computes x W^T
 
 
 def _attn_ffn(rng, d=128, kv=64, h=192, s=16):

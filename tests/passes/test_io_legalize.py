@@ -90,7 +90,7 @@ def test_large_surfaces_untouched(rng):
     assert low.io.outputs["y"].parts[0].unpad == ()
 
 
-def test_outputs_are_distinct_ops():
+def test_outputs_are_distinct_ops(rng):
     """C17: an output that is an input, or a value returned twice, gets its own identity op."""
     g = Graph()
     x = g.input("x", (1, 768, 1, 32))
@@ -102,6 +102,11 @@ def test_outputs_are_distinct_ops():
     vals = list(low.graph.outputs.values())
     assert len({id(v) for v in vals}) == 3 and all(v.op not in ("input", "const") for v in vals)
     assert low.mil.rstrip().endswith("} -> (a, b, c);\n}") or "-> (a, b, c);" in low.mil
+    a = rng.standard_normal((1, 768, 1, 32)).astype(np.float16)
+    got, ref = run_sim(g, {"x": a}), evaluate(g, {"x": a})       # each name still returns its own value
+    assert set(got) == {"a", "b", "c"}
+    for name in ref:
+        assert_fp16_close(got[name], ref[name])
 
 
 def test_ios16_moves_fp32_conversion_to_the_host(rng):
@@ -111,6 +116,10 @@ def test_ios16_moves_fp32_conversion_to_the_host(rng):
     low = lower(g, target="ios16")
     assert "cast" not in low.mil and "fp32" not in low.mil                 # C28
     assert low.io.inputs["x"].mil_dtype == "fp16" and low.io.inputs["x"].dtype == "fp32"
+    a = rng.standard_normal((1, 768, 1, 32)).astype(np.float32) * 2   # exp stays inside fp16
+    got = run_sim(g, {"x": a}, chip="m1", target="ios16")["y"]           # the host converts both ways
+    assert got.dtype == np.float32
+    assert_fp16_close(got, evaluate(g, {"x": a.astype(np.float16)})["y"])
     low18 = lower(g)
     assert "cast" in low18.mil and "tensor<fp32, [1, 768, 1, 32]> x" in low18.mil
 

@@ -27,9 +27,11 @@ def test_c25_split_input_channels(rng):
 def test_c25_real_threshold_text_only(rng):
     g = Graph()
     x = g.input("x", (1, 9000, 1, 16))
-    g.output("y", ops.linear(x, np.zeros((16, 9000), np.float32)))
+    g.output("y", ops.linear(x, rng.standard_normal((16, 9000)).astype(np.float32) / 96))
     low = lower(g)
     assert ops_of(low.graph).count("conv") == 2
+    a = rng.standard_normal((1, 9000, 1, 16))                 # the two halves sum to the whole contraction
+    np.testing.assert_allclose(reference_program(low, {"x": a})["y"], evaluate(g, {"x": a})["y"], rtol=1e-9)
 
 
 @pytest.mark.parametrize("bias", [False, True])

@@ -1,7 +1,7 @@
 """LoRA fine-tuning at real depth: deeper than ``programs.LORA_BAKED_LAYERS`` the frozen base is
 not baked into 4 programs per layer (4·L compiles; C05 allows ~119 per process) but shares the dynamic
 strategy's 4 programs, each layer's base weights and adapters staged into their inputs. Adapter
-gradients against the float64 reference (tolerance of test_family_gradients.py), and ``orion train
+gradients against the float64 reference (tolerance of test_gradients.py), and ``orion train
 --init DEEP --lora`` on a 36-layer copy of a family fixture in one budget of 119 compiles."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _adapter_grads(cfg, p, ad, X, Y, monkeypatch, baked_layers):
 def test_deep_lora_shares_four_programs_and_its_gradients_are_exact(extra, monkeypatch):
     """The shared programs give the baked programs' adapter gradients bit for bit, and both the float64
     reference's within 2 % (10 layers of fp16: the baked programs measure up to 1.56 % on the biased
-    model, where test_family_gradients.py's 2-layer models stay within 1.5 %)."""
+    model, where test_gradients.py's 2-layer models stay within 1.5 %)."""
     cfg = micro_config(n_layers=LORA_BAKED_LAYERS + 2, seq_len=32, **extra)
     p = lively_params(cfg)
     ad = L.init_adapter(cfg, L.LoraConfig(r=4, alpha=8, targets="all-linear"), seed=1, b_std=0.05)

@@ -3,7 +3,7 @@
 
 The forward programs take the residual scale before the projection that could overflow (``Wo(s·att)``,
 ``act(h1)·(s·h3)``); the host divides ``o``, ``g``, ``f`` by s. Gradients against the float64 tape
-reference (np_reference.py) at the tolerance of test_family_gradients.py (1.5 % relative L2 per
+reference (np_reference.py) at the tolerance of test_gradients.py (1.5 % relative L2 per
 parameter); ``orion train --init`` on such a folder trains with finite losses.
 """
 
@@ -48,7 +48,7 @@ NAMES = sorted(n for n in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, 
 # fp16 backward at a token whose one channel is 10^4-10^5 times the others: the RMSNorm backward cancels the
 # gradient along that channel and the softmax backward cancels dP against its row sum (the trigger's value
 # of ~1e3), so rounding of the fp16 values before them grows (measured: worst parameter 0.4-3.7 % over the
-# 24 fixtures; the median parameter 0.3-1.6 %, test_family_gradients.py allows 1.5 %).
+# 24 fixtures; the median parameter 0.3-1.6 %, test_gradients.py allows 1.5 %).
 TOL, MEDIAN_TOL = 4e-2, 2e-2
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_family_gradients import FEATURES
+from test_gradients import FEATURES
 from train_helpers import lively_params, micro_config
 from orion.ir import evaluate
 from orion.models import llama
