@@ -8,13 +8,14 @@ A weight is dynamic when ``g.weight(..., dynamic=True)`` or ``compile(dynamic_we
   surface along its last axis and are cut out with ``slice_by_size`` (never on M1/M2: C35).
 * With ``panel_dynamic_weights`` such weights are laid out in column panels instead, ``[1, OC/W, IC, W]``
   (panel p holds output channels p*W.., each k-major; W the widest of :data:`PANEL_WIDTHS` that divides
-  every such OC, a weight whose OC it does not divide keeps the row layout), and
-  the conv is one batched matmul ``[1,P,IC,W]ᵀ x [1,1,IC,S] -> [1,P,W,S]`` (x broadcast over the panels),
-  which is already the conv's ``[1, OC, 1, S]``: no transposes, the same fma chains and results. Why: decode
-  multiplies one column by the whole weight; in ``[1, IC, 1, OC]`` a pass over a strip of columns reads a
-  short piece of every one of the IC rows (a strided walk the prefetchers do not follow), in panels it reads
-  each panel front to back. With ``pack_dynamic_weights`` panel weights with the same IC share inputs, stacked on the panel
-  axis (contiguous, sliced at panel boundaries), filled up to the size of the largest such weight.
+  every such OC, a weight whose OC it does not divide keeps the row layout), and the conv is one batched
+  matmul ``[1,P,IC,W]ᵀ x [1,1,IC,S] -> [1,P,W,S]`` (x broadcast over the panels), which is already the conv's
+  ``[1, OC, 1, S]``: no transposes, the same fma chains and results. Why: decode multiplies one column by the
+  whole weight; in ``[1, IC, 1, OC]`` a pass over a strip of columns reads a short piece of every one of the
+  IC rows (a strided walk the prefetchers do not follow), in panels it reads each panel front to back.
+  With ``pack_dynamic_weights`` panel weights with the same IC share inputs stacked on the panel axis, filled
+  up to the size of the largest such weight (C12 pads every input to the largest), and per-channel vectors
+  (norm weights, biases: ``[1, C, 1, 1]``) share one input on the channel axis: contiguous slices.
 * Any other use → an input holding the weight as is (viewed as [1, C, 1, S]); a conv consuming a
   non-const weight is lowered to ``matmul(W[1,1,OC,IC], x[1,1,IC,S])``.
 """
@@ -157,6 +158,55 @@ def _unique_key(graph: Graph, ctx: CompileContext, stem: str) -> str:
     return key
 
 
+def _plan_surfaces(graph: Graph, ctx: CompileContext, names: list[str], conv_t: dict, panel: set, width: int):
+    """Where each dynamic weight lives: ``layout`` name -> (input key, the input's shape, offset on the packed
+    axis), ``axis`` name -> that axis for packed weights, ``shapes`` name -> the weight's own surface shape.
+    Registers the inputs in ``ctx.io.inputs``."""
+    def own_shape(name: str) -> tuple:
+        w = graph.weights[name]
+        if name in panel:
+            return (1, w.shape[0] // width, w.shape[1], width)
+        if name in conv_t:
+            return (1, w.shape[1], 1, w.shape[0])
+        if w.rank == 4 and w.shape[0] == 1 and w.shape[2] == 1:
+            return w.shape
+        return (1, int(np.prod(w.shape[:-1])) if w.rank > 1 else 1, 1, w.shape[-1])
+
+    shapes = {n: own_shape(n) for n in names}
+    layout: dict[str, tuple[str, tuple, int]] = {}
+    axis: dict[str, int] = {}
+
+    def packed(stem: str, members: list[str], ax: int) -> None:
+        """``members`` stacked on axis ``ax`` of one new input, in order."""
+        full = list(shapes[members[0]])
+        full[ax] = sum(shapes[m][ax] for m in members)
+        key, off = _unique_key(graph, ctx, stem), 0
+        for m in members:
+            layout[m], axis[m] = (key, tuple(full), off), ax
+            off += shapes[m][ax]
+        ctx.io.inputs[key] = InputBinding(key, key, tuple(full), "fp16", kind="weight")
+
+    if ctx.options.pack_dynamic_weights:
+        if not ctx.options.legacy:       # [1, IC, 1, OC] weights on the width axis (C35 on M1/M2)
+            rows: dict[int, list[str]] = {}
+            for n in conv_t:
+                if n not in panel:
+                    rows.setdefault(graph.weights[n].shape[1], []).append(n)
+            for ic, members in rows.items():
+                if len(members) > 1:
+                    packed(f"packed_w{ic}", members, 3)
+        for ic, members in _panel_bins(graph, sorted(panel)):
+            packed(f"panels_w{ic}", members, 1)
+        vectors = [n for n in names if n not in conv_t and shapes[n][2:] == (1, 1)]
+        if len(vectors) > 1:             # norm weights, biases: one input, not a C12-sized surface each
+            packed("packed_vectors", vectors, 1)
+    for n in names:
+        if n not in layout:
+            layout[n] = (n, shapes[n], 0)
+            ctx.io.inputs[n] = InputBinding(n, n, shapes[n], "fp16", kind="weight")
+    return layout, axis, shapes
+
+
 def run(graph: Graph, ctx: CompileContext) -> None:
     names = _selected(graph, ctx)
     if not names:
@@ -175,66 +225,13 @@ def run(graph: Graph, ctx: CompileContext) -> None:
         ctx.warn("pack_dynamic_weights ignored on M1/M2 for [1, IC, 1, OC] weights: width-axis slices with begin != 0 "
                  "saturate there", "C35")
 
-    # plan the surfaces: (input key, full surface shape, offset on the packed axis) per weight
-    layout: dict[str, tuple[str, tuple, int]] = {}
-    if pack and not ctx.options.legacy:
-        groups: dict[int, list[str]] = {}
-        for name in conv_t:
-            if name not in panel:
-                groups.setdefault(graph.weights[name].shape[1], []).append(name)
-        for ic, members in groups.items():
-            if len(members) < 2:
-                continue
-            key = _unique_key(graph, ctx, f"packed_w{ic}")
-            total = sum(graph.weights[m].shape[0] for m in members)
-            off = 0
-            for m in members:
-                layout[m] = (key, (1, ic, 1, total), off)
-                off += graph.weights[m].shape[0]
-            ctx.io.inputs[key] = InputBinding(key, key, (1, ic, 1, total), "fp16", kind="weight")
-    if pack:
-        for ic, bin_ in _panel_bins(graph, sorted(panel)):
-            key = _unique_key(graph, ctx, f"panels_w{ic}")
-            full = (1, sum(graph.weights[m].shape[0] for m in bin_) // width, ic, width)
-            off = 0
-            for m in bin_:
-                layout[m] = (key, full, off)
-                off += graph.weights[m].shape[0] // width
-            ctx.io.inputs[key] = InputBinding(key, key, full, "fp16", kind="weight")
-    def own_shape(name: str) -> tuple:
-        """The weight's surface shape in its own input."""
-        w = graph.weights[name]
-        if name in panel:
-            return (1, w.shape[0] // width, w.shape[1], width)
-        if name in conv_t:
-            return (1, w.shape[1], 1, w.shape[0])
-        if w.rank == 4 and w.shape[0] == 1 and w.shape[2] == 1:
-            return w.shape
-        return (1, int(np.prod(w.shape[:-1])) if w.rank > 1 else 1, 1, w.shape[-1])
-
-    axis: dict[str, int] = {n: 1 for n in panel}               # the axis a packed input stacks on
-    vectors = [n for n in names if n not in conv_t and own_shape(n)[2:] == (1, 1)]
-    if pack and len(vectors) > 1:
-        # per-channel vectors (norm weights, biases) stacked on the channel axis, each a contiguous slice:
-        # one input where each would take a whole C12-sized surface of its own
-        key = _unique_key(graph, ctx, "packed_vectors")
-        full = (1, sum(own_shape(n)[1] for n in vectors), 1, 1)
-        off = 0
-        for m in vectors:
-            layout[m], axis[m] = (key, full, off), 1
-            off += own_shape(m)[1]
-        ctx.io.inputs[key] = InputBinding(key, key, full, "fp16", kind="weight")
-    for name in names:
-        if name not in layout:
-            layout[name] = (name, own_shape(name), 0)
-            ctx.io.inputs[name] = InputBinding(name, name, own_shape(name), "fp16", kind="weight")
-
+    layout, axis, shapes = _plan_surfaces(graph, ctx, names, conv_t, panel, width)
     for name in names:
         w = graph.weights[name]
         key, full, off = layout[name]
         kind = "conv_p" if name in panel else "conv_t" if name in conv_t else "as_is"
         ctx.io.dynamic[name] = DynamicWeight(name, tuple(w.node.attrs.get("user_shape", w.shape)), kind, key,
-                                             own_shape(name), off, initial=np.asarray(w.data),
+                                             shapes[name], off, initial=np.asarray(w.data),
                                              pack_axis=axis.get(name, 3))
     inputs: dict[str, Value] = {}
     weight_value: dict[str, Value] = {}
