@@ -31,6 +31,9 @@ struct GemmShape {
 void gemm_f16(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, f16* const* C);
 // Same contract with fp32 output (no rounding) — used where an op needs the unrounded accumulator.
 void gemm_f16_f32out(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, float* const* C);
+// fp32 operands and output, one product (the trainer's CPU weight gradients): the same blocked route and
+// microkernels, so each C element is the in-order fp32 fma chain over k from +0, whatever the threads or ISA.
+void gemm_f32(const GemmShape& g, const float* A, const float* B, float* C);
 
 // A constant left operand (conv weights) packed once, at plan build, into fp16 panels of 16 rows of
 // op(A), k-major ([ceil(M/16)][K][16], rows past M zero): the panel kernel streams it as stored and
