@@ -87,10 +87,14 @@ void pack_b_panel(const Plan& p, const float* B, int64_t j0, int64_t cols, float
     }
     return;
   }
-  // B stored [N][ldb]: column j of op(B) is row j of B, read contiguously, written with stride nr.
-  for (int64_t c = 0; c < cols; ++c) {
-    const float* src = B + (j0 + c) * g.ldb;
-    for (int64_t k = 0; k < g.K; ++k) dst[k * nr + c] = src[k];
+  // B stored [N][ldb]: column j of op(B) is row j of B, read contiguously, written with stride nr; in
+  // k blocks of 64 so the block's destination lines stay in L1 across the columns.
+  for (int64_t k0 = 0; k0 < g.K; k0 += 64) {
+    const int64_t k1 = std::min(g.K, k0 + 64);
+    for (int64_t c = 0; c < cols; ++c) {
+      const float* src = B + (j0 + c) * g.ldb;
+      for (int64_t k = k0; k < k1; ++k) dst[k * nr + c] = src[k];
+    }
   }
   for (int64_t k = 0; cols < nr && k < g.K; ++k) std::fill(dst + k * nr + cols, dst + (k + 1) * nr, 0.0f);
 }
