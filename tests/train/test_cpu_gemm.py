@@ -5,7 +5,6 @@ kernel does not read (or other dtypes) go to numpy."""
 from __future__ import annotations
 
 import numpy as np
-
 from orion import _native
 from orion.train import step
 from orion.train.step import GradAccumulator, matmul_f32
@@ -38,3 +37,17 @@ def test_other_layouts_and_dtypes_fall_back_to_numpy(monkeypatch):
     assert calls == []
     matmul_f32(a, b)
     assert len(calls) == 1
+
+
+def test_the_classifier_logits_are_the_native_product_of_w_and_the_final_hidden():
+    if _native.kernel_isa() != "avx512":
+        return                                                         # numpy's product elsewhere
+    rng = np.random.default_rng(2)
+    W, xf = rng.standard_normal((300, 24), dtype=np.float32), rng.standard_normal((24, 16), dtype=np.float32)
+    eng = step.StepEngine.__new__(step.StepEngine)                      # _logits needs no programs
+    eng._pool, eng._pending = None, []
+    z = eng._logits(xf, W)
+    ref = np.empty((300, 16), np.float32)
+    _native.gemm_f32(W, xf, ref)                                        # W.xf as stored, read back transposed
+    assert z.shape == (16, 300)
+    np.testing.assert_array_equal(z.view(np.uint32), ref.T.view(np.uint32))
