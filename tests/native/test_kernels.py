@@ -698,7 +698,9 @@ def test_strided_copy():
 # (numpy's .T) are read in place; K past one k block (384) keeps partial sums between blocks.
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
-@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (3, 70, 5), (40, 33, 500), (130, 257, 256), (12, 32, 800)])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (3, 70, 5), (40, 33, 500), (130, 257, 256), (12, 32, 800),
+                                   # row tiles resized to split evenly over 2 threads (3 -> 4, 6 -> 6 of 132)
+                                   (300, 64, 500), (768, 40, 100)])
 def test_gemm_f32_is_the_f16_gemms_fma_chain(ta, tb, m, n, k):
     rng = np.random.default_rng(m + 3 * n + 7 * k)
     a16, b16 = make_operands(rng, 0, m, n, k, ta, tb)

@@ -216,6 +216,13 @@ void gemm_run(const GemmShape& g, int64_t batch, const TI* const* A, const TI* c
   int nt = num_threads();
   // Whole batches per thread when there are enough of them (no sharing of packed B needed).
   bool by_batch = batch > 1 && (batch >= 4 * nt || batch % nt == 0 || flops < kSerialFlops);
+  // Few tiles per product: rows per tile chosen so the tiles split evenly over the threads (a 768-row
+  // product was five 144-row tiles and a 48-row one, 432 vs 336 rows for 2 threads; 2048 rows 15 tiles).
+  int64_t nblk = (std::min(p.ncb, g.N) + p.nc - 1) / p.nc, mblk = (g.M + p.mc - 1) / p.mc;
+  if (!by_batch && nt > 1 && mblk * nblk < 8 * nt && flops >= kSerialFlops) {
+    while ((mblk * nblk) % nt) ++mblk;
+    p.mc = std::max(p.mr, round_up((g.M + mblk - 1) / mblk, p.mr));
+  }
   if (by_batch) {
     int64_t grain = std::max<int64_t>(1, (int64_t)(kSerialFlops / std::max(flops, 1.0)));
     parallel_for(batch, grain, [&](int64_t b, int64_t e) {
