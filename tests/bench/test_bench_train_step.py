@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+
 from orion.bench.train_step import QUICK, interleaved_step_times, med, setup
 
 pytest.importorskip("torch")

@@ -5,6 +5,7 @@ kernel does not read (or other dtypes) go to numpy."""
 from __future__ import annotations
 
 import numpy as np
+
 from orion import _native
 from orion.train import step
 from orion.train.step import GradAccumulator, matmul_f32

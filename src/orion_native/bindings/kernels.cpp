@@ -161,6 +161,23 @@ void gemm_f32(const F32In& a, const F32In& b, F32Out& out) {
   k::gemm_f32(g, a.data(), b.data(), out.data());
 }
 
+using F32Flat = nb::ndarray<float, nb::device::cpu, nb::c_contig>;
+using F32FlatIn = nb::ndarray<const float, nb::device::cpu, nb::c_contig>;
+
+void adamw_update(F32Flat& p, const F32FlatIn& g, F32Flat& m, F32Flat& v, float b1, float b2, float ga, float gb,
+                  float k, float eps, float decay) {
+  size_t n = p.size();
+  if (g.size() != n || m.size() != n || v.size() != n)
+    throw std::invalid_argument("adamw_update: p, g, m and v must have the same number of elements");
+  k::AdamWCoef c{b1, b2, ga, gb, k, eps, decay};
+  float* pp = p.data();
+  float* pm = m.data();
+  float* pv = v.data();
+  const float* pg = g.data();
+  nb::gil_scoped_release nogil;
+  k::adamw_update(pp, pg, pm, pv, n, c);
+}
+
 nb::object convert(const AnyArr& x) {
   int64_t s = 1;
   for (size_t i = x.ndim(); i-- > 0;) {
@@ -201,6 +218,11 @@ void bind_kernels(nb::module_& m) {
         "out = a @ b on 2-D float32 arrays (rows or columns contiguous: a transposed view is read in place; "
         "out's rows contiguous) with the simulator's blocked GEMM: each element the in-order fp32 fma chain "
         "over k from +0, independent of threads and ISA. Runs with the GIL released.");
+  m.def("adamw_update", &adamw_update, nb::arg("p").noconvert(), nb::arg("g").noconvert(), nb::arg("m").noconvert(),
+        nb::arg("v").noconvert(), nb::arg("b1"), nb::arg("b2"), nb::arg("ga"), nb::arg("gb"), nb::arg("k"),
+        nb::arg("eps"), nb::arg("decay"),
+        "AdamW in place on C-contiguous float32 arrays, one pass: m = b1 m + ga g; v = b2 v + gb g^2; p = decay p; "
+        "p -= k m / (sqrt(v) + eps), each operation rounded to fp32 in that order (coefficients as fp32).");
   m.def("gemm_panels_f16", &gemm_panels, nb::arg("panels").noconvert(), nb::arg("b").noconvert(),
         nb::arg("f32_out") = false, nb::arg("trans_out") = false,
         "C [16 P, N] = A @ b with A as its 16-row panels [P, K, 16] (k-major per panel; C-contiguous): the "

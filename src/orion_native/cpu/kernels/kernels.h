@@ -94,6 +94,14 @@ void transpose(const void* x, void* y, size_t elem_size, const std::vector<int64
 void strided_copy(const void* x, void* y, size_t elem_size, int64_t offset, const std::vector<int64_t>& x_strides,
                   const std::vector<int64_t>& y_shape);
 
+// ---- optimizer ----------------------------------------------------------------------------------
+// AdamW on fp32 arrays of n elements, in place: m = b1 m + ga g; v = b2 v + gb g^2; p = decay p;
+// p -= k m / (sqrt(v) + eps) - every operation one fp32 rounding, in that order (numpy's, optim.py).
+struct AdamWCoef {
+  float b1, b2, ga, gb, k, eps, decay;
+};
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& c);
+
 // ---- which implementation is active ---------------------------------------------------------------
 const char* isa_name();  // "avx512", "avx2", "neon", "scalar"
 // Forces a narrower ISA for tests ("scalar", "avx2", ...); returns false if unsupported here.
