@@ -690,3 +690,41 @@ def test_strided_copy():
         np.testing.assert_array_equal(native.testing.strided_copy(x, off, st, sh), ref(x))
     with pytest.raises(IndexError):
         native.testing.strided_copy(x, 0, [1200, 40, 1], [3, 30, 40])
+
+
+# gemm_f32 (the trainer's CPU weight gradients): fp32 operands on the same blocked route and microkernels.
+# With fp16-representable operands its result equals gemm_f16's fp32 output bit for bit (widening is exact,
+# so each element is the same in-order fma chain over k), on every ISA and thread count; transposed views
+# (numpy's .T) are read in place; K past one k block (384) keeps partial sums between blocks.
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (3, 70, 5), (40, 33, 500), (130, 257, 256), (12, 32, 800),
+                                   # row tiles resized to split evenly over 2 threads (3 -> 4, 6 -> 6 of 132)
+                                   (300, 64, 500), (768, 40, 100)])
+def test_gemm_f32_is_the_f16_gemms_fma_chain(ta, tb, m, n, k):
+    rng = np.random.default_rng(m + 3 * n + 7 * k)
+    a16, b16 = make_operands(rng, 0, m, n, k, ta, tb)
+    a, b = a16.astype(np.float32), b16.astype(np.float32)
+    av, bv = (a.T if ta else a), (b.T if tb else b)
+
+    def run():
+        out = np.full((m, n), np.nan, np.float32)
+        native.gemm_f32(av, bv, out)
+        return out
+    c = assert_same_everywhere(run)
+    np.testing.assert_array_equal(bits(c), bits(native.gemm_f16(a16, b16, ta, tb, f32_out=True)))
+
+
+def test_gemm_f32_writes_a_strided_out_and_refuses_bad_layouts():
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((20, 30), dtype=np.float32), rng.standard_normal((30, 10), dtype=np.float32)
+    big = np.zeros((20, 16), np.float32)
+    native.gemm_f32(a, b, big[:, 3:13])                       # rows of out with a leading dimension of 16
+    np.testing.assert_allclose(big[:, 3:13], a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    assert (big[:, :3] == 0).all() and (big[:, 13:] == 0).all()
+    with pytest.raises(ValueError, match="inner dimensions"):
+        native.gemm_f32(a, a, np.zeros((20, 30), np.float32))
+    with pytest.raises(ValueError, match="out must be"):
+        native.gemm_f32(a, b, np.zeros((20, 11), np.float32))
+    with pytest.raises(ValueError, match="contiguous rows or columns"):
+        native.gemm_f32(np.zeros((20, 60), np.float32)[:, ::2], b, np.zeros((20, 10), np.float32))

@@ -41,8 +41,9 @@ def _adapter_grads(cfg, p, ad, X, Y, monkeypatch, baked_layers):
 @pytest.mark.parametrize("extra", [{}, dict(qkv_bias=True, n_kv_heads=2), dict(qk_norm=True, head_dim=32)])
 def test_deep_lora_shares_four_programs_and_its_gradients_are_exact(extra, monkeypatch):
     """The shared programs give the baked programs' adapter gradients bit for bit, and both the float64
-    reference's within 2 % (10 layers of fp16: the baked programs measure up to 1.56 % on the biased
-    model, where test_gradients.py's 2-layer models stay within 1.5 %)."""
+    reference's within 3 % (10 layers of fp16: the worst adapter's error is fp16 rounding noise, 1.1-2.3 %
+    over data seeds 0-3 on the biased model, with the numpy and the native fp32 CPU GEMMs alike; a real
+    gradient bug is tens of %; test_gradients.py's 2-layer models stay within 1.5 %)."""
     cfg = micro_config(n_layers=LORA_BAKED_LAYERS + 2, seq_len=32, **extra)
     p = lively_params(cfg)
     ad = L.init_adapter(cfg, L.LoraConfig(r=4, alpha=8, targets="all-linear"), seed=1, b_std=0.05)
@@ -60,7 +61,7 @@ def test_deep_lora_shares_four_programs_and_its_gradients_are_exact(extra, monke
     assert abs(res.loss_sum / res.n_tokens - ref_loss) < 2e-3 * ref_loss
     for name in ref:
         err = np.linalg.norm(g[name] - ref[name]) / np.linalg.norm(ref[name])
-        assert err < 2e-2, f"{name}: relative gradient error {err:.3g}"
+        assert err < 3e-2, f"{name}: relative gradient error {err:.3g}"
 
 
 def test_orion_train_lora_on_a_36_layer_model_in_one_budget(tmp_path, capsys):

@@ -180,8 +180,11 @@ def test_per_rank_accum_draws_the_same_examples_as_one_process(tmp_path, mpiexec
     a, b = _state(tmp_path / "mpi", 2), _state(tmp_path / "one", 2)
     assert a["data"] == b["data"] and a["train"]["accum"] == 4
     wa, wb = _weights(tmp_path / "mpi", 2), _weights(tmp_path / "one", 2)
+    # AdamW normalises each element's step (m/sqrt(v)): a gradient element of rounding size moves its weight
+    # by up to the learning rate (1e-3 and 2e-3 here) either way, so a few elements differ by ~1e-5; other
+    # windows would move nearly all of them by ~lr
     for k in wa:
-        np.testing.assert_allclose(wa[k], wb[k], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(wa[k], wb[k], rtol=1e-4, atol=1e-4)
 
 
 def test_resume_on_another_rank_count_keeps_the_global_batch(tmp_path, mpiexec):

@@ -63,23 +63,6 @@ class OrionTrainSteps:
         self.progs.release()
 
 
-def our_step_times(cfg, params, tokens, steps: int, strategy: str, blas_threads, log=print):
-    """``steps`` + 1 (warm-up) :class:`OrionTrainSteps` steps; also the one-time compile seconds and the
-    device."""
-    run = OrionTrainSteps(cfg, params, tokens, strategy, blas_threads)
-    out = []
-    try:
-        for i in range(steps + 1):
-            rec = run.step()
-            rec["warmup"] = i == 0
-            out.append(rec)
-            log(f"  orion {strategy} step {i}{' (warmup)' if i == 0 else ''}: {rec['total']:.2f}s "
-                f"loss {rec['loss']:.4f}")
-    finally:
-        run.release()
-    return run.compile_s, out, run.device
-
-
 def recompile_update_cost(cfg, params, seq):
     """Seconds for one weight update under the recompile strategy (4 programs per layer)."""
     from ..runtime import counters
@@ -159,16 +142,103 @@ class TorchTrainSteps:
         return dict(total=t3 - t0, forward=t1 - t0, backward=t2 - t1, optim=t3 - t2, loss=float(loss.detach()))
 
 
-def torch_step_times(cfg, params, tokens, steps: int, log=print):
-    """``steps`` + 1 (warm-up) :class:`TorchTrainSteps` steps, and torch's thread count."""
-    run = TorchTrainSteps(cfg, params, tokens)
-    out = []
-    for i in range(steps + 1):
-        rec = run.step()
-        rec["warmup"] = i == 0
-        out.append(rec)
-        log(f"  torch step {i}{' (warmup)' if i == 0 else ''}: {rec['total']:.2f}s loss {rec['loss']:.4f}")
-    return out, run.threads
+class HFTrainSteps:
+    """The same step on transformers' ``LlamaForCausalLM`` of the same config (random init, SDPA attention,
+    tied embeddings as ours), clipping and AdamW; :meth:`step` in fp32 or under
+    ``torch.autocast("cpu", dtype=torch.bfloat16)`` (one model and optimizer serve both: the timing does not
+    depend on the weights' values). Each step returns its total and split (forward, backward, optim)."""
+
+    def __init__(self, cfg, tokens, threads: int | None = None):
+        import torch
+        from transformers import LlamaConfig as HFLlamaConfig
+        from transformers import LlamaForCausalLM
+
+        if threads:
+            torch.set_num_threads(threads)
+        torch.manual_seed(0)
+        S = tokens.shape[1] - 1
+        hc = HFLlamaConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff,
+                           num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
+                           num_key_value_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
+                           max_position_embeddings=max(cfg.n_ctx, S), rms_norm_eps=cfg.norm_eps,
+                           rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
+                           tie_word_embeddings=cfg.tie_embeddings, use_cache=False)
+        hc._attn_implementation = "sdpa"
+        model = LlamaForCausalLM(hc).float().train()
+        decay = [p for p in model.parameters() if p.ndim >= 2]
+        nodecay = [p for p in model.parameters() if p.ndim < 2]
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                      {"params": nodecay, "weight_decay": 0.0}],
+                                     lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+        self.torch, self.model = torch, model
+        self.x = torch.from_numpy(tokens[:, :-1])
+        self.y = torch.from_numpy(tokens[:, 1:]).reshape(-1)
+        self.threads = torch.get_num_threads()
+
+    def step(self, bf16: bool = False) -> dict:
+        import contextlib
+        torch, model, opt = self.torch, self.model, self.opt
+        ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with ctx:
+            logits = model(input_ids=self.x).logits
+            loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), self.y)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        t3 = time.perf_counter()
+        return {"total": t3 - t0, "forward": t1 - t0, "backward": t2 - t1, "optim": t3 - t2,
+                "loss": float(loss.detach())}
+
+
+SIDES = ("orion", "torch", "hf_fp32", "hf_bf16")
+
+
+def interleaved_step_times(cfg, params, tokens, steps: int, sides=SIDES, blas_threads=None, torch_threads=None,
+                           profile=None, log=print):
+    """``steps`` + 1 (the first a warm-up) rounds of one training step per side, the sides interleaved in
+    each round so a change of the machine's load hits all of them alike: ``orion`` (dynamic strategy),
+    ``torch`` (:class:`TorchTrainSteps`, the hand-written model), ``hf_fp32`` / ``hf_bf16``
+    (:class:`HFTrainSteps` in fp32 / under bf16 autocast). ``profile``: a list that receives our last
+    step's :func:`orion.sim.timing` result. Returns ({side: [step records]}, info: compile seconds, device,
+    torch threads)."""
+    from .. import sim
+    ours = OrionTrainSteps(cfg, {k: v.copy() for k, v in params.items()}, tokens, "dynamic", blas_threads)
+    info = {"compile_s": ours.compile_s, "device": ours.device}
+    runners = {"orion": ours.step}
+    try:
+        if "torch" in sides:
+            t = TorchTrainSteps(cfg, params, tokens)
+            runners["torch"] = t.step
+        if "hf_fp32" in sides or "hf_bf16" in sides:
+            hf = HFTrainSteps(cfg, tokens, torch_threads)
+            if "hf_fp32" in sides:
+                runners["hf_fp32"] = lambda: hf.step(False)
+            if "hf_bf16" in sides:
+                runners["hf_bf16"] = lambda: hf.step(True)
+        if len(runners) > 1:
+            import torch
+            if torch_threads:
+                torch.set_num_threads(torch_threads)
+            info["torch_threads"] = torch.get_num_threads()
+        out = {k: [] for k in runners}
+        for i in range(steps + 1):
+            for side, run in runners.items():
+                if side == "orion" and profile is not None and i == steps:
+                    with sim.timing() as tm:
+                        rec = run()
+                    profile.append(tm)
+                else:
+                    rec = run()
+                rec["warmup"] = i == 0
+                out[side].append(rec)
+                log(f"  round {i}{' (warmup)' if i == 0 else ''} {side}: {rec['total']:.2f}s loss {rec['loss']:.4f}")
+    finally:
+        ours.release()
+    return out, info
 
 
 def med(xs, k):

@@ -96,6 +96,8 @@ class AdamW:
         k = lr * math.sqrt(c2) / c1
         eps = self.eps * math.sqrt(c2)
         ga, gb = (1.0 - b1) * grad_mul, (1.0 - b2) * grad_mul * grad_mul
+        if self._native_update(params, grads, lr, (b1, b2, ga, gb, k, eps)):
+            return
         n = self.CHUNK
         # (slices of) every tensor as chunk jobs, split into contiguous halves by size; each thread runs
         # the same elementwise update on its own chunks (bit-identical to one thread: no reductions).
@@ -125,6 +127,19 @@ class AdamW:
         self._run(parts[0], self._buf(0), coef)
         for f in futs:
             f.result()
+
+    def _native_update(self, params: dict, grads: dict, lr: float, coef: tuple) -> bool:
+        """The same update as :meth:`_run`, bit for bit, in one native pass per tensor (orion's thread pool,
+        the GIL released): p, g, m and v read once. False (nothing done) when a tensor is not a
+        C-contiguous float32 array (then the numpy chunks run)."""
+        arrays = [(name, p, grads[name], self.m[name], self.v[name]) for name, p in params.items()]
+        if not all(a.dtype == np.float32 and a.flags.c_contiguous for _, *t in arrays for a in t):
+            return False
+        from .. import _native
+        for name, p, g, m, v in arrays:
+            decay = 1.0 - lr * self.wd if self.wd and self.decays(name, p) else 1.0
+            _native.adamw_update(p, g, m, v, *coef, decay)
+        return True
 
     def _buf(self, w: int) -> np.ndarray:
         tmp = self._tmp.get(w)

@@ -67,6 +67,38 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, 
     return loss, e
 
 
+_native_gemm = None          # resolved on first use: orion's fp32 GEMM, or False (numpy's)
+
+
+def matmul_f32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``a @ b`` of fp32 matrices (a transposed view is read in place) into ``out`` (fresh when None).
+
+    On AVX-512 kernels this is orion's own blocked GEMM (the simulator's microkernels on fp32 panels, run
+    with the GIL released, on the pool when the device leaves it free): each element the in-order fp32 fma
+    chain over k, so weight gradients do not depend on which BLAS numpy was built with or which kernel it
+    picked for the CPU (an OpenBLAS forced to its AVX2 kernels ran them at half speed). Elsewhere numpy's."""
+    if out is None:
+        out = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
+    if (_use_native_gemm() and a.ndim == b.ndim == 2 and a.dtype == b.dtype == out.dtype == np.float32
+            and _rows_or_cols(a) and _rows_or_cols(b) and out.strides[1] == 4):
+        _native_gemm(a, b, out)
+    else:
+        np.matmul(a, b, out=out)
+    return out
+
+
+def _use_native_gemm() -> bool:
+    global _native_gemm
+    if _native_gemm is None:
+        from .. import _native
+        _native_gemm = _native.gemm_f32 if _native.kernel_isa() == "avx512" else False
+    return bool(_native_gemm)
+
+
+def _rows_or_cols(x: np.ndarray) -> bool:
+    return x.strides[1] == x.itemsize or x.strides[0] == x.itemsize
+
+
 def counted(targets: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """(targets with :data:`IGNORE` replaced by 0, the mask of those that count - None when all do): a
     target of IGNORE (a prompt token under --mask-prompt, padding) adds nothing to the loss or gradients."""
@@ -118,11 +150,14 @@ class StepEngine:
         self._pending: list = []
 
     def _logits(self, xf: np.ndarray, W: np.ndarray) -> np.ndarray:
-        """xf [d, S], W [V, d] -> logits [S, V] = xfᵀ·Wᵀ. With the dW worker idle (the first microbatch's
+        """xf [d, S], W [V, d] -> logits [S, V] = xfᵀ·Wᵀ. With the native GEMM (:func:`matmul_f32`): the
+        transpose of W·xf (a column-major view), on the pool's threads. Otherwise, with the dW worker idle (the first microbatch's
         classifier), the vocabulary is split in two row halves of W, one on the worker: the same K loop per
         output element as the single product, so the logits are bit-identical, on both cores. Small machines
         only: elsewhere BLAS already threads the product (trainer.default_blas_threads)."""
         V = W.shape[0]
+        if _use_native_gemm():       # W·xf: both operands as stored (xfᵀ·Wᵀ would pack W transposed); on the pool
+            return matmul_f32(W, xf).T
         if self._pool is None or self._pending or V < 8192 or (os.cpu_count() or 1) > 4:   # > 4: BLAS threads
             return xf.T @ W.T
         out = np.empty((xf.shape[1], V), np.float32)
@@ -307,7 +342,7 @@ class StepEngine:
                 np.subtract(1.0, t, out=t)
                 prob *= t
             self._mm(acc, cls_name, prob.T, xf.T)                                     # [V, d] = dlogits^T · xf^T
-            dxf = (prob @ W).T                                                   # [d, S]
+            dxf = matmul_f32(prob, W).T                                          # [d, S]
             dx[b], dn = rms_backward(x[b], P["rms_final"], r, dxf)
             self._add(acc, "rms_final", dn)
         if not np.isfinite(total):
@@ -404,9 +439,9 @@ class GradAccumulator:
     def mm(self, name: str, a: np.ndarray, b: np.ndarray) -> None:
         g = self.grads[name]
         if name in self.written:
-            g += a @ b
+            g += matmul_f32(a, b)
         else:
-            np.matmul(a, b, out=g)
+            matmul_f32(a, b, out=g)
             self.written.add(name)
 
     def add(self, name: str, v: np.ndarray) -> None:

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings/bindings.h"
@@ -128,6 +129,54 @@ nb::object gemm_panels(const HArr& panels, const HArr& b, bool f32_out, bool tra
   return nb::cast(out);
 }
 
+using F32In = nb::ndarray<const float, nb::ndim<2>, nb::device::cpu>;
+using F32Out = nb::ndarray<float, nb::ndim<2>, nb::device::cpu>;
+
+// A 2-D fp32 operand as (transposed?, leading dimension): rows contiguous (a C-order array or a row slice)
+// or columns contiguous (the transpose of one: numpy's .T, read in place).
+std::pair<bool, int64_t> f32_layout(const F32In& a, const char* what) {
+  int64_t r = (int64_t)a.shape(0), c = (int64_t)a.shape(1);
+  if (a.stride(1) == 1 || c <= 1) return {false, std::max<int64_t>(r > 1 ? a.stride(0) : c, c)};
+  if (a.stride(0) == 1 || r <= 1) return {true, std::max<int64_t>(c > 1 ? a.stride(1) : r, r)};
+  throw std::invalid_argument(std::string("gemm_f32: ") + what + " must have contiguous rows or columns");
+}
+
+void gemm_f32(const F32In& a, const F32In& b, F32Out& out) {
+  auto [ta, lda] = f32_layout(a, "a");
+  auto [tb, ldb] = f32_layout(b, "b");
+  k::GemmShape g;
+  g.M = (int64_t)a.shape(0);
+  g.K = (int64_t)a.shape(1);
+  g.N = (int64_t)b.shape(1);
+  if ((int64_t)b.shape(0) != g.K) throw std::invalid_argument("gemm_f32: inner dimensions differ");
+  if ((int64_t)out.shape(0) != g.M || (int64_t)out.shape(1) != g.N)
+    throw std::invalid_argument("gemm_f32: out must be [a rows, b columns]");
+  if (out.stride(1) != 1 && g.N > 1) throw std::invalid_argument("gemm_f32: out rows must be contiguous");
+  g.trans_a = ta;
+  g.trans_b = tb;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = std::max<int64_t>(g.M > 1 ? out.stride(0) : g.N, g.N);
+  nb::gil_scoped_release nogil;
+  k::gemm_f32(g, a.data(), b.data(), out.data());
+}
+
+using F32Flat = nb::ndarray<float, nb::device::cpu, nb::c_contig>;
+using F32FlatIn = nb::ndarray<const float, nb::device::cpu, nb::c_contig>;
+
+void adamw_update(F32Flat& p, const F32FlatIn& g, F32Flat& m, F32Flat& v, float b1, float b2, float ga, float gb,
+                  float k, float eps, float decay) {
+  size_t n = p.size();
+  if (g.size() != n || m.size() != n || v.size() != n)
+    throw std::invalid_argument("adamw_update: p, g, m and v must have the same number of elements");
+  k::AdamWCoef c{b1, b2, ga, gb, k, eps, decay};
+  float* pp = p.data();
+  float* pm = m.data();
+  float* pv = v.data();
+  const float* pg = g.data();
+  nb::gil_scoped_release nogil;
+  k::adamw_update(pp, pg, pm, pv, n, c);
+}
 
 nb::object convert(const AnyArr& x) {
   int64_t s = 1;
@@ -165,6 +214,15 @@ void bind_kernels(nb::module_& m) {
         nb::arg("trans_b") = false, nb::arg("f32_out") = false, nb::arg("ldc_pad") = 0,
         "C = op(a) @ op(b) on fp16 arrays (2-D or 3-D; batch 1 broadcasts) with the simulator's GEMM: fp32 "
         "accumulation, one rounding (or fp32 output with f32_out).");
+  m.def("gemm_f32", &gemm_f32, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("out").noconvert(),
+        "out = a @ b on 2-D float32 arrays (rows or columns contiguous: a transposed view is read in place; "
+        "out's rows contiguous) with the simulator's blocked GEMM: each element the in-order fp32 fma chain "
+        "over k from +0, independent of threads and ISA. Runs with the GIL released.");
+  m.def("adamw_update", &adamw_update, nb::arg("p").noconvert(), nb::arg("g").noconvert(), nb::arg("m").noconvert(),
+        nb::arg("v").noconvert(), nb::arg("b1"), nb::arg("b2"), nb::arg("ga"), nb::arg("gb"), nb::arg("k"),
+        nb::arg("eps"), nb::arg("decay"),
+        "AdamW in place on C-contiguous float32 arrays, one pass: m = b1 m + ga g; v = b2 v + gb g^2; p = decay p; "
+        "p -= k m / (sqrt(v) + eps), each operation rounded to fp32 in that order (coefficients as fp32).");
   m.def("gemm_panels_f16", &gemm_panels, nb::arg("panels").noconvert(), nb::arg("b").noconvert(),
         nb::arg("f32_out") = false, nb::arg("trans_out") = false,
         "C [16 P, N] = A @ b with A as its 16-row panels [P, K, 16] (k-major per panel; C-contiguous): the "

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/kernels/kernels.h"
@@ -75,11 +76,47 @@ void pack_a_block(const Plan& p, const f16* A, int64_t i0, int64_t rows, int64_t
   }
 }
 
+// fp32 operands (gemm_f32: the trainer's weight gradients): the same panels, copied instead of widened.
+void pack_b_panel(const Plan& p, const float* B, int64_t j0, int64_t cols, float* dst) {
+  const GemmShape& g = p.g;
+  const int64_t nr = p.nr;
+  if (!g.trans_b) {
+    for (int64_t k = 0; k < g.K; ++k) {
+      std::memcpy(dst + k * nr, B + k * g.ldb + j0, (size_t)cols * sizeof(float));
+      std::fill(dst + k * nr + cols, dst + (k + 1) * nr, 0.0f);
+    }
+    return;
+  }
+  // B stored [N][ldb]: column j of op(B) is row j of B, read contiguously, written with stride nr; in
+  // k blocks of 64 so the block's destination lines stay in L1 across the columns.
+  for (int64_t k0 = 0; k0 < g.K; k0 += 64) {
+    const int64_t k1 = std::min(g.K, k0 + 64);
+    for (int64_t c = 0; c < cols; ++c) {
+      const float* src = B + (j0 + c) * g.ldb;
+      for (int64_t k = k0; k < k1; ++k) dst[k * nr + c] = src[k];
+    }
+  }
+  for (int64_t k = 0; cols < nr && k < g.K; ++k) std::fill(dst + k * nr + cols, dst + (k + 1) * nr, 0.0f);
+}
+
+void pack_a_block(const Plan& p, const float* A, int64_t i0, int64_t rows, int64_t p0, int64_t kc, int64_t lda_p,
+                  float* dst) {
+  const GemmShape& g = p.g;
+  if (!g.trans_a) {
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * lda_p, A + (i0 + r) * g.lda + p0, (size_t)kc * sizeof(float));
+  } else {  // A stored [K][lda]: rows of A read contiguously, written with stride lda_p
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = A + (p0 + k) * g.lda + i0;
+      for (int64_t r = 0; r < rows; ++r) dst[r * lda_p + k] = src[r];
+    }
+  }
+}
+
 // One C tile [i0:i0+mc, j0:j0+nc] (j relative to the packed block starting at jb). The last k block
 // writes straight from the microkernel registers into C; earlier ones keep fp32 partial sums in a
 // per-thread buffer (only when K > KC).
-template <typename T>
-void tile(const Plan& p, const f16* A, const f16* B, const float* bp, int64_t jb, int64_t i0, int64_t mc,
+template <typename TI, typename T>
+void tile(const Plan& p, const TI* A, const TI* B, const float* bp, int64_t jb, int64_t i0, int64_t mc,
           int64_t j0, int64_t nc, T* C) {
   const GemmShape& g = p.g;
   int64_t mc_pad = round_up(mc, p.mr), nc_pad = round_up(nc, p.nr);
@@ -98,10 +135,12 @@ void tile(const Plan& p, const f16* A, const f16* B, const float* bp, int64_t jb
       t.bp = bp ? bp + ((j0 - jb + jr) / p.nr) * g.K * p.nr + p0 * p.nr : nullptr;
       for (int64_t ir = 0; ir < mc_pad; ir += p.mr) {
         t.ap = ap + ir * lda_p;
-        if (!bp) {  // unpacked B (few rows)
-          t.bh = B + p0 * g.ldb + j0 + jr;
-          t.ldbh = g.ldb;
-          t.bcols = (int)std::min(p.nr, nc - jr);
+        if constexpr (std::is_same_v<TI, f16>) {
+          if (!bp) {  // unpacked B (few rows; fp16 operands only)
+            t.bh = B + p0 * g.ldb + j0 + jr;
+            t.ldbh = g.ldb;
+            t.bcols = (int)std::min(p.nr, nc - jr);
+          }
         }
         t.cin = p0 > 0 ? cbuf + ir * nc_pad + jr : nullptr;
         t.ldcin = nc_pad;
@@ -129,8 +168,8 @@ void tile(const Plan& p, const f16* A, const f16* B, const float* bp, int64_t jb
   }
 }
 
-template <typename T>
-void gemm_one(const Plan& p, const f16* A, const f16* B, T* C) {
+template <typename TI, typename T>
+void gemm_one(const Plan& p, const TI* A, const TI* B, T* C) {
   const GemmShape& g = p.g;
   if (g.K == 0) {
     for (int64_t i = 0; i < g.M; ++i) std::memset(C + i * g.ldc, 0, (size_t)g.N * sizeof(T));
@@ -138,7 +177,7 @@ void gemm_one(const Plan& p, const f16* A, const f16* B, T* C) {
   }
   double flops_per_col = 2.0 * (double)g.M * (double)g.K;
   // With a few rows of A, packing B would cost as much as the product: microkernels read it as is.
-  bool direct_b = !g.trans_b && g.M <= simd::kDirectBRows;
+  bool direct_b = std::is_same_v<TI, f16> && !g.trans_b && g.M <= simd::kDirectBRows;
   for (int64_t jb = 0; jb < g.N; jb += p.ncb) {
     int64_t ncb = std::min(p.ncb, g.N - jb);
     int64_t npan = (ncb + p.nr - 1) / p.nr;
@@ -164,8 +203,8 @@ void gemm_one(const Plan& p, const f16* A, const f16* B, T* C) {
   }
 }
 
-template <typename T>
-void gemm_run(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
+template <typename TI, typename T>
+void gemm_run(const GemmShape& g, int64_t batch, const TI* const* A, const TI* const* B, T* const* C) {
   const simd::IsaOps& o = simd::ops();
   Plan p{g, o, o.gemm_mr, o.gemm_nr, 0, 0, 0};
   p.mc = p.mr * std::max<int64_t>(1, kMC / p.mr);
@@ -177,6 +216,13 @@ void gemm_run(const GemmShape& g, int64_t batch, const f16* const* A, const f16*
   int nt = num_threads();
   // Whole batches per thread when there are enough of them (no sharing of packed B needed).
   bool by_batch = batch > 1 && (batch >= 4 * nt || batch % nt == 0 || flops < kSerialFlops);
+  // Few tiles per product: rows per tile chosen so the tiles split evenly over the threads (a 768-row
+  // product was five 144-row tiles and a 48-row one, 432 vs 336 rows for 2 threads; 2048 rows 15 tiles).
+  int64_t nblk = (std::min(p.ncb, g.N) + p.nc - 1) / p.nc, mblk = (g.M + p.mc - 1) / p.mc;
+  if (!by_batch && nt > 1 && mblk * nblk < 8 * nt && flops >= kSerialFlops) {
+    while ((mblk * nblk) % nt) ++mblk;
+    p.mc = std::max(p.mr, round_up((g.M + mblk - 1) / mblk, p.mr));
+  }
   if (by_batch) {
     int64_t grain = std::max<int64_t>(1, (int64_t)(kSerialFlops / std::max(flops, 1.0)));
     parallel_for(batch, grain, [&](int64_t b, int64_t e) {
@@ -372,6 +418,18 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
 }
 
 }  // namespace
+
+void gemm_f32(const GemmShape& g0, const float* A, const float* B, float* C) {
+  if (g0.M < 0 || g0.N < 0 || g0.K < 0) throw std::invalid_argument("gemm_f32: negative size");
+  if (g0.M == 0 || g0.N == 0) return;
+  GemmShape g = g0;
+  if (g.lda <= 0) g.lda = g.trans_a ? g.M : g.K;
+  if (g.ldb <= 0) g.ldb = g.trans_b ? g.K : g.N;
+  if (g.ldc <= 0) g.ldc = g.N;
+  if (g.lda < (g.trans_a ? g.M : g.K) || g.ldb < (g.trans_b ? g.K : g.N) || g.ldc < g.N)
+    throw std::invalid_argument("gemm_f32: leading dimension smaller than the row length");
+  gemm_run(g, 1, &A, &B, &C);
+}
 
 void gemm_f16(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, f16* const* C) {
   gemm_any(g, batch, A, B, C);

@@ -31,6 +31,9 @@ struct GemmShape {
 void gemm_f16(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, f16* const* C);
 // Same contract with fp32 output (no rounding) — used where an op needs the unrounded accumulator.
 void gemm_f16_f32out(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, float* const* C);
+// fp32 operands and output, one product (the trainer's CPU weight gradients): the same blocked route and
+// microkernels, so each C element is the in-order fp32 fma chain over k from +0, whatever the threads or ISA.
+void gemm_f32(const GemmShape& g, const float* A, const float* B, float* C);
 
 // A constant left operand (conv weights) packed once, at plan build, into fp16 panels of 16 rows of
 // op(A), k-major ([ceil(M/16)][K][16], rows past M zero): the panel kernel streams it as stored and
@@ -90,6 +93,14 @@ void transpose(const void* x, void* y, size_t elem_size, const std::vector<int64
 // Strided gather: y[idx] = x[offset + sum idx_i * x_strides_i] for idx over y_shape (slices, broadcasts).
 void strided_copy(const void* x, void* y, size_t elem_size, int64_t offset, const std::vector<int64_t>& x_strides,
                   const std::vector<int64_t>& y_shape);
+
+// ---- optimizer ----------------------------------------------------------------------------------
+// AdamW on fp32 arrays of n elements, in place: m = b1 m + ga g; v = b2 v + gb g^2; p = decay p;
+// p -= k m / (sqrt(v) + eps) - every operation one fp32 rounding, in that order (numpy's, optim.py).
+struct AdamWCoef {
+  float b1, b2, ga, gb, k, eps, decay;
+};
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& c);
 
 // ---- which implementation is active ---------------------------------------------------------------
 const char* isa_name();  // "avx512", "avx2", "neon", "scalar"
