@@ -279,7 +279,7 @@ class Model:
         ends an answer with, unless ``stop_tokens`` is given. Options as :meth:`stream`; returns a
         :class:`Generation` (``stream=True``: the :class:`TokenStream`). ``template_kwargs``: extra
         template variables (e.g. enable_thinking)."""
-        from .tokenizers import chat_prompt_ids, end_of_turn_ids  # start-up: jinja2, tokenizers
+        from .tokenizers import chat_prompt_ids, end_of_turn_ids  # start-up: orion.models.tokenizers (~14 ms)
         ids = chat_prompt_ids(self.tokenizer, messages, add_generation_prompt, **(template_kwargs or {}))
         if generate_kw.get("stop_tokens") is None:
             eos = getattr(self.tokenizer, "eos_id", None)
@@ -345,7 +345,7 @@ def load(path_or_name, *, tokenizer=None, device: str = "auto", profile=None, ca
     linears with static scales calibrated on ``calibration`` (a text or token ids; an
     :class:`~orion.quant.activations.ActivationScales`; omitted: the scales saved with the model,
     ``activation_scales.json``); ``calibration_method``: "max" (default) or "percentile"."""
-    from .tokenizers import find_tokenizer, load_tokenizer, stop_token_ids  # start-up: jinja2, tokenizers
+    from .tokenizers import find_tokenizer, load_tokenizer, stop_token_ids  # start-up: orion's tokenizers (~14 ms)
     path = resolve_model_path(path_or_name)
     ck = load_weights(path, cache=cache, use_cache=use_cache)
     if isinstance(tokenizer, (str, os.PathLike)):
