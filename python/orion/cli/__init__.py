@@ -37,7 +37,6 @@ from .info import add_info_parser
 from .plot import add_plot_parser
 from .quality import add_quality_parser
 from .run import add_run_parser
-from .train import add_train_parser
 
 
 def version_text() -> str:
@@ -72,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "error (also accepted after the subcommand)")
     p.add_argument("-V", "--version", action=_VersionAction, help="version, kernels and backends of this build")
     sub = p.add_subparsers(dest="command")
-
+    from .train import add_train_parser  # circle: `python -m orion.cli.train` imports orion.cli before it runs
 
     add_demo_parser(sub)
     add_run_parser(sub)
