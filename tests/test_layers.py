@@ -14,12 +14,17 @@ Layers, lowest first (a module may import its own layer and those below it):
     models    models (loading, the model definition, generation), lora (adapters)
     train     training
     apps      cli, bench, doctor, demo, and the package's __init__ (which re-exports)
+
+A function-level import itself is kept only for an optional dependency, start-up cost or an import circle, and
+says which on its line (``# optional: ...``, ``# start-up: ...``, ``# circle: ...``); the rest import at the top.
 """
 
 from __future__ import annotations
 
 import ast
 import os
+import re
+import textwrap
 
 import orion
 
@@ -174,3 +179,83 @@ def test_every_listed_circle_still_exists():
     current = set(_circles())
     stale = [sorted(c) for c in KNOWN_CIRCLES if c not in current]
     assert not stale, f"cut or changed - update KNOWN_CIRCLES: {stale}"
+
+
+# A function-level import is for an optional dependency, start-up cost or an import circle only, and says which
+# on its line: "# optional: ...", "# start-up: ..." or "# circle: ..." (issue 29); anything else goes at the top.
+LAZY_REASON = re.compile(r"#\s*(optional|start-up|circle):\s*\S")
+
+# files whose function-level imports are not explained yet, each with why (remove a line once it is done: the
+# test also fails on a listed file that no longer needs its exception)
+LAZY_UNEXPLAINED = {
+    "train/programs.py": "being edited elsewhere (the training-programs work); hoist or explain after it lands",
+    "bench/train_step.py": "being edited elsewhere (the training-step benchmark work); hoist or explain after it lands",
+}
+
+
+def _unexplained_lazy_imports(path: str) -> list[str]:
+    """``line: statement`` of each import inside a function of ``path`` without a reason comment on its lines."""
+    with open(path, encoding="utf-8") as f:
+        src = f.read()
+    lines = src.splitlines()
+    out = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                if not any(LAZY_REASON.search(lines[i]) for i in range(child.lineno - 1, child.end_lineno)):
+                    out.append(f"{child.lineno}: {ast.unparse(child)}")
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(ast.parse(src), False)
+    return out
+
+
+def _unexplained_by_file() -> dict[str, list[str]]:
+    out = {}
+    for path in _module_files().values():
+        if path != "<extension>":
+            found = _unexplained_lazy_imports(path)
+            if found:
+                out[os.path.relpath(path, PKG).replace(os.sep, "/")] = found
+    return out
+
+
+def test_every_function_level_import_says_why():
+    bad = {f: found for f, found in _unexplained_by_file().items() if f not in LAZY_UNEXPLAINED}
+    assert not bad, ("function-level imports without '# optional: / # start-up: / # circle: <why>' (move them to the "
+                     "top of the module unless one applies): "
+                     + "; ".join(f"{f}:{line}" for f, found in sorted(bad.items()) for line in found))
+
+
+def test_every_listed_unexplained_file_still_needs_it():
+    done = sorted(set(LAZY_UNEXPLAINED) - set(_unexplained_by_file()))
+    assert not done, f"every function-level import explained - remove from LAZY_UNEXPLAINED: {done}"
+
+
+def test_the_reason_scan(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(textwrap.dedent("""\
+        import json
+
+
+        def f():
+            import numpy as np
+            return np
+
+
+        def g():
+            import torch  # optional: not a dependency
+            from huggingface_hub.errors import (  # start-up: only for a Hub name
+                HFValidationError,
+            )
+            from . import ops  # circle: ops builds graphs
+
+
+        class C:
+            def h(self):
+                def inner():
+                    import jinja2  # heavy
+                return inner
+        """))
+    assert _unexplained_lazy_imports(str(path)) == ["5: import numpy as np", "20: import jinja2"]

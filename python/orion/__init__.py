@@ -1,5 +1,6 @@
 """orion: compile, run and train neural networks on Apple's Neural Engine (or its faithful simulator)."""
 
+import importlib
 from pkgutil import extend_path
 
 # Lets a development build (scripts/dev_build.sh) provide orion/_native from its build folder.
@@ -26,7 +27,5 @@ def __getattr__(name):
     # orion.models / orion.train / orion.lora load on first use: they pull in tokenizers and training code that a
     # plain compile/run session never needs.
     if name in ("models", "train", "lora"):
-        import importlib
-
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'orion' has no attribute {name!r}")

@@ -18,7 +18,8 @@ from .lowered import Lowered
 from .passes.context import CompileContext, CompileOptions
 from .passes.pipeline import run_pipeline
 from .program import CompiledProgram
-from .sim import dialect_for
+from .runtime import compile_mil, devices, resolve_device
+from .sim import dialect_for, get_profile
 
 __all__ = ["compile", "check", "lower", "Lowered"]
 
@@ -59,7 +60,6 @@ def _resolve_target(device: str, target: str | None, profile) -> tuple[str, str 
     if device == "sim":
         chip = profile.chip
     else:
-        from .runtime import devices
         ane = next((d for d in devices() if d.get("name") == "ane"), {})
         chip = ane.get("chip")
     if target is None:
@@ -70,9 +70,6 @@ def _resolve_target(device: str, target: str | None, profile) -> tuple[str, str 
 def _lower_for(graph: Graph, device: str, target, pipeline, dynamic_weights, profile, options: dict):
     """(device, target, Lowered): the pass pipeline and codegen as :func:`compile` runs them for ``device``
     (its dialect, and C18 counted as the simulator profile counts it); ``options`` is completed in place."""
-    from .runtime import resolve_device
-    from .sim import get_profile
-
     dev = resolve_device(device)
     prof = profile or get_profile()
     target, chip = _resolve_target(dev, target, prof)
@@ -95,8 +92,6 @@ def compile(graph: Graph, device: str = "auto", target: str | None = None, pipel
     (``"auto"``). ``target`` picks the MIL dialect (default: ios16 on M1/M2, else ios18).
     ``dynamic_weights``: True (every weight) or weight names to pass as program inputs.
     Returns a :class:`~orion.program.CompiledProgram`."""
-    from .runtime import compile_mil
-
     dev, target, lowered = _lower_for(graph, device, target, pipeline, dynamic_weights, profile, options)
     prog = compile_mil(lowered.mil, lowered.weights, device=dev, profile=profile)
     return CompiledProgram(prog, lowered, source=graph, compile_fn=compile,

@@ -15,6 +15,9 @@ import os
 import re
 import shutil
 import tempfile
+import time
+
+import numpy as np
 
 
 def fsync_dir(path: str) -> None:
@@ -54,7 +57,6 @@ def _umask_once() -> int:
 def prune_stale_temps(folder: str, max_age_s: float = 3600.0) -> int:
     """Removes ``.<name>.*.tmp`` files that :func:`atomic_write` left behind when a process was killed
     mid-write (older than ``max_age_s``: a live writer's file is younger); returns how many."""
-    import time
     n = 0
     try:
         entries = list(os.scandir(folder))
@@ -172,7 +174,6 @@ def json_nesting_depth(data: bytes) -> int:
     """How deeply the arrays/objects of the JSON text ``data`` nest (brackets inside strings do not count),
     found at C speed without parsing: escaped backslashes and quotes go first, then every byte but quotes
     and brackets, then the (now escape-free) strings."""
-    import numpy as np
     s = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _DROP_OTHERS)
     s = _STRING.sub(b"", s)
     if not s:

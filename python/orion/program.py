@@ -14,13 +14,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import warnings
 from typing import Mapping, NamedTuple
 
 import numpy as np
 
+from . import _html
 from .errors import InputError, ProgramStateError, WeightUpdateError
 from .fileio import atomic_folder, read_json
-from .passes.context import DynamicWeight, InputBinding, IOPlan, OutputBinding, OutputPart
+from .lowered import Lowered
+from .passes.context import (
+    CompileOptions, CompileWarning, DynamicWeight, InputBinding, IOPlan, OutputBinding, OutputPart,
+)
+from .runtime import compile_mil, counters
 
 __all__ = ["CompiledProgram", "Spec", "load"]
 
@@ -137,7 +143,6 @@ class CompiledProgram:
                 f"outputs=({fmt(self.outputs)}){dyn} mil={len(self.mil.splitlines())} lines>")
 
     def _repr_html_(self) -> str:  # notebooks (never raises: a released program still describes itself)
-        from . import _html
         prog = self._prog
         slot_in = {s.name: i for i, s in enumerate(prog.inputs)} if prog is not None else {}
         slot_out = {s.name: i for i, s in enumerate(prog.outputs)} if prog is not None else {}
@@ -158,7 +163,6 @@ class CompiledProgram:
             info = [("identifier", prog.identifier), ("target", self.target),
                     ("device", f"{prog.device} ({getattr(prog.sim_profile, 'chip', '?')} profile), {prog.state}"),
                     ("modelled cost", f"{c['est_ms']:.4f} ms per eval, {c['flops']:,.0f} flops (profile() per op)")]
-            from .runtime import counters
             info.append(("process counters", ", ".join(f"{k} {v}" for k, v in counters().items())))
         files = self._weight_files
         info.append(("program", f"{len(self.mil.splitlines())} MIL lines, " + (
@@ -237,8 +241,6 @@ class CompiledProgram:
             msg = f"weight {name!r}: contains NaN/inf or values beyond the fp16 range +-65504 [C37]"
             if self._non_finite == "error":
                 raise InputError(msg)
-            import warnings
-            from .passes.context import CompileWarning
             warnings.warn(msg, CompileWarning, stacklevel=3)
         return arr
 
@@ -384,9 +386,6 @@ def _plan_from_json(d: dict) -> IOPlan:
 
 def load(directory: str | os.PathLike, device: str = "auto", *, profile=None) -> CompiledProgram:
     """Load a program written by :meth:`CompiledProgram.save` (compiles the saved MIL + weights)."""
-    from .lowered import Lowered
-    from .passes.context import CompileOptions
-    from .runtime import compile_mil
     directory = os.fspath(directory)
     try:
         meta = read_json(os.path.join(directory, "program.json"), InputError,

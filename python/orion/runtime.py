@@ -17,8 +17,8 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
-from . import _native
-from .errors import AneSimWarning, OrionError
+from . import _html, _native
+from .errors import AneSimWarning, InputError, OrionError, ProgramStateError
 from .sim import Profile, get_profile
 
 log = logging.getLogger("orion")
@@ -160,7 +160,6 @@ class Program:
                 f"inputs=({fmt(self.inputs)}) outputs=({fmt(self.outputs)})>")
 
     def _repr_html_(self) -> str:  # notebooks (never raises: a released program still describes itself)
-        from . import _html
         try:
             ident, state = self.identifier, self.state
         except Exception:  # noqa: BLE001
@@ -186,9 +185,8 @@ class Program:
         """The cost model per op (:class:`orion.cost_table.CostTable`: a list of dicts with a text and an HTML
         table): the executed ops in program order with their flops, bytes and modelled time on the chip
         profile, plus the per-eval dispatch; ``sum(est_ms)`` equals ``cost["est_ms"]``."""
-        from .cost_table import CostTable
+        from .cost_table import CostTable  # start-up: orion.cost_table loads only for a cost table
         if self.state == "released":
-            from .errors import ProgramStateError
             raise ProgramStateError("this Program was released: its cost model went with it; profile() before "
                                     "release()")
         return CostTable.from_cost(self._p.cost, chip=getattr(self.sim_profile, "chip", None))
@@ -263,7 +261,6 @@ class Program:
     def _slot(find, name, what):
         slot = find(name)
         if slot < 0:
-            from .errors import InputError
             raise InputError(f"unknown {what} {name!r}")
         return slot
 

@@ -103,8 +103,6 @@ def set_profile(profile: Profile | None = None, **changes) -> Profile:
 def constraints(profile: Profile | None = None) -> list[dict]:
     """Every emulated ANE constraint (C01..C47) with its reaction under ``profile`` and ``limits``, the
     numbers its check uses (e.g. C24 ``{"max_kernel_width": 15}``; the compiler's validation reads them)."""
-    from . import _native
-
     p = profile or _profile
     return list(_native.sim_constraints(p.chip, p.strictness))
 
@@ -113,30 +111,22 @@ def ops(profile: Profile | None = None) -> list[dict]:
     """The op schema: every MIL op the simulator knows — ``name``, ``family``, ``params`` (required first,
     "?" = optional), ``types``, ``output`` rule, ANE ``evidence``, ``constraints``, the compiler's
     ``lowering`` — and its ``status`` under ``profile``. ``orion.ops.schema()`` adds the graph builders."""
-    from . import _native
-
     p = profile or _profile
     return list(_native.sim_ops(p.chip, p.strictness))
 
 
 def compile_budget() -> tuple[int, int]:
     """(compiles used, limit) of the simulator's per-process budget (C05)."""
-    from . import _native
-
     return tuple(_native.budget("sim"))
 
 
 def reset_compile_budget() -> None:
     """Simulator only: starts the emulated per-process budget again (the hardware's never resets)."""
-    from . import _native
-
     _native.reset_budget("sim")
 
 
 def set_compile_budget(limit: int) -> None:
     """Overrides the budget limit for the simulator (default: the profile's, :data:`COMPILE_BUDGET`)."""
-    from . import _native
-
     _native.set_budget_limit("sim", int(limit))
 
 

@@ -20,10 +20,16 @@ Result schema (``SCHEMA``; /2: spreads are the median's confidence interval, met
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import os
 import platform
 import subprocess
 
+import numpy as np
+
+from .. import _native
+from .._version import __version__
+from ..errors import InputError
 from .measure import TARGET_SPREAD, metric, rel_spread  # noqa: F401  (the result's building blocks)
 
 SCHEMA = "orion-bench/2"
@@ -31,22 +37,17 @@ BENCHES = ("decode", "train", "gemm")
 
 
 def torch_available() -> bool:
-    import importlib.util
     return importlib.util.find_spec("torch") is not None
 
 
 def machine_info(with_torch: bool = True) -> dict:
-    import numpy as np
-
-    from .. import _native
-    from .._version import __version__
     info = {"platform": platform.platform(), "machine": platform.machine(), "python": platform.python_version(),
             "cpus": os.cpu_count(), "load_avg_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
             "orion": __version__, "numpy": np.__version__}
     info.update(isa=_native.kernel_isa(), sim_threads=_native.num_threads())
     info["torch"] = None
     if with_torch:                     # importing torch takes seconds: only when its side runs
-        import torch
+        import torch  # optional: torch (not a dependency; seconds to import)
         info.update(torch=torch.__version__, torch_threads=torch.get_num_threads())
     return info
 
@@ -70,7 +71,6 @@ def commit_info() -> dict:
 def run(only=BENCHES, quick: bool = False, use_torch: bool = True, log=print) -> dict:
     """Runs the benchmarks named in ``only`` and returns the result document (see the module docstring).
     ``quick``: tiny shapes and short time caps (seconds: the machinery, not the performance of real shapes)."""
-    from ..errors import InputError
     unknown = [b for b in only if b not in BENCHES]
     if unknown:
         raise InputError(f"unknown benchmark(s) {unknown}: choose from {', '.join(BENCHES)}")
@@ -83,11 +83,11 @@ def run(only=BENCHES, quick: bool = False, use_torch: bool = True, log=print) ->
             continue
         log(f"orion bench: {name}{' (quick)' if quick else ''} ...")
         if name == "decode":
-            from .decode import run as bench
+            from .decode import run as bench  # start-up: a benchmark's module loads only when it runs
         elif name == "train":
-            from .train_step import run as bench
+            from .train_step import run as bench  # start-up: a benchmark's module loads only when it runs
         else:
-            from .gemm import run as bench
+            from .gemm import run as bench  # start-up: a benchmark's module loads only when it runs
         section = bench(quick=quick, use_torch=have_torch)
         if use_torch and not have_torch and name != "gemm":
             section["notes"].append("torch is not installed: the PyTorch side and its ratios were skipped "

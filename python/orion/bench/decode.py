@@ -16,9 +16,11 @@ import time
 
 import numpy as np
 
+from .. import sim
 from ..models import GPT2Config, Model
 from ..models.testing import random_weights
-from .measure import repeat
+from ..runtime import resolve_device
+from .measure import figure, ratio, repeat, side_target, time_cap
 
 
 class OrionDecode:
@@ -77,7 +79,7 @@ class TorchDecode:
     :meth:`round` as :meth:`OrionDecode.round`."""
 
     def __init__(self, cfg, w32, prompt, n_tokens, threads=None):
-        import torch
+        import torch  # optional: torch (not a dependency; seconds to import)
 
         global _TORCH_DEFAULT_THREADS
         if _TORCH_DEFAULT_THREADS is None:
@@ -88,7 +90,7 @@ class TorchDecode:
         self.version = torch.__version__
 
     def forward(self, ids, cache, pos0):
-        import torch.nn.functional as F
+        import torch.nn.functional as F  # optional: torch (not a dependency; seconds to import)
         torch, cfg, W = self.torch, self.cfg, self.W
         d, H = cfg.d_model, cfg.n_heads
         hd = d // H
@@ -196,9 +198,6 @@ def run(quick: bool = False, use_torch: bool = True, device: str = "auto") -> di
     """The ``decode`` section of an ``orion bench`` result: tok/s of both sides (medians over rounds repeated
     until their spreads are within target, :mod:`.measure`), the speed-ups against the faster PyTorch thread
     setting (1 thread or torch's default)."""
-    from .. import sim
-    from ..runtime import resolve_device
-    from .measure import figure, ratio, side_target, time_cap
     p = QUICK if quick else FULL
     cap, target = time_cap(quick), side_target(use_torch)
     old = sim.compile_budget()[1]
@@ -223,7 +222,7 @@ def run(quick: bool = False, use_torch: bool = True, device: str = "auto") -> di
         try:
             theirs, t_rep, by_threads = _fastest_torch(cfg, w32h, prompt, p["tokens"], time_cap=cap, target=target)
         finally:
-            import torch
+            import torch  # optional: torch (not a dependency; seconds to import)
             torch.set_num_threads(_TORCH_DEFAULT_THREADS)        # the train benchmark's torch: its default
         params["repeat"]["torch"] = t_rep.summary()
         metrics["torch_decode_tok_s"] = figure(t_rep.samples["decode_tok_s"], "tok/s", "higher")

@@ -15,6 +15,10 @@ import os
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from .. import _native
+from .measure import figure, repeat, time_cap
 
 # name, batch, M, K, N  (C[M,N] = A[M,K] @ B[K,N])
 SHAPES = [
@@ -32,13 +36,11 @@ PAUSE_S = 0.1            # after a numpy block: OpenBLAS's idle threads spin ~0.
 
 def numpy_threads(threads: int):
     """Context: numpy's BLAS limited to ``threads`` (set like our pool's size)."""
-    from threadpoolctl import threadpool_limits
     return threadpool_limits(limits=int(threads), user_api="blas")
 
 
 def blas_info() -> dict:
     """numpy's BLAS as threadpoolctl sees it now (kernel architecture, threads, version)."""
-    from threadpoolctl import threadpool_info
     blas = [d for d in threadpool_info() if d.get("user_api") == "blas"]
     return {k: blas[0].get(k) for k in ("internal_api", "architecture", "num_threads", "version")} if blas else {}
 
@@ -125,9 +127,8 @@ def run(quick: bool = False, use_torch: bool = True, native=None, clock=time.per
     """The ``gemm`` section of an ``orion bench`` result (wall time, our default threads, numpy's BLAS set to
     as many): medians over rounds repeated until their spreads are within target (:mod:`.measure`).
     ``native``, ``clock``, ``numpy_gemm``: the two sides and the timer (replaceable in tests)."""
-    from .measure import figure, repeat, time_cap
     if native is None:
-        from .. import _native as native
+        native = _native
     shapes = QUICK_SHAPES if quick else SHAPES
     native.set_num_threads(0)
     flops = [2.0 * batch * m * k * n for _name, batch, m, k, n in shapes]

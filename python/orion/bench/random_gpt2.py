@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 
+from .. import sim
 from ..models import GPT2Config, Model
 from ..models.testing import random_weights
 
@@ -23,7 +24,6 @@ def add_model_args(ap) -> None:
 
 def quiet_unbudgeted() -> None:
     """Benchmarks compile many program sets: no per-process compile budget, no warnings in the tables."""
-    from .. import sim
     warnings.simplefilter("ignore")
     sim.set_compile_budget(10**6)
 

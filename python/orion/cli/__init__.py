@@ -20,19 +20,27 @@ exit 1 for an orion error (bad file, model, program) -- a traceback only with ``
 from __future__ import annotations
 
 import argparse
+import platform
 import sys
 
+from .. import _native
+from .._version import __version__
+from .bench import add_bench_parser
 from .common import Parser, add_verbose_flag
+from .constraints import add_constraints_parser
+from .demo import add_demo_parser
+from .doctor import add_doctor_parser
 from .entry import run as run_command  # (orion.cli.run is the `orion run` command module)
+from .fuse import add_fuse_parser
+from .generate import add_generate_parser
+from .info import add_info_parser
+from .plot import add_plot_parser
+from .quality import add_quality_parser
+from .run import add_run_parser
 
 
 def version_text() -> str:
     """``orion --version``: the release and what this build contains (one wheel runs on many CPUs)."""
-    import platform
-
-    from .. import _native
-    from .._version import __version__
-
     b = _native.build_info()
     abi = "abi3" if b["stable_abi"] else f"cp{sys.version_info[0]}{sys.version_info[1]}"
     return (f"orion {__version__} ({platform.system()} {platform.machine()}, Python {platform.python_version()}, "
@@ -49,8 +57,6 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kw)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from .. import _native
-
         if not hasattr(_native, "build_info"):
             parser.exit(1, f"orion: error: the native module {_native.__file__} is older than this orion package: "
                         "rebuild it (scripts/dev_build.sh or pip install .)\n")
@@ -65,18 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "error (also accepted after the subcommand)")
     p.add_argument("-V", "--version", action=_VersionAction, help="version, kernels and backends of this build")
     sub = p.add_subparsers(dest="command")
-
-    from .bench import add_bench_parser
-    from .constraints import add_constraints_parser
-    from .demo import add_demo_parser
-    from .doctor import add_doctor_parser
-    from .fuse import add_fuse_parser
-    from .generate import add_generate_parser
-    from .info import add_info_parser
-    from .plot import add_plot_parser
-    from .quality import add_quality_parser
-    from .run import add_run_parser
-    from .train import add_train_parser
+    from .train import add_train_parser  # circle: `python -m orion.cli.train` imports orion.cli before it runs
 
     add_demo_parser(sub)
     add_run_parser(sub)

@@ -9,13 +9,18 @@ import argparse
 import json
 import sys
 
+from .. import bench as benchmarks
+from ..bench import BENCHES, SCHEMA
+from ..bench.compare import NOISE_FLOOR, check_result, compare
+from ..bench.measure import QUICK_TIME_CAP, TARGET_SPREAD
+from ..errors import InputError
+from ..fileio import atomic_write, read_json
 from .common import check_writable_target, float_in
 
 EXIT_REGRESSION = 3
 
 
 def _only(text: str) -> list[str]:
-    from ..bench import BENCHES
     names = [t.strip() for t in text.split(",") if t.strip()]
     bad = [n for n in names if n not in BENCHES]
     if bad or not names:
@@ -24,9 +29,6 @@ def _only(text: str) -> list[str]:
 
 
 def add_bench_parser(sub) -> None:
-    from ..bench import SCHEMA
-    from ..bench.compare import NOISE_FLOOR
-    from ..bench.measure import QUICK_TIME_CAP, TARGET_SPREAD
     b = sub.add_parser("bench", help="run the decode / training-step / GEMM benchmarks, write JSON, compare "
                        "with a baseline", description="The benchmarks behind benchmarks/RESULTS.md (decode, "
                        "training step, GEMM), ours and the comparison side (PyTorch, numpy) in the same run. Each "
@@ -49,18 +51,13 @@ def add_bench_parser(sub) -> None:
 
 
 def cmd_bench(args) -> int:
-    from ..bench import TARGET_SPREAD, run
-    from ..bench.compare import check_result, compare
-    from ..errors import InputError
-    from ..fileio import atomic_write, read_json
-
     if args.json:
         check_writable_target("--json", args.json, folder=False)
     baseline = None
     if args.compare:                 # the whole baseline is checked before the long run, not after it
         baseline = read_json(args.compare, InputError)
         check_result(baseline, f"--compare {args.compare}")
-    doc = run(args.only, quick=args.quick, use_torch=not args.no_torch,
+    doc = benchmarks.run(args.only, quick=args.quick, use_torch=not args.no_torch,
               log=lambda m: print(m, file=sys.stderr, flush=True))
     unstable = []
     for name, section in doc["benchmarks"].items():

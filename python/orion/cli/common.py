@@ -12,6 +12,7 @@ from .. import sim as _sim
 from ..flags import (UsageError, check_writable_target, float_in, int_at_least, int_in, nonneg_float,  # noqa: F401
                      nonneg_int, positive_float, positive_int)
 from ..runtime import DEVICES    # the --device choices of every command
+from ..sim import Profile, get_profile
 
 CHIPS = list(_sim.CHIPS)          # defined once, in the native core
 
@@ -53,8 +54,6 @@ def add_verbose_flag(sp) -> None:
 
 def profile(args):
     """The simulator profile for --chip / --permissive (the current profile where they are not given)."""
-    from ..sim import Profile, get_profile
-
     base = get_profile()
     return Profile(chip=getattr(args, "chip", None) or base.chip,
                    strictness="permissive" if getattr(args, "permissive", False) else base.strictness)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..sim import constraints
 from .common import CHIPS, profile
 
 
@@ -14,8 +15,6 @@ def add_constraints_parser(sub) -> None:
 
 
 def cmd_constraints(args) -> int:
-    from ..sim import constraints
-
     for c in constraints(profile(args)):
         print(f"{c['id']}  {c['reaction']:<16} {c['where']:<10} {c['rule']}")
     return 0

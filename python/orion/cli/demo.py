@@ -16,6 +16,6 @@ def add_demo_parser(sub) -> None:
 
 
 def cmd_demo(args) -> int:
-    from ..demo import run_demo
+    from ..demo import run_demo  # start-up: orion.demo loads only for `orion demo`
 
     return run_demo(device=args.device, profile=profile(args), seq=args.seq, dim=args.dim, out=sys.stdout)

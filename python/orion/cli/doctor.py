@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from .. import doctor
 from .common import DEVICES
 
 
@@ -18,8 +19,6 @@ def add_doctor_parser(subparsers) -> None:
 
 
 def cmd_doctor(args) -> int:
-    from .. import doctor
-
     if getattr(args, "devices", False):
         print(json.dumps(doctor.device_info(), indent=1))
         return 0

@@ -12,6 +12,10 @@ from __future__ import annotations
 import os
 import sys
 
+from ..lora.files import read_config
+from ..train.lora_runs import fuse, is_lora_run
+from .common import UsageError
+
 
 def add_fuse_parser(sub) -> None:
     p = sub.add_parser("fuse", help="merge a LoRA adapter into its base model (a Hugging Face folder)",
@@ -25,9 +29,6 @@ def add_fuse_parser(sub) -> None:
 
 
 def cmd_fuse(args, out=None) -> int:
-    from ..lora.files import read_config
-    from ..train.lora_runs import fuse, is_lora_run
-    from .common import UsageError
     out = out or sys.stdout
     if not os.path.exists(args.adapter):
         raise UsageError(f"--adapter-path {args.adapter}: no such file or folder")

@@ -29,8 +29,16 @@ from __future__ import annotations
 import os
 import sys
 
+from .. import models
 from ..errors import InputError
+from ..lora.files import read_config
+from ..models.batch import MAX_BATCH, BatchStats
 from ..models.quantize import MODEL_SCHEMES
+from ..models.speculative import MAX_DRAFT
+from ..runtime import resolve_device
+from ..sim import Profile, get_profile
+from ..train.lora_runs import is_lora_run
+from ..train.lora_runs import run_adapter as read_run
 from .common import CHIPS, DEVICES, UsageError, check_writable_target, float_in, int_in, nonneg_float, nonneg_int
 from .w8a8 import add_activation_flags, check_activation_flags, load_w8a8, read_text
 
@@ -38,8 +46,6 @@ __all__ = ["add_generate_parser", "cmd_generate"]
 
 
 def add_generate_parser(subparsers):
-    from ..models.batch import MAX_BATCH
-    from ..models.speculative import MAX_DRAFT
     g = subparsers.add_parser("generate", help="generate text with a GPT-2 or Llama checkpoint",
                               description="Generate text with a Hugging Face GPT-2/Llama folder (config.json + "
                               "model.safetensors) or a llama2.c .bin, on the ANE or its simulator.")
@@ -140,15 +146,11 @@ def check_generate_flags(args):
     if args.tokenizer and not os.path.exists(args.tokenizer):
         raise InputError(f"--tokenizer {args.tokenizer}: no such file or folder")
     if getattr(args, "adapter", None):
-        from ..lora.files import read_config
         read_config(args.adapter)
     return ids, (_read_prompt_lines(batch_file) if batch_file else None)
 
 
 def cmd_generate(args, out=None, err=None) -> int:
-    from ..models import load
-    from ..sim import Profile, get_profile
-
     out = out or sys.stdout
     err = err or sys.stderr
     prompt_ids, prompt_lines = check_generate_flags(args)
@@ -161,13 +163,12 @@ def cmd_generate(args, out=None, err=None) -> int:
     calib = read_text("--calibration", args.calibration) if getattr(args, "calibration", None) else None
     run_adapter = None
     if not getattr(args, "adapter", None):
-        from ..train.lora_runs import is_lora_run, run_adapter as read_run
         if is_lora_run(args.model):         # an orion train --lora run: its base model + its adapters
             base, run_adapter = read_run(args.model)
             print(f"orion generate: {args.model} is a LoRA run: its base {base} with the adapter of "
                   f"{run_adapter.name}", file=err)
             args.model = base
-    model = load_w8a8(load, args.model, err, tokenizer=args.tokenizer, device=args.device, profile=profile,
+    model = load_w8a8(models.load, args.model, err, tokenizer=args.tokenizer, device=args.device, profile=profile,
                       cache=args.cache_dir, use_cache=not getattr(args, "no_cache", False), classifier=args.classifier,
                       quantize=getattr(args, "quantize", None), activations=getattr(args, "activations", None),
                       calibration=calib)
@@ -190,7 +191,7 @@ def cmd_generate(args, out=None, err=None) -> int:
     if draft_path or lookup:
         spec = lookup
         if draft_path:
-            spec = load(draft_path, tokenizer=args.tokenizer, device=args.device, profile=profile,
+            spec = models.load(draft_path, tokenizer=args.tokenizer, device=args.device, profile=profile,
                         cache=args.cache_dir, use_cache=not getattr(args, "no_cache", False),
                         classifier=args.classifier)
         r = model.generate(prompt, speculative=spec, draft_k=args.draft_k if draft_path else None, **kw)
@@ -221,7 +222,6 @@ def cmd_generate(args, out=None, err=None) -> int:
         out.write(echo + "\n")
         out.flush()
     r = stream.result
-    from ..runtime import resolve_device
     print(f"[{model.name} on {resolve_device(model.device)}] {_stats(r)}", file=err)
     if r.stop_reason == "context":
         n_ctx = model.config.n_ctx
@@ -285,8 +285,6 @@ def _prompts(lines: list[tuple[int, str]], path: str, model) -> list:
 
 
 def _generate_file(model, args, prompts, kw, out, err) -> int:
-    from ..models.batch import MAX_BATCH, BatchStats
-    from ..runtime import resolve_device
     batch = args.batch or MAX_BATCH
     st = BatchStats()
     gens = model.generate_batch(prompts, max_batch=batch, stats=st, **kw)

@@ -3,23 +3,25 @@ model's compile plan and memory plan."""
 
 from __future__ import annotations
 
+from .. import __version__, _native, models
+from ..doctor import ane_control
+from ..models.quantize import MODEL_SCHEMES
+from ..runtime import devices
+from ..sim import compile_budget, get_profile
+from .common import UsageError
+
 
 def add_info_parser(sub) -> None:
     i = sub.add_parser("info", help="build and simulator information; with --model, the model's compile plan")
     i.add_argument("--model", default=None,
                    help="a model path or ORG/NAME: print how many compiles each use of it costs and its memory "
                         "by kind (no compiling)")
-    from ..models.quantize import MODEL_SCHEMES
     i.add_argument("--quantize", default=None, choices=MODEL_SCHEMES,
                    help="with --model: the plan with compressed weights")
     i.set_defaults(func=cmd_info)
 
 
 def cmd_info(args) -> int:
-    from .. import __version__, _native
-    from ..sim import compile_budget, get_profile
-    from .common import UsageError
-
     if args.quantize and not args.model:
         raise UsageError(f"--quantize {args.quantize} is only used with --model (the plan of that model)")
 
@@ -30,7 +32,6 @@ def cmd_info(args) -> int:
     print(f"  simulator profile: {get_profile()}")
     used, limit = compile_budget()
     print(f"  compile budget: {used} used of {limit}")
-    from ..runtime import devices
 
     for d in devices():
         state = "available" if d["available"] else f"unavailable ({d['reason']})"
@@ -38,7 +39,6 @@ def cmd_info(args) -> int:
         for route, status in (d.get("routes") or {}).items():
             print(f"    route {route}: {status}")
         if d["name"] == "ane":  # optional device-info probes that failed: reported, never a refusal
-            from ..doctor import ane_control
 
             for w in (ane_control("info") or {}).get("warnings") or []:
                 print(f"    warning: {w}")
@@ -49,9 +49,8 @@ def cmd_info(args) -> int:
 
 def _print_plan(args) -> None:
     """The compile plan of ``--model`` (C05: ~119 compiles per process), found without compiling."""
-    from ..models import load
-    from ..models.memory import PLAN_NEW, PLAN_PROMPT, memory_plan
-    m = load(args.model, quantize=args.quantize)
+    from ..models.memory import PLAN_NEW, PLAN_PROMPT, memory_plan  # start-up: only for `orion info --model`
+    m = models.load(args.model, quantize=args.quantize)
     try:
         p = m.compile_plan()
         with m.exclusive():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .common import check_writable_target
+
 
 def add_plot_parser(sub) -> None:
     p = sub.add_parser("plot", help="plot a training run's loss and throughput (needs orion-ane[plot])",
@@ -13,8 +15,7 @@ def add_plot_parser(sub) -> None:
 
 
 def cmd_plot(args) -> int:
-    from ..train.plot import plot_run
-    from .common import check_writable_target
+    from ..train.plot import plot_run  # start-up: orion.train.plot loads only for `orion plot`
     if args.output is not None:
         check_writable_target("--output", args.output, folder=False)     # before the log is read
     print(f"wrote {plot_run(args.run, args.output)}")

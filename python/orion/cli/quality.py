@@ -10,10 +10,14 @@ the evaluated tokens (so calibration and evaluation never share text)."""
 from __future__ import annotations
 
 import sys
+from importlib.resources import files
 
 import numpy as np
 
+from .. import models
+from ..errors import InputError
 from ..models.quantize import MODEL_SCHEMES
+from ..quant import quality_report
 from .common import UsageError, add_device_flags, int_at_least, profile
 from .w8a8 import add_activation_flags, check_activation_flags, load_w8a8, read_text
 
@@ -38,22 +42,17 @@ def add_quality_parser(sub) -> None:
 
 def _text(path) -> str:
     if path is None:
-        from importlib.resources import files
         return files("orion.train").joinpath("corpus", "stories.txt").read_text(encoding="utf-8")
     return read_text("--data", path)
 
 
 def cmd_quality(args, out=None) -> int:
-    from ..errors import InputError
-    from ..models import load
-    from ..quant import quality_report
-
     out = out or sys.stdout
     check_activation_flags(args)
     if args.calibration_method is not None and args.activations is None:
         raise UsageError("--calibration-method is only used with --activations int8")
     prof = profile(args)
-    base = load(args.model, tokenizer=args.tokenizer, device=args.device, profile=prof)
+    base = models.load(args.model, tokenizer=args.tokenizer, device=args.device, profile=prof)
     if base.tokenizer is None:
         raise InputError(f"{args.model}: no tokenizer found next to the checkpoint; pass --tokenizer FILE")
     tok, bos = base.tokenizer, base.config.bos_id
@@ -64,8 +63,8 @@ def cmd_quality(args, out=None) -> int:
     ids = ids[:args.tokens]
     if len(ids) < 2:
         raise InputError("the text gives fewer than 2 tokens: nothing to predict")
-    test = load(args.model, tokenizer=base.tokenizer, device=args.device, profile=prof, quantize=args.quantize)
-    models = [test]
+    test = models.load(args.model, tokenizer=base.tokenizer, device=args.device, profile=prof, quantize=args.quantize)
+    tested = [test]
     if args.activations is not None:
         if args.calibration is not None:
             calib = read_text("--calibration", args.calibration)
@@ -74,22 +73,22 @@ def cmd_quality(args, out=None) -> int:
             if not calib.strip():
                 raise InputError(f"{args.data or 'the story corpus'}: no text left after the evaluated tokens to "
                                  f"calibrate the activation scales on; pass --calibration FILE")
-        models.append(load_w8a8(load, args.model, None, tokenizer=base.tokenizer, device=args.device,
+        tested.append(load_w8a8(models.load, args.model, None, tokenizer=base.tokenizer, device=args.device,
                                 profile=prof, quantize=args.quantize, activations=args.activations,
                                 calibration=calib, calibration_method=args.calibration_method or "max"))
     win = base.config.n_ctx
-    ref, got, targets = [], [[] for _ in models], []
+    ref, got, targets = [], [[] for _ in tested], []
     for i in range(0, len(ids) - 1, win):       # windows of the context; each predicts its own next tokens
         chunk = ids[i:i + win]
         if len(chunk) < 2:
             break
         ref.append(base.logits(chunk)[:-1])
-        for m, g in zip(models, got):
+        for m, g in zip(tested, got):
             g.append(m.logits(chunk)[:-1])
         targets += chunk[1:]
     reports = [quality_report(np.concatenate(ref), np.concatenate(g), np.asarray(targets)) for g in got]
     if args.activations is not None:
-        _print_w8a8(args, base, models, reports, out)
+        _print_w8a8(args, base, tested, reports, out)
         return 0
     r = reports[0]
     qr = test.quantization

@@ -7,12 +7,16 @@ declared dtype and shape (``--random-weights``). Outputs are printed as a table.
 
 from __future__ import annotations
 
+import io
 import os
 import time
 
 import numpy as np
 
+from ..blob import write_blob_file
 from ..errors import InputError, ModelFormatError
+from ..fileio import write_bytes_atomic
+from ..runtime import compile_mil
 from .common import UsageError, add_device_flags, check_writable_target, positive_int, profile
 
 MODEL_PATH = "@model_path/"
@@ -73,8 +77,6 @@ def _file_for(path: str, folder: str) -> str:
 def random_blob_file(path: str, decls: dict[int, tuple[str, tuple]], rng: np.random.Generator) -> bytes:
     """A MILBlob file holding a random tensor at each declared offset (floats ~ N(0, 1/fan_in), integers
     small), written by orion.blob's writer; the program's offsets must be that writer's layout."""
-    from ..blob import write_blob_file
-
     arrays = []
     for off in sorted(decls):
         dtype, shape = decls[off]
@@ -171,8 +173,7 @@ def output_table(out: dict[str, np.ndarray]) -> str:
 
 
 def cmd_run(args) -> int:
-    from .. import mil
-    from ..runtime import compile_mil
+    from .. import mil  # start-up: orion.mil loads only for `orion run`
 
     if os.path.isdir(args.program):
         raise UsageError(f"{args.program} is a folder; give the program's .mil file")
@@ -213,10 +214,6 @@ def cmd_run(args) -> int:
     print(f"  eval median {np.median(times) * 1e3:.3f} ms over {args.repeat} runs; modelled ANE time "
           f"{prog.cost.get('est_ms', 0):.3f} ms")
     if args.out:
-        import io
-
-        from ..fileio import write_bytes_atomic
-
         buf = io.BytesIO()
         np.savez(buf, **out)
         write_bytes_atomic(args.out, buf.getvalue())

@@ -42,8 +42,8 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
 
 def cmd_train(args) -> int:
     # start-up cost: every orion command builds this parser; the launch code (tokenizers, MPI) loads for a run
-    from ..train.distributed import from_env
-    from ..train.launch import run_parsed
+    from ..train.distributed import from_env  # start-up: orion.train.distributed loads only for `orion train`
+    from ..train.launch import run_parsed  # start-up: orion.train.launch loads only for `orion train`
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     model_flags(args)
     check_train_args(args)                 # flag values, output paths and memory, before any work

@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 import warnings
 
-from ..models.quantize import ACTIVATION_SCHEMES
+from ..errors import InputError
+from ..models.quantize import ACTIVATION_SCHEMES, W8A8_WARNING, ExperimentalWarning
 from .common import UsageError
 
 
@@ -28,7 +29,6 @@ def check_activation_flags(args) -> None:
 
 
 def read_text(flag: str, path) -> str:
-    from ..errors import InputError
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
@@ -39,7 +39,6 @@ def read_text(flag: str, path) -> str:
 def load_w8a8(load, model, err=None, **kw):
     """``load(model, activations=..., calibration=...)`` printing the experimental warning as one line
     (``orion: warning: ...``) instead of Python's two-line warning display."""
-    from ..models.quantize import W8A8_WARNING, ExperimentalWarning
     if kw.get("activations") is None:
         return load(model, **kw)
     print(f"orion: warning: {W8A8_WARNING}", file=err or sys.stderr)

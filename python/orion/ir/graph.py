@@ -18,7 +18,9 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from ..errors import OrionError
+from ..errors import OrionError, QuantizationError
+from ..quant import QuantizedArray, QuantizedTensor, quantize_tensor
+from .display import graph_html
 
 DTYPES = ("fp16", "fp32", "int32", "bool", "int8", "uint8")  # int8/uint8: quantized intermediates only
 NP_DTYPES = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "bool": np.bool_, "int8": np.int8,
@@ -130,7 +132,7 @@ class Value:
 
     # --- operator sugar (the registry does the checking) ---------------------------------------
     def _ops(self):
-        from . import ops
+        from . import ops  # circle: orion.ir.ops builds the Values and Graphs of orion.ir.graph
         return ops
 
     def __add__(self, o): return self._ops().add(self, o)
@@ -264,7 +266,7 @@ class Graph:
         v = self.add_node("input", {}, {"io_name": name}, [(shape, dtype)], name=name).out
         self.inputs[name] = v
         if dtype == "fp32":
-            from . import ops
+            from . import ops  # circle: orion.ir.ops builds the Values and Graphs of orion.ir.graph
             return ops.cast(v, "fp16", name=f"{name}_fp16")
         return v
 
@@ -282,7 +284,6 @@ class Graph:
         smallest divisor above them when they do not divide). It stays compressed through the passes
         (reshapes that append unit dims, as ``linear`` does, keep it) and the codegen emits its constexpr
         op with BLOBFILE operands; the graph computes with exactly that op's fp16 result. Baked only."""
-        from ..quant import QuantizedTensor, quantize_tensor
         if quant is None and getattr(array, "quant", None) is not None:   # an orion.quant.QuantizedArray
             quant = array.quant
         if isinstance(array, QuantizedTensor):
@@ -308,8 +309,6 @@ class Graph:
         return v
 
     def _compressed_weight(self, name, array, quant, dynamic, shape, qtype, quantize_tensor) -> Value:
-        from ..errors import QuantizationError
-        from ..quant import QuantizedArray
         self._check_new_name(name, "weight")
         if dynamic:
             raise GraphError(f"weight {name!r}: a compressed weight is baked (its constexpr op is folded at "
@@ -356,7 +355,7 @@ class Graph:
         self._check_new_name(name, "output")
         self._check_member(value, f"output {name!r}")
         if dtype is not None and dtype != value.dtype:
-            from . import ops
+            from . import ops  # circle: orion.ir.ops builds the Values and Graphs of orion.ir.graph
             if dtype not in ("fp16", "fp32"):
                 raise GraphError(f"output {name!r}: dtype {dtype} cannot be a program output; use fp16 or fp32 [C39]")
             value = ops.cast(value, dtype, name=name)
@@ -380,7 +379,7 @@ class Graph:
         # g.gelu(x), g.linear(x, w) ... forward to the op builders in ops/ (composites included)
         if item.startswith("_"):
             raise AttributeError(item)
-        from . import ops
+        from . import ops  # circle: orion.ir.ops builds the Values and Graphs of orion.ir.graph
         fn = getattr(ops, item, None)
         if callable(fn) and item in ops.BUILDERS:
             return fn
@@ -414,7 +413,7 @@ class Graph:
 
     def reinfer(self) -> None:
         """Recompute every node's output shapes/dtypes from its inputs and attrs (after a pass edits them)."""
-        from .ops import infer_types
+        from .ops import infer_types  # circle: orion.ir.ops builds the Values and Graphs of orion.ir.graph
         for n in self.nodes:
             if n.op in ("input", "const"):
                 continue
@@ -499,7 +498,6 @@ class Graph:
                 f"{len(self.nodes)} nodes, outputs {list(self.outputs)})")
 
     def _repr_html_(self) -> str:  # notebooks: tables of I/O and nodes, the compiler's notes (ir/display.py)
-        from .display import graph_html
         return graph_html(self)
 
     def summary(self) -> str:

@@ -34,14 +34,14 @@ def _to_hf_rows(cfg, name: str, b: np.ndarray) -> np.ndarray:
     loader's own conversion."""
     if cfg.family != "llama":
         return b
-    from ..models.loaders import to_hf_tensor
+    from ..models.loaders import to_hf_tensor  # circle: orion.models (layer_params) imports orion.lora
     return to_hf_tensor(cfg, name, b)
 
 
 def _from_hf_rows(cfg, name: str, b: np.ndarray) -> np.ndarray:
     if cfg.family != "llama":
         return b
-    from ..models.loaders import to_canonical_tensor
+    from ..models.loaders import to_canonical_tensor  # circle: orion.models (layer_params) imports orion.lora
     return to_canonical_tensor(cfg, name, b)
 
 

@@ -9,6 +9,7 @@ from typing import Iterable
 
 import numpy as np
 
+from ..ir import Value, ops
 from .adapter import Adapter, base_fingerprint, load
 from .errors import AdapterConfigError, AdapterShapeError
 from .targets import linear_shapes, model_config, resolve_targets
@@ -27,7 +28,6 @@ def graph_linear(g, x, weight_name: str, W, bias=None, slots=None, canonical: st
     streaming GEMV over the weight's rows), plus a LoRA branch whose A/B are program inputs when
     ``slots`` (an :class:`AdapterSlots`, or any mapping canonical name -> (A [R, in], B [out, R]) initial
     values) has ``canonical``. The model graph builders call this for every linear."""
-    from ..ir import Value, ops
     w = W if isinstance(W, Value) else g.weight(weight_name, W)
     ab = slots.get(canonical) if slots is not None and canonical is not None else None
     if ab is None:

@@ -50,7 +50,7 @@ def _family_of(cfg) -> str:
 
 def _layer_tensors(cfg) -> dict:
     """HF tensor suffix inside a layer -> canonical key, or ((key, rows), ...) for a fused tensor."""
-    from ..models.families import family_module
+    from ..models.families import family_module  # circle: orion.models (layer_params) imports orion.lora
     return family_module(cfg.model_type).layer_tensors(cfg)
 
 
@@ -70,7 +70,7 @@ def modules(cfg) -> list[Module]:
 
 
 def _modules(cfg) -> list[Module]:
-    from ..models.loaders import expected_shapes
+    from ..models.loaders import expected_shapes  # circle: orion.models (layer_params) imports orion.lora
     p = f"{_CANON_PREFIX[_family_of(cfg)]}.0."
     shapes = {n[len(p):]: s for n, s in expected_shapes(cfg).items() if n.startswith(p)}
     out = []
@@ -95,7 +95,7 @@ def model_config(cfg):
 
 def linear_shapes(cfg) -> dict[str, tuple[int, int]]:
     """Canonical name -> ``(out, in)`` of every linear an adapter may target (q: ``n_heads * head_dim`` rows)."""
-    from ..models.loaders import expected_shapes
+    from ..models.loaders import expected_shapes  # circle: orion.models (layer_params) imports orion.lora
     cfg = model_config(cfg)
     keys = {k for m in modules(cfg) for k in m.keys}
     return {n: tuple(s) for n, s in expected_shapes(cfg).items() if n.count(".") == 2 and n.rsplit(".", 1)[-1] in keys}
@@ -146,7 +146,7 @@ def _aliases(cfg) -> dict:
     (``q_proj``, ...) so that a fused family can say what to target instead."""
     out = dict(_ALIASES[cfg.family])
     if cfg.family == "llama":
-        from ..models.families.llama import BASE_LAYER
+        from ..models.families.llama import BASE_LAYER  # circle: orion.models (layer_params) imports orion.lora
         out.update({hf[:-len(".weight")].rsplit(".", 1)[-1]: (k,) for hf, k in BASE_LAYER.items()
                     if hf.endswith("_proj.weight")})
     return out

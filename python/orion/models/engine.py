@@ -30,10 +30,14 @@ from typing import Sequence
 import numpy as np
 
 from .. import _native
+from ..compiler import check
+from ..compiler import compile as compile_graph
 from ..errors import BudgetExceeded, CompileError, InputError, ModelFormatError
 from ..ir import Graph, ops
-from . import host_pages
+from ..runtime import resolve_device
+from . import host_pages, llama
 from .feeds import additive_mask, layer_feeds
+from .fp16_safety import Fp16Plan, Fp16RangeError, replan, resolve_fp16_plan
 from .stages import LayerStage, SplitStage, Stage, capture_weight_surfaces
 
 log = logging.getLogger("orion")
@@ -65,10 +69,9 @@ class StageOverflow(Exception):
 def _family(cfg):
     """The graph builder module of a config (every Llama-style model_type shares models/llama.py)."""
     if cfg.family == "gpt2":
-        from . import gpt2
+        from . import gpt2  # start-up: orion.models.gpt2 loads only for a GPT-2 model
         return gpt2
     if cfg.family == "llama":
-        from . import llama
         return llama
     raise ModelFormatError(f"unsupported model family {cfg.family!r}")
 
@@ -108,7 +111,6 @@ class Engine:
         if layers not in LAYER_MODES:
             raise InputError(f"layers must be one of {', '.join(LAYER_MODES)}, got {layers!r}")
         self.layers = layers
-        from .fp16_safety import Fp16Plan, resolve_fp16_plan
         self.fp16 = resolve_fp16_plan(cfg, weights, residual_scale, probe_ids)
         self.residual_scale = self.fp16.scale
         self._scale_spec = residual_scale
@@ -184,7 +186,6 @@ class Engine:
         return dict(device=self.device, profile=self.profile, **opts)
 
     def _compile(self, g: Graph, shared: bool = False):
-        from ..compiler import compile as compile_graph
         t = time.perf_counter()
         cp = compile_graph(g, **self.program_options(shared))
         cp.drop_weight_files()             # the runtime holds the weights; a host copy per program doubles them
@@ -293,7 +294,6 @@ class Engine:
         ``SPLITS`` whose parts pass the compiler's checks (C18/C19: the weight budget). Found by lowering
         without compiling (:func:`orion.compiler.check`: no compile budget is charged), once per kind of
         stage (the first, the middle ones - which hold the same tensors -, the last) and program options."""
-        from ..compiler import check
         n = self.fam.n_stages(self.cfg)
         kind = "first" if i == 0 else "last" if i == n - 1 else "middle"
         key = (kind, tuple(sorted(extra.items())), tuple(self.graph_options))
@@ -345,8 +345,6 @@ class Engine:
 
     def _budget_left(self) -> int | None:
         try:
-            from .. import _native
-            from ..runtime import resolve_device
             used, limit = _native.budget(resolve_device(self.device))
             return int(limit) - int(used)
         except Exception:  # noqa: BLE001 - no budget information: no guard
@@ -573,7 +571,6 @@ class Engine:
         """A stage overflowed at ``layer`` on the cached text + ``pending``: a smaller scale from the
         definition's float64 peaks on exactly that text (or :class:`Fp16RangeError`), every program set
         compiled again with it (stated on stderr once), and the cached text prefilled again."""
-        from .fp16_safety import Fp16RangeError, replan
         history = list(self._ids[:self.pos])
         if self._scale_spec != "auto":
             raise Fp16RangeError(

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import InputError, OrionError
 from .fp16_plan import Fp16Plan
+from .host_run import HostRun
 
 log = logging.getLogger("orion")
 
@@ -101,7 +102,6 @@ def stream_peaks(cfg, weights: dict, ids=None) -> tuple[float, float]:
     """(largest |residual stream|, largest |sublayer value the scale carries|) on ``ids`` (default:
     :func:`calibration_ids` without a tokenizer): the model definition's stage graphs evaluated in float64
     on the host (:class:`~orion.models.host_run.HostRun`), read at their taps."""
-    from .host_run import HostRun
     ids = calibration_ids(cfg) if ids is None else _checked_ids(cfg, ids)
     run = HostRun(cfg, weights, len(ids), peaks=True)
     run.feed(ids)

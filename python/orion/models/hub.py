@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 
 from ..errors import ModelFormatError
 
@@ -36,7 +37,6 @@ def repo_id_problem(name: str) -> str | None:
     digits, '-', '_' and '.' only, which look-alike characters pasted from a web page often are not."""
     for i, c in enumerate(name):
         if not c.isascii():
-            import unicodedata
             what = unicodedata.name(c, "unnamed")
             return (f"the character {c!r} (U+{ord(c):04X} {what}) at position {i + 1} is not ASCII; Hub ids are "
                     f"org/name in ASCII letters, digits, '-', '_' and '.' (retype it)")
@@ -67,8 +67,8 @@ def resolve_repo(repo_id: str, revision: str | None = None) -> str:
         raise ModelFormatError(f"{repo_id!r}: no such local file or folder, and not a valid Hugging Face Hub id: "
                                f"{problem}")
     try:
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import (
+        from huggingface_hub import snapshot_download  # start-up: huggingface_hub only for a Hub name
+        from huggingface_hub.errors import (  # start-up: huggingface_hub only for a Hub name
             HFValidationError,
             LocalEntryNotFoundError,
             RepositoryNotFoundError,

@@ -35,7 +35,7 @@ from ..errors import ModelFormatError
 from .config import LlamaConfig, ModelConfig, config_from_dict, config_from_hf, read_hf_config
 from .families import family_module
 from .families.gpt2 import LAYER as _GPT2_LAYER
-from ..fileio import parse_json, read_json, write_bytes_atomic
+from ..fileio import parse_json, prune_stale_temps, read_json, write_bytes_atomic
 from ..safetensors import SafetensorsFile, write_safetensors
 
 log = logging.getLogger("orion")
@@ -613,7 +613,6 @@ def prune_cache(root: str, keep: str | None = None) -> list[str]:
     """Removes temp files of killed writes, then the least recently used entries until the weight cache
     fits :func:`cache_limit_bytes` (``keep``: an entry never removed, the one just written). Returns the
     removed entries."""
-    from ..fileio import prune_stale_temps
     prune_stale_temps(root)
     prune_stale_temps(os.path.join(root, "stat"))
     try:

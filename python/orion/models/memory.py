@@ -9,8 +9,11 @@ import os
 
 import numpy as np
 
+from ..compiler import check
+from ..errors import InputError
 from ..quant import QuantizedArray
 from . import host_pages
+from .engine import AS_INPUTS, DECODE_S
 
 __all__ = ["PLAN_NEW", "PLAN_PROMPT", "memory_plan", "memory_report", "process_rss"]
 
@@ -128,9 +131,6 @@ def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> di
     size, the CPU classifier's panels from the vocabulary. ``estimated``: the kinds that are estimates;
     ``sets``: the (S, T) program sets counted. Not planned: what ``other`` holds (the native programs'
     baked weights and packed panels, scratch, the interpreter)."""
-    from ..compiler import check
-    from ..errors import InputError
-    from .engine import AS_INPUTS, DECODE_S
     for what, v in (("n_prompt", n_prompt), ("n_new", n_new)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < (1 if what == "n_prompt" else 0):
             raise InputError(f"memory_plan: {what} must be an int >= {1 if what == 'n_prompt' else 0} (tokens), "

@@ -6,14 +6,20 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import warnings
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from ..errors import InputError, ModelFormatError
+from ..lora import set_adapter
+from ..quant.activations import ActivationScales
 from ..run_folder import is_run_pointer, latest_step
 from .batch import generate_batch
 from .engine import DECODE_S, Engine
+from .fp16_safety import calibration_ids
+from .loaders import cache_dir, load_weights
+from .quantize import W8A8_WARNING, ExperimentalWarning, activation_scales, check_w8a8, quantize_model
 from .sampling import SamplingParams
 from .speculative import generate_speculative
 from .stream import Generation, TokenStream
@@ -36,10 +42,8 @@ class Model:
         self.activation_scales = None  # W8A8: orion.quant.activations.ActivationScales, None for fp16 inputs
         fp16_weights = weights
         if activations is not None or calibration is not None:
-            from .quantize import check_w8a8
             check_w8a8(quantize, activations, calibration)
         if quantize is not None:
-            from .quantize import quantize_model
             weights, self.quantization = quantize_model(weights, quantize)
         self.config, self.weights, self.tokenizer = config, weights, tokenizer
         self.name = name or config.family
@@ -56,8 +60,6 @@ class Model:
         self._lock = threading.Lock()          # one generation at a time owns the engine (KV cache, surfaces)
         self._owner: int | None = None
         if activations is not None:
-            import warnings
-            from .quantize import W8A8_WARNING, ExperimentalWarning, activation_scales
             warnings.warn(W8A8_WARNING, ExperimentalWarning, stacklevel=3)
             self.activation_scales = activation_scales(self, fp16_weights, calibration, calibration_method)
 
@@ -79,7 +81,7 @@ class Model:
             return self.engine.compile_plan()
 
     def _repr_html_(self) -> str:  # notebooks: config, tokenizer, programs, fp16 plan, adapter (display.py)
-        from .display import model_html
+        from .display import model_html  # start-up: orion.models.display loads only for a notebook repr
         return model_html(self)
 
     @property
@@ -87,7 +89,7 @@ class Model:
         if self._engine is None:
             opts = dict(self._engine_options)
             if self.config.family == "llama" and opts.get("residual_scale", "auto") == "auto":
-                from .fp16_safety import calibration_ids          # the fp16 probe: this tokenizer's specials too
+                # the fp16 probe: this tokenizer's specials too
                 opts.setdefault("probe_ids", calibration_ids(self.config, self.tokenizer))
             self._engine = Engine(self.config, self.weights, device=self.device, profile=self.profile, **opts)
             if getattr(self, "_lora_slots", None) is not None:      # adapter inputs survive release()
@@ -135,7 +137,6 @@ class Model:
         """Generate with a LoRA ``adapter`` (an :class:`orion.lora.Adapter`, a PEFT folder path, or None for
         the base model) from the next evaluation on; swaps within the programs' adapter slots cost zero
         compiles and zero loads. Options (``rank``, ``targets``, ``check_base``): :func:`orion.lora.set_adapter`."""
-        from ..lora import set_adapter
         with self.exclusive():
             set_adapter(self, adapter, **options)
 
@@ -152,7 +153,7 @@ class Model:
         set minus what was counted: the native programs' baked weights and packed panels, scratch, the
         interpreter (None where the resident set cannot be read). Counts only what exists: programs are
         compiled at the first generation."""
-        from .memory import memory_report
+        from .memory import memory_report  # start-up: orion.models.memory loads only for a memory report
         return memory_report(self)
 
     @property
@@ -278,7 +279,7 @@ class Model:
         ends an answer with, unless ``stop_tokens`` is given. Options as :meth:`stream`; returns a
         :class:`Generation` (``stream=True``: the :class:`TokenStream`). ``template_kwargs``: extra
         template variables (e.g. enable_thinking)."""
-        from .tokenizers import chat_prompt_ids, end_of_turn_ids
+        from .tokenizers import chat_prompt_ids, end_of_turn_ids  # start-up: orion.models.tokenizers (~14 ms)
         ids = chat_prompt_ids(self.tokenizer, messages, add_generation_prompt, **(template_kwargs or {}))
         if generate_kw.get("stop_tokens") is None:
             eos = getattr(self.tokenizer, "eos_id", None)
@@ -302,7 +303,6 @@ class Model:
 
 def _search_dirs() -> list[str]:
     dirs = [d for d in os.environ.get("ORION_MODEL_PATH", "").split(os.pathsep) if d]
-    from .loaders import cache_dir
     dirs += [os.path.join(cache_dir(), "models"), os.getcwd()]
     return dirs
 
@@ -324,7 +324,7 @@ def resolve_model_path(path_or_name: str) -> str:
                 full = os.path.join(d, cand)
                 if os.path.exists(full):
                     return full
-    from .hub import is_repo_id, resolve_repo
+    from .hub import is_repo_id, resolve_repo  # start-up: orion.models.hub loads only for a Hub name
     if is_repo_id(p):
         return resolve_repo(p)
     raise ModelFormatError(f"{path_or_name}: no such model file or folder (searched the path as given and "
@@ -345,8 +345,7 @@ def load(path_or_name, *, tokenizer=None, device: str = "auto", profile=None, ca
     linears with static scales calibrated on ``calibration`` (a text or token ids; an
     :class:`~orion.quant.activations.ActivationScales`; omitted: the scales saved with the model,
     ``activation_scales.json``); ``calibration_method``: "max" (default) or "percentile"."""
-    from .loaders import load_weights
-    from .tokenizers import find_tokenizer, load_tokenizer, stop_token_ids
+    from .tokenizers import find_tokenizer, load_tokenizer, stop_token_ids  # start-up: orion's tokenizers (~14 ms)
     path = resolve_model_path(path_or_name)
     ck = load_weights(path, cache=cache, use_cache=use_cache)
     if isinstance(tokenizer, (str, os.PathLike)):
@@ -366,8 +365,6 @@ def load(path_or_name, *, tokenizer=None, device: str = "auto", profile=None, ca
     elif stop is None:         # end-of-text and end-of-turn (<|eot_id|>, <|im_end|>, <end_of_turn>, <|end|>)
         stop = stop_token_ids(path, tok) or None
     if options.get("activations") is not None and options.get("calibration") is None:
-        from ..quant.activations import ActivationScales
-        from .quantize import check_w8a8
         check_w8a8(options.get("quantize"), options["activations"], None)
         options["calibration"] = ActivationScales.load(path)
     return Model(ck.config, ck.weights, tok, device=device, profile=profile, name=name, stop_tokens=stop, **options)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _native
+
 __all__ = ["Stage", "SplitStage", "LayerStage"]
 
 _NP_FLOAT = {"fp16": np.float16, "fp32": np.float32}
@@ -170,7 +172,6 @@ class LayerStage:
 
     def __init__(self, base: Stage, layer: int, weight_surfaces: dict, owner: bool = False, build=None, lora=None,
                  cache_pool: dict | None = None):
-        from .. import _native
         if base.host:
             raise ValueError("a shared stage program needs its caches viewable in place")
         self.base, self.layer, self.owner, self.build, self.lora = base, layer, owner, build, lora
@@ -233,7 +234,6 @@ def capture_weight_surfaces(base: Stage, values: dict, reuse: dict | None = None
     back first (a layer's bound surface must never be written). ``reuse``: the same layer's surfaces
     captured before; one with the same name, size and bytes is kept instead of a new copy (program sets
     of other sequence lengths hold the same weights)."""
-    from .. import _native
     cp, prog = base.cp, base.prog
     if not hasattr(base, "own_weight_surfaces"):       # before any layer's surfaces were bound
         base.own_weight_surfaces = {b.mil_name: prog.input_surface(b.mil_name)

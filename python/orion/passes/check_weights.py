@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _native
 from ..errors import InputError
 from ..ir.graph import Graph
 from .context import CompileContext
@@ -24,7 +25,6 @@ def _convert_fp16(arr: np.ndarray) -> np.ndarray:
     if arr.size < 4096:  # a native call costs more than numpy's cast for tiny constants
         with np.errstate(over="ignore", invalid="ignore"):
             return np.ascontiguousarray(arr.astype(np.float16))
-    from .. import _native
 
     if not arr.flags.c_contiguous and arr.flags.f_contiguous:
         # A transposed weight (W.T for the backward programs): convert the contiguous base, then

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from ..ir.graph import Graph
+from ..ir.ops import OPS
 from .context import CompileContext
 
 _BAD = re.compile(r"[^A-Za-z0-9_]")
@@ -78,7 +79,6 @@ def run(graph: Graph, ctx: CompileContext) -> None:
             stem = sanitize(v.name, lower=False) if v.name else node.op
             v.mil_name = table.take(stem)
     # helper consts after all values, so a value never loses its name to a helper
-    from ..ir.ops import OPS
     for node in graph.nodes:
         d = OPS[node.op]
         for ad in d.attrs:

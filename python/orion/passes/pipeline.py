@@ -11,6 +11,7 @@ import importlib
 import time
 from typing import Callable, Iterable, Union
 
+from ..errors import CompileError
 from ..ir.graph import Graph
 from .context import CompileContext
 
@@ -39,7 +40,6 @@ def resolve(pipeline: Iterable[Union[str, Pass]] | None) -> list[tuple[str, Pass
         elif p in PASSES:
             out.append((p, PASSES[p]))
         else:
-            from ..errors import CompileError
             raise CompileError(f"unknown pass {p!r}; known passes: {', '.join(PASSES)}")
     if "names" not in [n for n, _ in out]:
         out.append(("names", PASSES["names"]))   # the codegen needs MIL names

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..ir.ops import BAKED, OPS, SCHEMA
 from ..ir.graph import Graph
+from ..sim import catalog_limits
 from .context import CompileContext, compile_error
 from .names import collation_consistent
 
@@ -23,7 +24,6 @@ _DTYPE_FREE = ("source", "tensor_transformation", "quantization")
 
 def limits(chip: str | None) -> dict[str, int]:
     """The numbers the simulator's constraint checks use for ``chip`` (default m4), by name."""
-    from ..sim import catalog_limits
     return catalog_limits(chip)
 
 

@@ -58,7 +58,7 @@ def step_gradients(params: dict, n_layers: int, dist=None) -> "StepGradients":
     grads, flats = flat_grads(params, buckets)
     reducer = None
     if dist is not None:
-        from .distributed import Reducer
+        from .distributed import Reducer  # start-up: orion.train.distributed loads only for a multi-process run
         reducer = Reducer(dist, flats)
     return StepGradients(grads, buckets, n_layers, reducer)
 

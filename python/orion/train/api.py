@@ -20,6 +20,7 @@ from ..errors import OrionError
 from .defaults import DEFAULT_CKPT_DIR
 from .errors import TrainError
 from .run_info import Run
+from .run_options import EXIT_BUDGET, check_train_args, model_flags, parse_keywords
 
 __all__ = ["run", "RunOutcome"]
 
@@ -41,8 +42,7 @@ def run(*, on_step=None, progress: bool = True, **options):
     an interrupted run raises ``KeyboardInterrupt`` after its checkpoint is written."""
     # start-up cost: the option table and the launch code (tokenizers, quantization, sampling) load when a run
     # starts, not with orion.train
-    from .launch import run_parsed
-    from .run_options import EXIT_BUDGET, check_train_args, model_flags, parse_keywords
+    from .launch import run_parsed  # start-up: orion.train.launch loads only when training runs
     args = parse_keywords(options, progress)
     args.on_step = on_step
     model_flags(args)

@@ -34,7 +34,7 @@ import numpy as np
 from .. import safetensors as st
 from ..errors import ModelFormatError
 from ..fileio import atomic_folder, prune_stale_temps, read_json
-from ..models.loaders import hf_to_canonical
+from ..models.loaders import hf_to_canonical, read_checkpoint
 from ..run_folder import LATEST, MAX_STATE_BYTES, is_run, latest_step  # noqa: F401  (is_run: ck.is_run)
 from ..run_folder import confined as _confined
 from .errors import CheckpointError
@@ -241,7 +241,6 @@ def load(path: str, verify: bool = True) -> Checkpoint:
     try:
         optim, _ = st.load(os.path.join(folder, "optim.safetensors"))
         if state.get("weights") == "hf":
-            from ..models.loaders import read_checkpoint
             params = dict(read_checkpoint(folder).weights)
         else:
             params, _ = st.load(os.path.join(folder, "model.safetensors"))

@@ -102,7 +102,7 @@ def from_env(timeout: float | None = None) -> "Comm | None":
     if w is None:
         return None
     try:
-        from mpi4py import MPI
+        from mpi4py import MPI  # optional: mpi4py (the distributed extra)
     except ImportError as e:
         raise TrainError(f"launched as MPI rank {w[0]} of {w[1]}, but mpi4py cannot be imported ({e}); install "
                          f"the distributed extra: pip install \"orion-ane[distributed]\"") from None

@@ -297,7 +297,7 @@ def run_parsed(args, dist=None, outcome: dict | None = None) -> int:
     log_f = RunLog(log_path, trainer.step) if log_path and (dist is None or dist.is_root) else None
     bar = None
     if not args.no_progress and tc.steps > trainer.step:
-        from tqdm.auto import tqdm  # start-up cost: only with a bar (a widget in a notebook, text in a terminal)
+        from tqdm.auto import tqdm  # start-up: tqdm.auto (~50 ms), only with a bar (a notebook widget or terminal text)
         bar = tqdm(total=tc.steps, initial=trainer.step, unit="step", dynamic_ncols=True, file=sys.stderr)
     user_on_step = getattr(args, "on_step", None)
     ema = [None]

@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import os
 
-from ..lora import Adapter, LoraConfig
+from ..lora import Adapter, LoraConfig, merge
+from ..lora import load as load_adapter
 from ..lora.errors import AdapterConfigError, AdapterFormatError
+from ..lora.files import read_config
+from ..models.loaders import load_weights
+from ..models.model import resolve_model_path
+from . import checkpoint as ck
+from .checkpoint import _check_writable
+from .model import config_from_state, write_hf
 
 __all__ = ["is_lora_run", "run_adapter", "fuse"]
 
 
 def is_lora_run(path) -> bool:
     """Whether ``path`` is an orion train run (or one of its step folders) that trained LoRA adapters."""
-    from . import checkpoint as ck
     path = os.fspath(path)
     if not ck.is_run(path):
         return False
@@ -24,8 +30,6 @@ def is_lora_run(path) -> bool:
 
 def run_adapter(path) -> tuple[str, Adapter]:
     """(the base model's path, the :class:`Adapter` of the run's latest checkpoint, or of that step folder)."""
-    from . import checkpoint as ck
-    from .model import config_from_state
     step = ck.resolve(os.fspath(path))
     c = ck.load(step)
     state = c.state
@@ -48,13 +52,6 @@ def fuse(adapter, save_path, model=None) -> tuple[str, Adapter]:
     ``adapter`` an orion train --lora run (or step folder), which names its base, or a PEFT folder (then
     ``model``, the base's path or Hub id, is required; given with a run, it replaces the run's base).
     Returns (the base's path, the adapter); what ``orion fuse`` runs."""
-    from ..models.loaders import load_weights
-    from ..models.model import resolve_model_path
-    from ..lora import load as load_adapter
-    from ..lora import merge
-    from ..lora.files import read_config
-    from .checkpoint import _check_writable
-    from .model import write_hf
     save = os.path.abspath(os.fspath(save_path))
     _check_writable(save)                                   # refused before anything is read
     adapter = os.fspath(adapter)

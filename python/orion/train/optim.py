@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .errors import CheckpointError
+
 
 @dataclass
 class Schedule:
@@ -114,7 +116,7 @@ class AdamW:
             self._run(jobs, self._buf(0), coef)
             return
         if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
+            from concurrent.futures import ThreadPoolExecutor  # start-up: only when the update runs in threads
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="adamw")
         parts, start, acc = [], 0, 0
         for idx, j in enumerate(jobs):
@@ -175,7 +177,6 @@ class AdamW:
         return out
 
     def load_state(self, tensors: dict, t: int) -> None:
-        from .errors import CheckpointError
         for k in self.m:
             for pre, dst in (("m.", self.m), ("v.", self.v)):
                 src = tensors.get(pre + k)

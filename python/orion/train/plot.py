@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
+from .checkpoint import atomic_write
 from .errors import TrainError
 from .runlog import LOG_NAME, read_log
 
@@ -17,18 +20,17 @@ class PlotUnavailable(TrainError):
 
 def _pyplot():
     try:
-        import matplotlib
+        import matplotlib  # optional: matplotlib (the plot extra)
     except ImportError:
         raise PlotUnavailable("orion plot needs matplotlib, an optional extra: pip install 'orion-ane[plot]' "
                               "(or pip install matplotlib)") from None
     matplotlib.use("Agg")                 # files only: no display needed (servers, CI)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional: matplotlib (the plot extra)
     return plt
 
 
 def _smooth(ys: list[float], w: int) -> list[float]:
     """Centred mean over ``w`` steps (a trailing mean or an EMA would lag behind a falling loss)."""
-    import numpy as np
     c = np.concatenate([[0.0], np.cumsum(ys)])
     i = np.arange(len(ys))
     lo, hi = np.maximum(0, i - w // 2), np.minimum(len(ys), i + w // 2 + 1)
@@ -80,7 +82,6 @@ def plot_run(run: str, out: str | None = None) -> str:
     ax2.set_xlabel("step")
     ax2.grid(alpha=0.3)
     fig.tight_layout()
-    from .checkpoint import atomic_write
     with atomic_write(out) as f:
         fig.savefig(f, format="png", dpi=100)
     plt.close(fig)

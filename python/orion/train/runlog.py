@@ -13,6 +13,7 @@ import math
 import os
 
 from ..fileio import atomic_write, iter_jsonl, parse_json
+from .errors import DataError
 
 LOG_NAME = "train_log.jsonl"
 
@@ -65,7 +66,6 @@ class RunLog:
 
 def read_log(path: str) -> tuple[list[dict], list[dict]]:
     """(step records, validation records) of a log; the last record of a step wins."""
-    from .errors import DataError
     if os.path.isdir(path):
         path = os.path.join(path, LOG_NAME)
     if not os.path.isfile(path):

@@ -145,7 +145,7 @@ class StepEngine:
         # programs (both release the GIL); one FIFO worker keeps every buffer's accumulation order fixed
         self._pool = None
         if overlap:
-            from concurrent.futures import ThreadPoolExecutor
+            from concurrent.futures import ThreadPoolExecutor  # start-up: only when the step runs in threads
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="orion-dw")
         self._pending: list = []
 

@@ -15,6 +15,7 @@ programs compiled once), the optimizer, gradients and checkpoints hold only the 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -30,7 +31,7 @@ from ..errors import AneSimWarning
 from ..models.fp16_safety import calibration_ids, check_residual_scale, resolve_fp16_plan
 from . import checkpoint as ckpt_mod
 from .data import TokenDataset, inputs_targets
-from .errors import ResumeMismatch, TrainError
+from .errors import CheckpointError, ResumeMismatch, TrainError
 from .interrupt import StopRequest
 from .memory import check_memory
 from ..models.config import LlamaConfig
@@ -85,11 +86,10 @@ class TrainResult:
 
 def blas_threads(n: int | None):
     """Context manager limiting numpy's BLAS threads (threadpoolctl when installed; else a no-op)."""
-    import contextlib
     if not n:
         return contextlib.nullcontext()
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # start-up: threadpoolctl (~6 ms) only when training runs
     except ImportError:
         return contextlib.nullcontext()
     return threadpool_limits(limits=int(n), user_api="blas")
@@ -194,7 +194,6 @@ class Trainer:
                                      f"(fingerprint {old_base[:12]}, now {lora.base[:12]})")
             missing = [k for k in self.trainable if k not in resume.params]
             if lora is not None and missing:
-                from .errors import CheckpointError
                 raise CheckpointError(f"checkpoint {resume.path}: adapter tensors missing: {missing[:4]}")
             for k, v in resume.params.items():
                 if k in self.trainable:

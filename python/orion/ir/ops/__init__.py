@@ -12,6 +12,7 @@ Composites (linear, norms, attention, RoPE, SwiGLU, LoRA) live in ``..composites
 
 from __future__ import annotations
 
+from ... import sim
 from ..graph import MAX_RANK, GraphError, Value, check_shape  # noqa: F401  (reachable as ops.<name> before the split)
 from ._core import (  # noqa: F401  (the registry API the passes and codegen use)
     BAKED, BUILDERS, MAX_AXIS, OPS, REQUIRED, SCHEMA, AttrDef, OpDef, as_value, broadcast_shapes, builder,
@@ -44,8 +45,6 @@ def schema(profile=None) -> list[dict]:
     required first, "?" = optional), ``types`` (param -> type), ``output`` (rule), ``evidence``,
     ``constraints``, ``lowering`` and ``status`` (under ``profile``, default: orion.sim's) — plus the IR
     view: ``builder`` (the function that emits it) and ``ir_params`` (the parameters the IR carries)."""
-    from ... import sim
-
     out = []
     for row in sim.ops(profile):
         d = dict(row)
@@ -59,6 +58,6 @@ def schema(profile=None) -> list[dict]:
 
 def __getattr__(name):
     if name in _COMPOSITES:
-        from .. import composites
+        from .. import composites  # circle: orion.ir.composites builds on these ops (and loads only when used)
         return getattr(composites, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

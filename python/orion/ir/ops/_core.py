@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ... import _native
 from ..graph import GraphError, MAX_RANK, Value
 
 REQUIRED = object()
@@ -27,7 +28,6 @@ _TENSOR_DTYPES = {"tensor<bool>": ("bool",), "tensor<int>": ("int32", "int8", "u
 
 
 def _load_schema() -> dict[str, dict]:
-    from ... import _native
     return {o["name"]: o for o in _native.sim_ops("m4", "strict")}
 
 

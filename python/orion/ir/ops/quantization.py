@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import QuantizationError
+from ...quant import BlockwiseQuantized, LutQuantized
 from ..graph import GraphError, Value
 from ._core import REQUIRED, _axis, builder, define, make
 
@@ -146,8 +148,6 @@ def constexpr_affine_dequantize(graph, quantized_data, scale, zero_point=0, axis
 
 def _quantized(op: str, a: dict):
     """The orion.quant dataclass of a constexpr node's attributes (its checks are the op's layout rules)."""
-    from ...quant import BlockwiseQuantized, LutQuantized
-    from ...errors import QuantizationError
     try:
         if op == "constexpr_lut_to_dense":
             return LutQuantized(a["indices"], np.asarray(a["lut"], np.float16))

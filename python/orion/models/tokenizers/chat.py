@@ -99,7 +99,7 @@ class ChatTemplate:
 
     def render(self, messages, add_generation_prompt: bool = True, tools=None, documents=None, **kwargs) -> str:
         """The prompt text for ``messages`` (tokenize it without special tokens: the template writes them)."""
-        import jinja2
+        import jinja2  # start-up: jinja2 (~20 ms) only when a chat template renders
         source = self._pick(tools)
         if len(source) > MAX_TEMPLATE_CHARS:
             raise ChatTemplateError(f"{self.source}: the chat template has {len(source):,} characters (the limit is "

@@ -22,6 +22,7 @@ import re
 from ...errors import ModelFormatError
 from ...fileio import read_json
 from ..families.hf_keys import ConfigReader
+from .template_sandbox import MAX_TEMPLATE_CHARS
 
 __all__ = ["HFTokenizer", "NAMED_SPECIAL_TOKENS"]
 
@@ -47,7 +48,7 @@ def _content(tok) -> str | None:
 
 
 def _added_token(spec, special: bool | None = None):
-    from tokenizers import AddedToken
+    from tokenizers import AddedToken  # start-up: tokenizers (~10 ms) only for a tokenizer.json
     if isinstance(spec, dict):
         kw = {k: spec[k] for k in _ADDED_TOKEN_FLAGS if k in spec}
         if special is not None:
@@ -105,7 +106,6 @@ def _read_config(cfg, path: str) -> dict:
     it (a number would become a special token "5", ``"false"`` would be true, a string of special tokens
     three tokens): a wrong type is a ModelFormatError naming the file, the key and the expected type. The
     keys read, without the nulls (null is absent)."""
-    from .template_sandbox import MAX_TEMPLATE_CHARS
     r = ConfigReader(cfg, path)
     out = {}
     for k in NAMED_SPECIAL_TOKENS:
@@ -155,7 +155,7 @@ class HFTokenizer:
 
     def __init__(self, path: str, config_path: str | None = None):
         try:
-            from tokenizers import Tokenizer
+            from tokenizers import Tokenizer  # start-up: tokenizers (~10 ms) only for a tokenizer.json
         except ImportError:
             raise ModelFormatError(f"{path}: reading tokenizer.json needs the 'tokenizers' package "
                                    f"(pip install tokenizers)") from None
@@ -234,7 +234,6 @@ class HFTokenizer:
         transformers; None when there is neither."""
         jinja = os.path.join(os.path.dirname(os.path.abspath(self.path)), "chat_template.jinja")
         if os.path.isfile(jinja):
-            from .template_sandbox import MAX_TEMPLATE_CHARS
             _check_file_size(jinja, 4 * MAX_TEMPLATE_CHARS, "chat template")        # UTF-8: <= 4 bytes a character
             try:
                 with open(jinja, encoding="utf-8") as f:

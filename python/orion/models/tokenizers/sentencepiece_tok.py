@@ -13,7 +13,7 @@ class SentencePieceTokenizer:
     def __init__(self, path: str):
         self.path = path
         try:
-            import sentencepiece as spm
+            import sentencepiece as spm  # start-up: sentencepiece (~8 ms) only for a .model tokenizer
         except ImportError:
             raise ModelFormatError(f"{path}: reading SentencePiece models needs the 'sentencepiece' package "
                                    f"(pip install sentencepiece)") from None
