@@ -187,10 +187,7 @@ LAZY_REASON = re.compile(r"#\s*(optional|start-up|circle):\s*\S")
 
 # files whose function-level imports are not explained yet, each with why (remove a line once it is done: the
 # test also fails on a listed file that no longer needs its exception)
-LAZY_UNEXPLAINED = {
-    "train/programs.py": "being edited elsewhere (the training-programs work); hoist or explain after it lands",
-    "bench/train_step.py": "being edited elsewhere (the training-step benchmark work); hoist or explain after it lands",
-}
+LAZY_UNEXPLAINED: dict[str, str] = {}
 
 
 def _unexplained_lazy_imports(path: str) -> list[str]:

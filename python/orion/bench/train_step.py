@@ -5,10 +5,21 @@ only inside :func:`torch_step_times`."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
 import numpy as np
+
+from .. import sim
+from ..runtime import counters
+from ..train.model import PRESETS, init_params
+from ..train.optim import AdamW, global_norm
+from ..train.programs import LayerPrograms
+from ..train.step import GradAccumulator, StepEngine, zero_grads
+from ..train.trainer import blas_threads as limit
+from ..train.trainer import default_blas_threads
+from .measure import figure, ratio, repeat, side_target, time_cap
 
 
 class OrionTrainSteps:
@@ -17,10 +28,6 @@ class OrionTrainSteps:
     staging/update, AdamW), loss, compiles and loads. Call :meth:`release` when done."""
 
     def __init__(self, cfg, params, tokens, strategy: str, blas_threads):
-        from ..train.optim import AdamW
-        from ..train.programs import LayerPrograms
-        from ..train.step import GradAccumulator, StepEngine, zero_grads
-        from ..train.trainer import default_blas_threads
         self.params, self.blas_threads = params, blas_threads or default_blas_threads(cfg)
         t = time.perf_counter()
         self.progs = LayerPrograms(cfg, tokens.shape[1] - 1, params, strategy, "auto")
@@ -32,9 +39,6 @@ class OrionTrainSteps:
         self.X, self.Y = tokens[:, :-1], tokens[:, 1:]
 
     def step(self) -> dict:
-        from ..runtime import counters
-        from ..train.optim import global_norm
-        from ..train.trainer import blas_threads as limit
         progs, grads, X, Y = self.progs, self.grads, self.X, self.Y
         with limit(self.blas_threads):
             c0 = counters()
@@ -65,8 +69,6 @@ class OrionTrainSteps:
 
 def recompile_update_cost(cfg, params, seq):
     """Seconds for one weight update under the recompile strategy (4 programs per layer)."""
-    from ..runtime import counters
-    from ..train.programs import LayerPrograms
     progs = LayerPrograms(cfg, seq, params, "recompile", "auto")
     c0 = counters()
     t = time.perf_counter()
@@ -82,8 +84,8 @@ class TorchTrainSteps:
     :meth:`step` returns its total and split (forward, backward, optim) and the loss."""
 
     def __init__(self, cfg, params, tokens):
-        import torch
-        import torch.nn.functional as F
+        import torch  # optional: a benchmark-only dependency
+        import torch.nn.functional as F  # optional: as torch
 
         torch.manual_seed(0)
         P = {k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in params.items()}
@@ -149,9 +151,9 @@ class HFTrainSteps:
     depend on the weights' values). Each step returns its total and split (forward, backward, optim)."""
 
     def __init__(self, cfg, tokens, threads: int | None = None):
-        import torch
-        from transformers import LlamaConfig as HFLlamaConfig
-        from transformers import LlamaForCausalLM
+        import torch  # optional: a benchmark-only dependency
+        from transformers import LlamaConfig as HFLlamaConfig  # optional: as torch
+        from transformers import LlamaForCausalLM  # optional: as torch
 
         if threads:
             torch.set_num_threads(threads)
@@ -176,7 +178,6 @@ class HFTrainSteps:
         self.threads = torch.get_num_threads()
 
     def step(self, bf16: bool = False) -> dict:
-        import contextlib
         torch, model, opt = self.torch, self.model, self.opt
         ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
         t0 = time.perf_counter()
@@ -205,7 +206,6 @@ def interleaved_step_times(cfg, params, tokens, steps: int, sides=SIDES, blas_th
     (:class:`HFTrainSteps` in fp32 / under bf16 autocast). ``profile``: a list that receives our last
     step's :func:`orion.sim.timing` result. Returns ({side: [step records]}, info: compile seconds, device,
     torch threads)."""
-    from .. import sim
     ours = OrionTrainSteps(cfg, {k: v.copy() for k, v in params.items()}, tokens, "dynamic", blas_threads)
     info = {"compile_s": ours.compile_s, "device": ours.device}
     runners = {"orion": ours.step}
@@ -220,7 +220,7 @@ def interleaved_step_times(cfg, params, tokens, steps: int, sides=SIDES, blas_th
             if "hf_bf16" in sides:
                 runners["hf_bf16"] = lambda: hf.step(True)
         if len(runners) > 1:
-            import torch
+            import torch  # optional: a benchmark-only dependency
             if torch_threads:
                 torch.set_num_threads(torch_threads)
             info["torch_threads"] = torch.get_num_threads()
@@ -252,7 +252,6 @@ PARTS = ("device", "cpu", "weights", "optim")
 
 def setup(preset: str, layers: int, seq: int):
     """Config (``preset`` with ``layers``), initial parameters and one ``seq``-token microbatch."""
-    from ..train.model import PRESETS, init_params
     cfg = dataclasses.replace(PRESETS[preset], n_layers=layers, n_ctx=max(seq, PRESETS[preset].n_ctx))
     params = init_params(cfg, 0)
     tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, (1, seq + 1))
@@ -263,7 +262,6 @@ def run(quick: bool = False, use_torch: bool = True, log=lambda *a: None) -> dic
     """The ``train`` section of an ``orion bench`` result: seconds per step of both sides and our step's
     split (medians after a warm-up step, repeated until their spreads are within target, :mod:`.measure`),
     and the speed-up (torch time / ours)."""
-    from .measure import figure, ratio, repeat, side_target, time_cap
     p = QUICK if quick else FULL
     cap, target = time_cap(quick), side_target(use_torch)
     cfg, params, tokens = setup(p["preset"], p["layers"], p["seq"])

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .. import _native
+
 from .errors import CheckpointError
 
 
@@ -137,7 +139,6 @@ class AdamW:
         arrays = [(name, p, grads[name], self.m[name], self.v[name]) for name, p in params.items()]
         if not all(a.dtype == np.float32 and a.flags.c_contiguous for _, *t in arrays for a in t):
             return False
-        from .. import _native
         for name, p, g, m, v in arrays:
             decay = 1.0 - lr * self.wd if self.wd and self.decays(name, p) else 1.0
             _native.adamw_update(p, g, m, v, *coef, decay)

@@ -47,6 +47,9 @@ import time
 
 import numpy as np
 
+from .. import _native, weight_updates
+from ..compiler import compile as compile_graph
+from ..compiler import lower
 from ..ir import Graph, ops
 from ..ir.composites import MASK_VALUE, causal_mask
 from ..ir.npmath import GELU_C, GELU_CUBIC
@@ -54,6 +57,7 @@ from ..models import llama
 from ..models.config import LlamaConfig
 from ..models.fp16_safety import Fp16Plan
 from ..quant import QuantizedArray
+from ..runtime import resolve_device
 from ..weight_updates import verified_delta
 from .errors import StrategyUnavailable, TrainError
 
@@ -337,7 +341,6 @@ def build_graph(kind: str, cfg: LlamaConfig, seq: int, weights: dict[str, np.nda
 # ------------------------------------------------------------------------------------ budget
 def compile_budget(device: str) -> tuple[int, int]:
     """(compiles used, limit) of the per-process compile budget on ``device`` (C05)."""
-    from .. import _native
     return tuple(int(v) for v in _native.budget(device))
 
 
@@ -361,7 +364,6 @@ class LayerPrograms:
 
     def __init__(self, cfg: LlamaConfig, seq: int, params: dict, strategy: str = "dynamic", device: str = "sim",
                  fixes: bool = True, profile=None, doctor_verdict=None, lora=None, residual_scale: float = 1.0):
-        from ..runtime import resolve_device
         if strategy not in STRATEGIES:
             raise TrainError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
         if lora is not None and strategy != "dynamic":
@@ -414,7 +416,6 @@ class LayerPrograms:
 
     # -- compile -------------------------------------------------------------------------------
     def _compile(self, g: Graph, dynamic: bool):
-        from ..compiler import compile as compile_graph
         return compile_graph(g, device=self.device, dynamic_weights=True if dynamic else None, profile=self.profile)
 
     @property
@@ -536,8 +537,6 @@ class LayerPrograms:
         self.stats["update_s"] += time.perf_counter() - t
 
     def _delta_update(self) -> None:
-        from .. import weight_updates
-        from ..compiler import lower
         for (kind, layer), cp in self._progs.items():
             g = self._graphs[(kind, layer)]
             inputs = {}

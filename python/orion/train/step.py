@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _native
+
 from ..models.config import LlamaConfig
 from ..models.fp16_safety import Fp16RangeError
 from .examples import IGNORE
@@ -90,7 +92,6 @@ def matmul_f32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> n
 def _use_native_gemm() -> bool:
     global _native_gemm
     if _native_gemm is None:
-        from .. import _native
         _native_gemm = _native.gemm_f32 if _native.kernel_isa() == "avx512" else False
     return bool(_native_gemm)
 
@@ -151,10 +152,10 @@ class StepEngine:
 
     def _logits(self, xf: np.ndarray, W: np.ndarray) -> np.ndarray:
         """xf [d, S], W [V, d] -> logits [S, V] = xfᵀ·Wᵀ. With the native GEMM (:func:`matmul_f32`): the
-        transpose of W·xf (a column-major view), on the pool's threads. Otherwise, with the dW worker idle (the first microbatch's
-        classifier), the vocabulary is split in two row halves of W, one on the worker: the same K loop per
-        output element as the single product, so the logits are bit-identical, on both cores. Small machines
-        only: elsewhere BLAS already threads the product (trainer.default_blas_threads)."""
+        transpose of W·xf (a column-major view), on the pool's threads. Otherwise, with the dW worker idle (the
+        first microbatch's classifier), the vocabulary is split in two row halves of W, one on the worker: the
+        same K loop per output element as the single product, so the logits are bit-identical, on both cores.
+        Small machines only: elsewhere BLAS already threads the product (trainer.default_blas_threads)."""
         V = W.shape[0]
         if _use_native_gemm():       # W·xf: both operands as stored (xfᵀ·Wᵀ would pack W transposed); on the pool
             return matmul_f32(W, xf).T
