@@ -159,3 +159,23 @@ def test_pmi_size_2_without_mpiexec_is_refused_in_a_real_process(tmp_path):
     assert err.startswith("orion: error: ") and "\n" not in err, err
     assert "PMI_RANK=0 PMI_SIZE=2" in err and "reports rank 0 of 1" in err
     assert os.listdir(tmp_path) == []
+
+
+def test_a_usage_error_on_an_mpi_rank_ends_the_whole_job(monkeypatch, capsys):
+    """A flag combination refused inside the run (after the launch) on one MPI rank is reported with the rank
+    and ends the job through the world (exit 2), like any other error there: it used to escape the handler,
+    leaving the other ranks waiting for this one."""
+    from orion.flags import UsageError
+    from orion.train import launch
+
+    finished = []
+    fake = types.SimpleNamespace(rank=0, size=2, is_root=True, finish=lambda code: finished.append(code) or code)
+    monkeypatch.setattr(distributed, "from_env", lambda timeout=None: fake)
+
+    def refuse(args, dist=None):
+        raise UsageError("--accum 3 does not divide the batch over 2 ranks")
+    monkeypatch.setattr(launch, "run_parsed", refuse)
+    assert main(FAST) == 2
+    assert finished == [2]
+    err = capsys.readouterr().err
+    assert "MPI rank 0 of 2" in err and "does not divide" in err

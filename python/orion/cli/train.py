@@ -56,7 +56,7 @@ def cmd_train(args) -> int:
         logging.getLogger().setLevel(logging.WARNING)
     try:
         code = run_parsed(args, dist)
-    except (OrionError, OSError) as e:     # the other ranks may be waiting for this one: end the whole job
+    except (OrionError, OSError, UsageError) as e:  # the other ranks may be waiting for this one: end the job
         print(f"orion train: error (MPI rank {dist.rank} of {dist.size}): {e}", file=sys.stderr)
         code = 2 if isinstance(e, UsageError) else 1
     return dist.finish(code)
