@@ -418,9 +418,8 @@ class Engine:
         if self.classifier == "device":
             self._classifier_set(S)
             self._classifier_set(DECODE_S)
-        elif self._wcls is None:        # the CPU classifier's weight layout, built with the programs
-            self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
-            self.release_host_pages()
+        else:                           # the CPU classifier's weight layout, built with the programs
+            self._cpu_classifier()
 
     def ctx_bucket(self, n: int) -> int:
         i = bisect.bisect_left(self.ctx_buckets, n)
@@ -602,12 +601,16 @@ class Engine:
             S = h.shape[3]
             parts = [st.run({"h": h})["logits"][0, :, 0, cols] for _, _, st in self._classifier_set(S)]
             return self._softcap(np.concatenate(parts, axis=0).T.astype(np.float32))
+        hh = np.ascontiguousarray(h[0, :, 0, cols], dtype=np.float16)                 # [d, n]
+        z = _native.gemm_panels_f16(self._cpu_classifier(), hh, f32_out=True, trans_out=True)  # [n, 16 ceil(V/16)]
+        return self._softcap(z[:, :self.cfg.vocab_size])
+
+    def _cpu_classifier(self) -> np.ndarray:
+        """The CPU classifier's weight panels, built once (the weights' mapped pages released after)."""
         if self._wcls is None:
             self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
             self.release_host_pages()
-        hh = np.ascontiguousarray(h[0, :, 0, cols], dtype=np.float16)                 # [d, n]
-        z = _native.gemm_panels_f16(self._wcls, hh, f32_out=True, trans_out=True)      # [n, 16 ceil(V/16)]
-        return self._softcap(z[:, :self.cfg.vocab_size])
+        return self._wcls
 
     def _softcap(self, z: np.ndarray) -> np.ndarray:
         """Final logit soft-capping (Gemma): ``cap * tanh(z / cap)``, on the host in float32."""

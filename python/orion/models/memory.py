@@ -57,8 +57,7 @@ def _host_weights(model, resident: bool = True) -> dict[str, int]:
     programs took them), and zero for the program-side kinds."""
     ws = list(model.weights.values())
     maps = host_pages.file_maps(ws)
-    mapped = {id(m) for m in maps}
-    anon = sum(int(a.nbytes) for a in ws if not (isinstance(a, np.ndarray) and id(host_pages.map_of(a)) in mapped))
+    anon = sum(int(a.nbytes) for a in ws if not isinstance(a, np.ndarray) or host_pages.map_of(a) is None)
     held = sum((host_pages.resident_bytes(m) if resident else 0) or 0 for m in maps)
     return {"weights": sum(int(a.nbytes) for a in ws),
             "weights_compressed": sum(int(a.nbytes) for a in ws if isinstance(a, QuantizedArray)),

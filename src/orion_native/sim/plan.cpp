@@ -214,12 +214,9 @@ class Builder : public ops::Env {
     const Value& x = ctx.v("x");
     if (x.src != Value::Src::Param || x.dtype != DType::fp16) return false;
     const int r = x.rank();
-    std::vector<int64_t> b = ctx.ivec("begin"), sz = ctx.ivec("size");
-    if ((int)b.size() != r || (int)sz.size() != r) return false;
-    for (int i = 0; i < r; ++i) {
-      if (b[i] < 0) b[i] += x.shape[i];
-      if (sz[i] == -1) sz[i] = x.shape[i] - b[i];
-    }
+    std::vector<int64_t> b;
+    Shape sz;
+    ops::slice_by_size_geometry(ctx, &b, &sz);
     if (prof_.legacy_chip() && r > 0 && b.back() != 0) return false;
     int a = r - 1;
     while (a >= 0 && b[a] == 0 && sz[a] == x.shape[a]) --a;  // whole inner axes

@@ -210,8 +210,7 @@ RunFn slice_by_index_lower(OpCtx& ctx) {
 
 // ---- slice_by_size --------------------------------------------------------------------------------------
 
-namespace {
-void slice_size_geom(OpCtx& ctx, std::vector<int64_t>* begin, Shape* out) {
+void slice_by_size_geometry(OpCtx& ctx, std::vector<int64_t>* begin, Shape* out) {
   const Value& x = ctx.v("x");
   int r = x.rank();
   auto b = ctx.ivec("begin"), sz = ctx.ivec("size");
@@ -228,11 +227,10 @@ void slice_size_geom(OpCtx& ctx, std::vector<int64_t>* begin, Shape* out) {
   }
   *begin = b;
 }
-}  // namespace
 
 void slice_by_size_infer(OpCtx& ctx) {
   std::vector<int64_t> b;
-  slice_size_geom(ctx, &b, &ctx.out_shape);
+  slice_by_size_geometry(ctx, &b, &ctx.out_shape);
   ctx.out_dtype = ctx.v("x").dtype;
 }
 
@@ -240,7 +238,7 @@ RunFn slice_by_size_lower(OpCtx& ctx) {
   const Value& x = ctx.v("x");
   std::vector<int64_t> b;
   Shape out;
-  slice_size_geom(ctx, &b, &out);
+  slice_by_size_geometry(ctx, &b, &out);
   std::vector<int64_t> xs = dense_strides(x.shape);
   int64_t off = 0;
   for (size_t i = 0; i < b.size(); ++i) off += b[i] * xs[i];

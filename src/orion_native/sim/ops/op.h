@@ -274,6 +274,8 @@ void constexpr_lut_to_dense_infer(OpCtx&);
 void constexpr_blockwise_shift_scale_infer(OpCtx&);
 // The panel-GEMM form of a constant [M, K] weight: its compressed form when it is one (decoded per
 // panel in the kernel; the step then reads the value compressed), else its fp16 values packed once.
+// slice_by_size's begin (negative ones resolved) and size (-1 resolved) against x; fails on bad ones.
+void slice_by_size_geometry(OpCtx& ctx, std::vector<int64_t>* begin, Shape* size);
 // A constant weight in the panel kernel's layout: its compressed codes decoded per panel, or its fp16 values
 // packed (shared with every plan holding the same weight: sim/shared_weights.h).
 std::shared_ptr<const cpu::kernels::PackedA> packed_const_weight(OpCtx& ctx, const std::string& p, int64_t M,
