@@ -285,3 +285,10 @@ def test_dropping_the_host_copies_keeps_updates_working(rng, tmp_path):
     assert not (tmp_path / "p").exists()
     kept.release()
     dropped.release()
+
+
+@pytest.mark.parametrize("option", ["panel_dynamic_weights", "pack_dynamic_weights", "allow_concat"])
+def test_a_switch_option_that_is_not_a_bool_is_refused(rng, option):
+    from orion.errors import CompileError
+    with pytest.raises(CompileError, match=f"compile option {option} must be True or False, got 'yes'"):
+        lower(_ffn(rng), dynamic_weights=True, **{option: "yes"})

@@ -4,7 +4,7 @@ to convert between them), dynamic-weight layouts, warnings and per-pass statisti
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,9 @@ class CompileOptions:
             raise CompileError(f"unknown weight_layout {self.weight_layout!r}: use 'multi' or 'per_tensor'")
         if self.non_finite not in ("error", "warn"):
             raise CompileError(f"non_finite must be 'error' or 'warn', got {self.non_finite!r}")
+        for f in fields(self):       # switches: a truthy string or number must not pass for True
+            if isinstance(f.default, bool) and not isinstance(getattr(self, f.name), bool):
+                raise CompileError(f"compile option {f.name} must be True or False, got {getattr(self, f.name)!r}")
 
     @property
     def legacy(self) -> bool:
