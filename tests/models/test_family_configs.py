@@ -82,6 +82,17 @@ def test_gemma3_rope_keys_in_both_spellings_give_the_same_config():
     assert a.layer_rope(1).type == "linear"
 
 
+@pytest.mark.parametrize("name", ["gemma3", "llama3", "mistral"])
+def test_layer_ropes_are_each_layers_rope_shared_by_kind(name):
+    """``layer_ropes()`` (the per-step feeds' one call) is ``layer_rope(l)`` of every layer, one object per
+    kind of layer."""
+    cfg = _cfg(_base(name))
+    ropes = cfg.layer_ropes()
+    assert ropes == [cfg.layer_rope(l) for l in range(cfg.n_layers)]
+    kinds = {cfg.layer_sliding(l) for l in range(cfg.n_layers)}
+    assert len({id(r) for r in ropes}) == len(kinds)
+
+
 # (fixture, key, other value): each changes the math, so it must change the config
 MATH_KEYS = [
     ("llama3", "rms_norm_eps", 1e-3), ("llama3", "tie_word_embeddings", True), ("llama3", "num_key_value_heads", 4),

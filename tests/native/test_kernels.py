@@ -263,10 +263,29 @@ def test_gemm_panel_route_equals_blocked_route(ta, tb, m, n, k):
     a, b = make_operands(rng, 0, m, n, k, ta, tb)
     c = assert_same_everywhere(lambda: native.gemm_f16(a, b, ta, tb))
     check_gemm(c, a, b, ta, tb)
-    wide = native.gemm_f16(a, widened(b, tb), ta, tb)[:, :n]
+    wide_b = widened(b, tb, extra=140)  # past 128 columns: the blocked route even for a k-major A in whole panels
+    wide = native.gemm_f16(a, wide_b, ta, tb)[:, :n]
     np.testing.assert_array_equal(bits(c), bits(wide))
     c32 = assert_same_everywhere(lambda: native.gemm_f16(a, b, ta, tb, f32_out=True))
-    np.testing.assert_array_equal(bits(c32), bits(native.gemm_f16(a, widened(b, tb), ta, tb, f32_out=True)[:, :n]))
+    np.testing.assert_array_equal(bits(c32), bits(native.gemm_f16(a, wide_b, ta, tb, f32_out=True)[:, :n]))
+
+
+# op(A) stored k-major in whole 16-row panels (a weight fed as a program input in the panel layout) with 33..128
+# columns (prefill) also takes the panel kernel, A read in place: bit for bit the blocked route, which a wider
+# product (past 128 columns) takes.
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("batch,m,n,k", [(0, 64, 64, 576), (3, 16, 33, 40), (0, 128, 128, 100), (2, 48, 100, 257),
+                                         (0, 1536, 64, 17)])
+def test_gemm_k_major_panels_route_equals_blocked_route(tb, batch, m, n, k):
+    rng = np.random.default_rng(batch + m + n + k)
+    a, b = make_operands(rng, batch, m, n, k, True, tb)
+    sa, sb = with_specials(a, b)
+    for x, y in ((a, b), (sa, sb)):
+        wide = np.concatenate([y, rnd(y.shape[:-2] + ((140, k) if tb else (k, 140)), rng)], axis=-2 if tb else -1)
+        for f32 in (False, True):
+            c = assert_same_everywhere(lambda: native.gemm_f16(x, y, True, tb, f32_out=f32))
+            np.testing.assert_array_equal(bits(c), bits(native.gemm_f16(x, wide, True, tb, f32_out=f32)[..., :n]))
+    check_gemm(native.gemm_f16(a, b, True, tb), a, b, True, tb)
 
 
 @pytest.mark.parametrize("ta", [False, True])
@@ -319,13 +338,43 @@ def test_gemm_rows_route_equals_blocked_route(ta, tb, batch, m, n, k):
     check_gemm(native.gemm_f16(a, b, ta, tb), a, b, ta, tb)
 
 
+# One-row products sharing B (grouped-query attention in decode: the query heads of a KV head against its keys;
+# P.V as C^T: each head's V, shared by its query heads, against one probability row) are computed up to four at
+# a time, B read once for the group (a transposed B, or one past L1): bit for bit each product alone, on every
+# ISA and thread count.
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("batch,n,k", [(2, 128, 64), (3, 100, 70), (4, 17, 33), (5, 300, 9), (9, 64, 128),
+                                       # B past L1 (32 KB): grouped as stored too
+                                       (3, 1000, 40), (6, 600, 33), (9, 1024, 64)])
+def test_one_row_products_sharing_b_equal_each_product_alone(ta, tb, batch, n, k):
+    rng = np.random.default_rng(batch + n + k)
+    a, b = make_operands(rng, batch, 1, n, k, ta, tb)
+    sa, sb = with_specials(a, b)
+    for x, y in ((a, b[:1]), (sa, sb[:1])):
+        for f32 in (False, True):
+            c = assert_same_everywhere(lambda: native.gemm_f16(x, y, ta, tb, f32_out=f32))
+            alone = np.stack([native.gemm_f16(x[i], y[0], ta, tb, f32_out=f32) for i in range(batch)])
+            np.testing.assert_array_equal(bits(c), bits(alone))
+    check_gemm(native.gemm_f16(a, b[:1], ta, tb), a, np.broadcast_to(b[:1], (batch,) + b.shape[1:]), ta, tb)
+    # P.V's form: a shared A [m, k] (16+ rows) times one column per batch, computed as C^T
+    v = rnd((1, 64, k), rng)
+    p_rows = rnd((batch, 1, k) if tb else (batch, k, 1), rng)
+    c = assert_same_everywhere(lambda: native.gemm_f16(v, p_rows, False, tb))
+    alone = np.stack([native.gemm_f16(v[0], p_rows[i], False, tb) for i in range(batch)])
+    np.testing.assert_array_equal(bits(c), bits(alone))
+
+
 # A large row-major op(A) (>= 65,536 elements, a weight fed as a program input: shared layer programs) times
 # one to four columns (decode's live columns) reads A in place: C^T = op(B)^T op(A)^T on the few-rows route,
-# scattered into C. Bit for bit what a wider product (5+ columns: the panel route) gives, on every ISA, with
-# specials, batches, both B layouts, fp32 output and a padded ldc.
+# scattered into C; so does any A (16+ rows) times ONE column (decode's P.V: each head's V [head_dim, T] times
+# one probability row). Bit for bit what a wider product (5+ columns: the panel route) gives, on every ISA,
+# with specials, batches, both B layouts, fp32 output and a padded ldc.
 @pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("batch,m,n,k", [(0, 1536, 1, 576), (0, 576, 3, 1536), (2, 300, 4, 256), (0, 16, 2, 4096),
-                                         (0, 4100, 1, 17)])
+                                         (0, 4100, 1, 17),
+                                         # P.V of one decode column: small A, one column
+                                         (9, 64, 1, 128), (3, 64, 1, 1000), (0, 16, 1, 40), (2, 17, 1, 1)])
 def test_gemm_in_place_a_route_equals_the_panel_route(tb, batch, m, n, k):
     rng = np.random.default_rng(m + n + k + batch)
     a, b = make_operands(rng, batch, m, n, k, False, tb)

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..ir.composites import MASK_VALUE
-from .engine import DECODE_S
+from .engine import DECODE_S, shared_feeds
 from .fp16_safety import Fp16RangeError
 from .sampling import SamplingParams, sample_next
 from .stages import LayerStage
@@ -172,7 +172,7 @@ def _step(eng, stages, regions, feeds: _Feeds, cols: list[int], toks: list[int],
         n, h, hd = len(ci), kr.shape[1], kr.shape[3]
         kr[ci, :, at] = k[:, ci].T.reshape(n, h, hd)             # one indexed write per cache:
         vr[ci, :, at] = v[:, ci].T.reshape(n, h, hd)             # contiguous head_dim runs
-        out = stages[l].run({"x": resid, "q_attn": q, **feed[l]}, live=live)
+        out = stages[l].run({"x": resid, "q_attn": q, **feed[l]}, live=live, unchanged=shared_feeds(stages, feed, l))
         resid = out["x_out"] if l < L else out["h"]
         if not np.isfinite(resid[0, :, 0, ci]).all():
             raise Fp16RangeError(

@@ -66,6 +66,16 @@ class StageOverflow(Exception):
         self.layer = layer
 
 
+def shared_feeds(stages, feeds: list[dict], l: int) -> tuple:
+    """The inputs stage ``l`` is fed exactly as the previous stage was, when both are turns of one shared
+    program: the mask and RoPE tables of a step, written into its surfaces once instead of once a layer."""
+    st = stages[l]
+    if not (hasattr(st, "follows") and st.follows(stages[l - 1])):
+        return ()
+    prev = feeds[l - 1]
+    return tuple(n for n, a in feeds[l].items() if prev.get(n) is a)
+
+
 def _family(cfg):
     """The graph builder module of a config (every Llama-style model_type shares models/llama.py)."""
     if cfg.family == "gpt2":
@@ -548,7 +558,8 @@ class Engine:
             c = stages[l].cache
             c["k_cache"][:, p0:p0 + n] = k[:, :n]
             c["v_cache"][:, p0:p0 + n] = v[:, :n]
-            out = stages[l].run({"x": resid, "q_attn": q, **feeds[l]}, live=live)
+            out = stages[l].run({"x": resid, "q_attn": q, **feeds[l]}, live=live,
+                                unchanged=shared_feeds(stages, feeds, l))
             resid = out["x_out"] if l < L else out["h"]
             if not np.isfinite(resid[0, :, 0, :n]).all():     # d x n values: cheap next to the stage's eval
                 raise StageOverflow(l - 1)

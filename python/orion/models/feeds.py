@@ -34,14 +34,15 @@ def layer_feeds(cfg, fam, S: int, T: int, p0: int, n: int, positions=None, mask=
     rope_tables = rope or getattr(fam, "rope_tables", None)
     sliding = [getattr(cfg, "layer_sliding", lambda i: False)(i) for i in range(L)]
     masks = {w: mask(w) for w in {cfg.sliding_window if s else None for s in sliding}}
-    tables: dict = {}
+    ropes = cfg.layer_ropes() if fam.USES_ROPE else []
+    tables: dict = {}                                    # by RoPE; layers of one kind share the arrays
     feeds = []
     for l in range(L + 1):
         f = {}
         if l >= 1:
             f["mask"] = masks[cfg.sliding_window if sliding[l - 1] else None]
         if l < L and fam.USES_ROPE:
-            r = cfg.layer_rope(l)
+            r = ropes[l]
             if r not in tables:
                 cos, sin = rope_tables(cfg, positions, l)
                 tables[r] = {"cos": cos.astype(dtype), "sin": sin.astype(dtype)}

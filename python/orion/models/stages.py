@@ -54,6 +54,7 @@ class Stage:
         self.cache = {**self.views, **self.host}
         self.in_views: dict[str, np.ndarray] = {}
         self.out_views: dict[str, tuple] = {}
+        self.out_arrays: dict[str, np.ndarray] = {}      # outputs whose final shape is a view of one surface
         self._live: dict[int, dict] = {}
         self.zero_copy = not self.host and self._bind_views()
 
@@ -79,9 +80,17 @@ class Stage:
                     parts.append(p.from_surface(self.prog.output_surface(p.mil_name).view(p.mil_dtype,
                                                                                           list(p.mil_shape))))
                 self.out_views[name] = (parts, ob)
+                if len(parts) == 1:
+                    arr = parts[0].view()
+                    try:
+                        arr.shape = tuple(ob.shape)      # raises where the shape needs a copy: reshaped per call
+                        self.out_arrays[name] = arr
+                    except AttributeError:
+                        pass
         except Exception:  # noqa: BLE001 - a backend without surface views: the call API works everywhere
             self.in_views.clear()
             self.out_views.clear()
+            self.out_arrays.clear()
             return False
         return True
 
@@ -93,20 +102,24 @@ class Stage:
             self._live[n] = self.cp.live_columns_hint(n)
         return self._live[n]
 
-    def run(self, feed: dict, live: int | None = None) -> dict:
+    def run(self, feed: dict, live: int | None = None, unchanged=()) -> dict:
         """Runs the stage; with zero-copy I/O the returned arrays are views of the output surfaces,
         valid until this stage runs again (callers consume them before that). ``live``: only the first
         ``live`` columns of the outputs are used (the others are then unspecified: the simulator skips
-        what only they need)."""
+        what only they need). ``unchanged``: names in ``feed`` whose values this program's previous call
+        was fed already (the mask and RoPE tables that every layer of a step shares): not copied again."""
         hint = self.live_columns(live)
         if self.zero_copy:
+            views = self.in_views
             for n, a in feed.items():
-                self.in_views[n][...] = a
+                if n not in unchanged:
+                    views[n][...] = a
             self.prog.eval(live_columns=hint)
-            out = {}
+            out = dict(self.out_arrays)
             for name, (parts, ob) in self.out_views.items():
-                arr = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=ob.concat_axis)
-                out[name] = arr.reshape(ob.shape)
+                if name not in out:
+                    arr = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=ob.concat_axis)
+                    out[name] = arr.reshape(ob.shape)
             return out
         mil = {}
         for n, a in feed.items():
@@ -147,8 +160,8 @@ class SplitStage:
     def programs(self) -> list:
         return [p.cp for p in self.parts]
 
-    def run(self, feed: dict, live: int | None = None) -> dict:
-        out: dict = {}
+    def run(self, feed: dict, live: int | None = None, unchanged=()) -> dict:
+        out: dict = {}                                   # (a split stage's programs are its own: no feed is kept)
         x = feed["x"]
         for p in self.parts:
             o = p.run({"x": x, **{n: a for n, a in feed.items() if n in p.inputs and n != "x"}}, live)
@@ -209,11 +222,16 @@ class LayerStage:
         """Bytes of this layer's weight surfaces (its caches excluded)."""
         return sum(s.alloc_size for s in self.weights.values())
 
-    def run(self, feed: dict, live: int | None = None) -> dict:
+    def run(self, feed: dict, live: int | None = None, unchanged=()) -> dict:
         bind = self.base.prog._p.bind_input
         for slot, surf in self._bind:
             bind(slot, surf)
-        return self.base.run(feed, live)
+        return self.base.run(feed, live, unchanged)
+
+    def follows(self, other) -> bool:
+        """Whether this layer's turn runs the program ``other`` ran last (the previous layer's turn on
+        the shared program): inputs fed to both alike need not be copied again."""
+        return isinstance(other, LayerStage) and other.base is self.base
 
     @property
     def programs(self) -> list:

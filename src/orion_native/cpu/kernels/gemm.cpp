@@ -303,17 +303,47 @@ constexpr int64_t kRowsChunk = 256;  // columns per item: parallelism for one wi
 // blocked route, which packs in k blocks.
 constexpr int64_t kRowsMaxK = 1 << 16;
 // Elements of op(A) from which a few-column product reads A in place rather than packing it (weights:
-// 10^5-10^7; attention's per-head products stay on their tuned routes).
+// 10^5-10^7). A single column (decode's P.V: each head's V [head_dim, T] times one probability row, 9-36
+// products per op) reads A in place at any size: packing A's panels cost 8x the product there.
 constexpr int64_t kInPlaceMinA = 1 << 16;
 // Bytes of B below which a few-rows product stays on one thread: waking the pool costs a few us, a
 // core streams ~128 KB in about that time.
 constexpr double kSerialRowsBytes = 128 << 10;
 
+// One-row products in a row that share B and write C at a constant stride (grouped-query attention in
+// decode: the query heads of one KV head, each one row against that head's keys, or each head's V against
+// one probability row): up to kDirectBRows of them form one product of as many rows, so B is read (and,
+// stored transposed, transposed in registers) once for the group - where that saves something: a B stored
+// as read that fits in L1 is re-read for free, and the group's shorter passes cost more (q.K over 128
+// positions: 2.9 vs 2.3 us for 9 heads; over 1024: 20 vs 41; P.V over 128: 3.7 vs 7.6). Returns the group
+// starting at b.
+constexpr int64_t kL1Bytes = 32 << 10;
+
+template <typename T>
+int64_t rows_group(const GemmShape& g, int64_t batch, int64_t b, const f16* const* B, T* const* C) {
+  if (g.M != 1 || b + 1 >= batch || B[b + 1] != B[b]) return 1;
+  if (!g.trans_b && 2 * g.K * g.N <= kL1Bytes) return 1;
+  const std::ptrdiff_t cs = C[b + 1] - C[b];
+  if (cs < g.N) return 1;  // rows must not overlap
+  int64_t n = 2;
+  while (n < simd::kDirectBRows && b + n < batch && B[b + n] == B[b] && C[b + n] - C[b + n - 1] == cs) ++n;
+  return n;
+}
+
 template <typename T>
 void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
   const simd::IsaOps& o = simd::ops();
+  // groups of products (see rows_group): [first batch, count]
+  std::vector<std::pair<int64_t, int64_t>> groups;
+  groups.reserve((size_t)batch);
+  for (int64_t b = 0; b < batch;) {
+    const int64_t n = rows_group(g, batch, b, B, C);
+    groups.push_back({b, n});
+    b += n;
+  }
+  const int64_t rows_max = g.M == 1 ? simd::kDirectBRows : g.M;
   const int64_t chunk = kRowsChunk;
-  const int64_t chunks = (g.N + chunk - 1) / chunk, items = batch * chunks;
+  const int64_t chunks = (g.N + chunk - 1) / chunk, items = (int64_t)groups.size() * chunks;
   const double item_flops = 2.0 * (double)(g.M * g.K) * (double)std::min(g.N, chunk);
   // A few rows stream B once at 1-2 flops per byte: bandwidth, not flops, sets the time (a decode GEMV of
   // 0.5 MB is ~20 us on one core), so an item counts by the bytes of B it reads as well.
@@ -321,20 +351,28 @@ void gemm_rows(const GemmShape& g, int64_t batch, const f16* const* A, const f16
   const int64_t grain = std::max<int64_t>(1, std::min((int64_t)(kSerialFlops / item_flops),
                                                       (int64_t)(kSerialRowsBytes / item_bytes)));
   parallel_for(items, grain, [&](int64_t lo, int64_t hi) {
-    float* at = scratch_as<float>(ScratchSlot::gemm_a, (size_t)(g.M * g.K));
+    float* at = scratch_as<float>(ScratchSlot::gemm_a, (size_t)(rows_max * g.K));
     int64_t widened = -1;
     simd::GemmTile t = whole_k_tile(g, at);
     t.trans_bh = g.trans_b;
     for (int64_t it = lo; it < hi; ++it) {
-      const int64_t b = it / chunks, j0 = (it % chunks) * chunk;
+      const auto [b, n] = groups[(size_t)(it / chunks)];
+      const int64_t j0 = (it % chunks) * chunk;
       if (b != widened) {
-        if (!g.trans_a) {
+        if (n > 1) {  // one row of each product of the group (g.M == 1)
+          for (int64_t r = 0; r < n; ++r) {
+            if (!g.trans_a) o.f16_to_f32(A[b + r], at + r * g.K, (size_t)g.K);
+            else o.cvt_transpose(A[b + r], g.lda, g.K, g.K, 1, at + r * g.K, g.K);
+          }
+        } else if (!g.trans_a) {
           for (int64_t i = 0; i < g.M; ++i) o.f16_to_f32(A[b] + i * g.lda, at + i * g.K, (size_t)g.K);
         } else {  // A stored [K][lda]: a widening transpose of its first M columns
           o.cvt_transpose(A[b], g.lda, g.K, g.K, g.M, at, g.K);
         }
         widened = b;
       }
+      t.rows = (int)(n > 1 ? n : g.M);
+      t.ldo = n > 1 ? (int64_t)(C[b + 1] - C[b]) : g.ldc;
       t.cols = t.bcols = (int)std::min(chunk, g.N - j0);
       t.bh = g.trans_b ? B[b] + j0 * g.ldb : B[b] + j0;  // op(B)[:, j0:] = rows j0.. of a transposed B
       if constexpr (sizeof(T) == 2) t.o16 = C[b] + j0;
@@ -383,7 +421,7 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
   // programs - on decode's live columns): the panel route would pack A's panels on every call, so
   // compute C^T = op(B)^T op(A)^T on the few-rows route, which reads op(A)^T in place (16 x 16 blocks
   // transposed in registers), and scatter C^T into C. The same fma chain per element.
-  if (g.N <= simd::kDirectBRows && !g.trans_a && g.M >= simd::kPanelRows && g.M * g.K >= kInPlaceMinA &&
+  if (g.N <= simd::kDirectBRows && !g.trans_a && g.M >= simd::kPanelRows && (g.M * g.K >= kInPlaceMinA || g.N == 1) &&
       g.K <= kRowsMaxK && simd::ops().gemm_rows) {
     via_transposed(g, batch, A, B, C, [](const GemmShape& s, int64_t n, const f16* const* a, const f16* const* b,
                                          T* const* c) { gemm_rows(s, n, a, b, c); });
@@ -392,6 +430,14 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
   // Few columns and enough rows (a conv1x1 on the decode columns, attention's P.V): the panel kernel,
   // vectorised over rows, pads nothing and streams A once.
   if (g.N <= kPanelMaxCols && g.M >= simd::kPanelRows && g.K > 0) {
+    panel_gemm(g, batch, A, nullptr, B, C);
+    return;
+  }
+  // op(A) stored k-major in whole 16-row panels (a weight fed as a program input in the panel layout:
+  // shared layer programs' prefill) up to kPanelInPlaceMaxCols columns: the panel kernel reads A in place,
+  // where the blocked route would transpose all of it into packed rows on every call (prefill of 64
+  // tokens at the SmolLM2-135M shape, one thread: 132 -> 85 ms; 128 tokens 210 -> 173; 256 even).
+  if (g.trans_a && g.M % simd::kPanelRows == 0 && g.N <= kPanelInPlaceMaxCols && g.K > 0) {
     panel_gemm(g, batch, A, nullptr, B, C);
     return;
   }

@@ -9,6 +9,8 @@ namespace orion::cpu::kernels {
 // gemm_f16 takes this route for N <= kPanelMaxCols when op(A) has >= 16 rows: there, the blocked GEMM
 // would compute mostly padding columns or pack a big A for little work.
 constexpr int64_t kPanelMaxCols = 32;
+// ...and up to this many when op(A) is stored k-major in whole panels (read in place, never packed).
+constexpr int64_t kPanelInPlaceMaxCols = 128;
 
 // pa may be null (then A[b] is read per g.trans_a / g.lda). g has dense leading dimensions resolved.
 // trans_c: C_b is stored transposed ([N][ldc]): how gemm_f16 computes a product with few rows and many

@@ -3,6 +3,8 @@
 // come out as +-inf on the ANE (measured on M2 Pro and M5), reproduced on every profile.
 #include "sim/ops/matmul.h"
 
+#include <algorithm>
+
 namespace orion::sim::ops {
 
 std::vector<int64_t> batch_offsets(const Shape& part, const Shape& full, int64_t mat) {
@@ -26,11 +28,25 @@ std::vector<int64_t> batch_offsets(const Shape& part, const Shape& full, int64_t
 int64_t saturate_matmul(f16* y, size_t n) {
   const uint16_t lim = f32_to_f16(32752.0f);  // C36 threshold, exactly representable in fp16
   int64_t changed = 0;
-  for (size_t i = 0; i < n; ++i) {  // branch-free so the compiler vectorises it
-    uint16_t a = y[i] & 0x7fffu;
-    uint16_t hit = a >= lim && a < 0x7c00u;
-    y[i] = hit ? (f16)((y[i] & 0x8000u) | 0x7c00u) : y[i];
-    changed += hit;
+  // Blocks are first only checked (an OR over 16-bit lanes, which the compiler vectorises; a product
+  // reaching the threshold is rare): the fused check-and-count loop did not vectorise and cost 8 % of a
+  // prefill.
+  constexpr size_t kBlock = 2048;
+  for (size_t i0 = 0; i0 < n; i0 += kBlock) {
+    const size_t i1 = std::min(n, i0 + kBlock);
+    uint16_t any = 0;
+    for (size_t i = i0; i < i1; ++i) {
+      const uint16_t a = y[i] & 0x7fffu;
+      any |= (uint16_t)((a >= lim) & (a < 0x7c00u));
+    }
+    if (!any) continue;
+    for (size_t i = i0; i < i1; ++i) {
+      const uint16_t a = y[i] & 0x7fffu;
+      if (a >= lim && a < 0x7c00u) {
+        y[i] = (f16)((y[i] & 0x8000u) | 0x7c00u);
+        ++changed;
+      }
+    }
   }
   return changed;
 }
