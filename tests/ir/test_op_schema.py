@@ -12,7 +12,7 @@ import orion
 from orion.compiler import lower
 from orion.errors import CompileError
 from orion.ir import OPS, Graph, ops
-from orion.passes import decompose, default_pipeline, io_legalize, validate
+from orion.compiler.passes import decompose, default_pipeline, io_legalize, validate
 
 
 def test_schema_equals_the_simulator_both_directions():

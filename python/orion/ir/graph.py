@@ -89,7 +89,7 @@ class Value:
         self.index = index
         self.shape = tuple(shape)
         self.dtype = dtype
-        self.name = name          # name hint (user-given or derived); final names: passes/names.py
+        self.name = name          # name hint (user-given or derived); final names: compiler/passes/names.py
         self.mil_name: str | None = None
 
     # --- introspection -------------------------------------------------------------------------

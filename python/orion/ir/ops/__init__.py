@@ -12,7 +12,7 @@ Composites (linear, norms, attention, RoPE, SwiGLU, LoRA) live in ``..composites
 
 from __future__ import annotations
 
-from ... import sim
+from ...native import sim
 from ..graph import MAX_RANK, GraphError, Value, check_shape  # noqa: F401  (reachable as ops.<name> before the split)
 from ._core import (  # noqa: F401  (the registry API the passes and codegen use)
     BAKED, BUILDERS, MAX_AXIS, OPS, REQUIRED, SCHEMA, AttrDef, OpDef, as_value, broadcast_shapes, builder,
