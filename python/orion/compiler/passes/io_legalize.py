@@ -22,7 +22,7 @@ import numpy as np
 
 from ...ir import ops
 from ...ir.graph import Graph, Node, Value
-from ...ir.ops import SCHEMA
+from ...ir.ops import SCHEMA, reinfer
 from .context import CompileContext, compile_error
 
 
@@ -64,7 +64,7 @@ def _host_fp32(graph: Graph, ctx: CompileContext) -> None:
             graph.outputs[key] = src if src.op not in ("input", "const") else ops.identity(src, name=key)
             ctx.count("io_legalize", "host_cast_outputs")
     if changed:
-        graph.reinfer()
+        reinfer(graph)
     _outputs_are_ops(graph, ctx)
 
 
@@ -197,7 +197,7 @@ def _apply_retrace(graph: Graph, keys, s, s_pad, axis_of, const_pads, attr_edits
         widths[j] = (0, s_pad - s)
         with graph.building_before(node):
             node.inputs[param] = graph.const(np.pad(data, widths).astype(np.float32), c.dtype)
-    graph.reinfer()
+    reinfer(graph)
 
 
 def _sequence_padding(graph: Graph, ctx: CompileContext) -> dict[int, int]:
