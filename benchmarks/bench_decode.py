@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 
 import orion  # noqa: E402
-from orion.runtime import DEVICES  # noqa: E402
+from orion.native.runtime import DEVICES, resolve_device  # noqa: E402
 from orion.models import GPT2Config  # noqa: E402
 from orion.models.testing import random_weights  # noqa: E402
 
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
         finally:
             Engine.skip_dead_columns = True
         runs.append(ours)
-        rows.append(("orion (" + orion.runtime.resolve_device(args.device) + f", classifier {args.classifier}, " +
+        rows.append(("orion (" + resolve_device(args.device) + f", classifier {args.classifier}, " +
                      ("live columns)" if skip else "all columns)"), len(prompt) / ours["prefill_s"], 1.0 / ours["step_s"],
                      ours["step_s"] * 1e3))
     if len(runs) == 2:

@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 
 import orion  # noqa: E402
-from orion.runtime import DEVICES  # noqa: E402
+from orion.native.runtime import DEVICES, resolve_device  # noqa: E402
 from orion.bench.decode import bench_orion  # noqa: E402
 from orion.models import Model  # noqa: E402
 from orion.models.engine import Engine  # noqa: E402
@@ -267,7 +267,7 @@ def main(argv=None) -> int:
         print(f"round {i + 1}: " + ", ".join(f"{k} {v:.1f}" for k, v in r.items()), flush=True)
     med = {k: float(np.median([r[k] for r in rounds])) for k in rounds[0]}
 
-    dev = orion.runtime.resolve_device(args.device)
+    dev = resolve_device(args.device)
     rows = [(f"orion fp16 ({dev}, live columns)", "orion")]
     rows += [(f"orion int8 weights ({dev}, live columns)", "orion8")] if int8 else []
     rows += [("llama.cpp f16", "f16"), ("llama.cpp q8_0", "q8_0"),

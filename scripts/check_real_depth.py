@@ -35,7 +35,7 @@ SHAPE = dict(hidden_size=576, intermediate_size=1536, num_attention_heads=9, num
 
 def write_model(out: str, layers: int, seed: int) -> str:
     """A random HF Llama folder of the SmolLM2-135M shape with ``layers`` layers."""
-    from orion.safetensors import write_safetensors
+    from orion.native.safetensors import write_safetensors
     cfg = json.load(open(os.path.join(TOKENIZER, "config.json")))
     cfg.update(SHAPE, num_hidden_layers=layers, dtype="float16")
     rng = np.random.default_rng(seed)

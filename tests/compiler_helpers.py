@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from orion.ir import Graph, evaluate
-from orion.passes import CompileContext, CompileOptions, PASSES
-from orion.program import CompiledProgram
+from orion.compiler.passes import CompileContext, CompileOptions, PASSES
+from orion.compiler.program import CompiledProgram
 
 FP16_EPS = 2.0 ** -10
 
@@ -33,7 +33,7 @@ def assert_fp16_close(got, ref, rtol=4 * FP16_EPS, atol=1e-3, scale=None):
 def sim_compile(graph: Graph, chip: str = "m4", strictness: str = "strict", **kw) -> CompiledProgram:
     """Compile ``graph`` for the simulator through orion.compile (a broken build fails, never skips)."""
     from orion.compiler import compile as compile_graph
-    from orion.sim import Profile
+    from orion.native.sim import Profile
     return compile_graph(graph, device="sim", profile=Profile(chip=chip, strictness=strictness), **kw)
 
 

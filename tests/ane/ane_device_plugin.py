@@ -44,7 +44,7 @@ def pytest_configure(config):
     if not ACTIVE:
         return
     import orion
-    import orion.sim
+    import orion.native.sim
     from orion import _native
 
     ane = next((d for d in orion.devices() if d["name"] == "ane"), None)

@@ -66,7 +66,7 @@ def fake():
 @pytest.fixture
 def ane_stats():
     """Deltas of the backend's counters: ``d = ane_stats(); ...; d()["framework_compiles"]``."""
-    from orion import doctor
+    from orion.cli import doctor
 
     def start():
         before = doctor.ane_control("info")["stats"]

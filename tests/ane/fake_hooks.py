@@ -16,7 +16,7 @@ FAKE_PATH_ENV = "ORION_ANE_FRAMEWORK_PATH"
 
 def ane_info() -> dict | None:
     """The backend's "info" record, or None when this orion has no ANE backend built in."""
-    from orion import doctor
+    from orion.cli import doctor
 
     return doctor.ane_control("info")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from orion.blob import write_blob_file
+from orion.native.blob import write_blob_file
 
 HEADER = ('program(1.3)\n[buildInfo = dict<string, string>({{"coremlc-component-MIL", "3510.2.1"}, '
           '{"coremlc-version", "3505.4.1"}, {"coremltools-component-milinternal", ""}, '
@@ -118,8 +118,8 @@ def constexpr_affine_dequantize():
 
 def _compressed(q):
     """A 1x1 conv on a compressed weight ``q`` [64, 64, 1, 1], its operands in one blob file (as orion emits it)."""
-    from orion.codegen.constexpr import blob_items, statement
-    from orion.codegen.mil import Dialect
+    from orion.compiler.codegen.constexpr import blob_items, statement
+    from orion.compiler.codegen.mil import Dialect
     data, offs = write_blob_file([item for *_, item in blob_items(q)])
     path = "@model_path/weights/weight.bin"
     body = [statement(Dialect("ios18"), "w", q, [(path, o) for o in offs]).strip()] + _conv_body()

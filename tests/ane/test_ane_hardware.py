@@ -19,7 +19,7 @@ import pytest
 
 import orion
 from orion import _native, doctor
-from orion.sim import Profile
+from orion.native.sim import Profile
 from .op_programs import OPS
 from runtime_programs import add_program, linear_program, rand, sub_program, weight_blob
 

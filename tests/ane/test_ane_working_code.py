@@ -17,7 +17,7 @@ import pytest
 
 import orion
 from orion import _native, doctor
-from orion.sim import Profile
+from orion.native.sim import Profile
 from runtime_programs import HEADER, add_program, linear_program, rand, t, weight_blob
 
 from .test_ane_contract import ID_RE, KEY, info, run_python, temp_ids

@@ -12,7 +12,7 @@ import pytest
 
 from orion import lora as L
 from orion.models import loaders
-from orion.safetensors import SafetensorsFile, read_safetensors, write_safetensors
+from orion.native.safetensors import SafetensorsFile, read_safetensors, write_safetensors
 
 MODEL = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models", "llama3")
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import orion
-from orion import mil
+from orion.native import mil
 from orion.cli.run import load_weights, random_blob_file
-from orion.demo import _HEADER
+from orion.cli.demo import _HEADER
 
 T = "tensor<fp16, [1, 8, 1, 4]>"
 
@@ -55,7 +55,7 @@ def test_random_blob_file_refuses_what_the_writer_cannot_store():
 # --- orion.blob.read_blob's own arguments: typed before native code sees them ---------------------------
 
 def _blob_file():
-    from orion.blob import write_blob_file
+    from orion.native.blob import write_blob_file
     return write_blob_file([np.arange(8, dtype=np.float16)])[0]
 
 
@@ -83,7 +83,7 @@ READ_ARG_CASES = [
 
 @pytest.mark.parametrize("kw,needles", [c[1:] for c in READ_ARG_CASES], ids=[c[0] for c in READ_ARG_CASES])
 def test_read_blob_refuses_bad_arguments(tmp_path, kw, needles):
-    from orion.blob import read_blob
+    from orion.native.blob import read_blob
     f = tmp_path / "w.bin"
     f.write_bytes(_blob_file())
     kw = dict(kw)
@@ -95,7 +95,7 @@ def test_read_blob_refuses_bad_arguments(tmp_path, kw, needles):
 
 
 def test_read_blob_still_takes_numpy_shapes_and_offsets():
-    from orion.blob import read_blob
+    from orion.native.blob import read_blob
     data = _blob_file()
     assert read_blob(data, np.uint64(64), dtype=np.float16, shape=np.array([2, 4])).shape == (2, 4)
     assert read_blob(data, 64, dtype="float16", shape=np.int64(8)).tolist() == list(range(8))

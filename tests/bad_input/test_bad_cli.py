@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bad_input_helpers import error_line, run_cli
-from orion.blob import write_blob_file
-from orion.demo import demo_mil
+from orion.native.blob import write_blob_file
+from orion.cli.demo import demo_mil
 
 LLAMA3 = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models", "llama3")
 MICRO = ["train", "--preset", "micro", "--no-progress", "--steps", "1", "--sample-tokens", "0"]

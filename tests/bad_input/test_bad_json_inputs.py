@@ -228,13 +228,13 @@ def test_a_deeply_nested_saved_program_is_an_input_error(tmp_path):
     import orion
     (tmp_path / "program.json").write_bytes(DEEP)
     with pytest.raises(orion.errors.InputError, match="nested too deeply"):
-        orion.program.load(str(tmp_path))
+        orion.compiler.program.load(str(tmp_path))
 
 
 def test_a_deeply_nested_safetensors_header_is_a_model_format_error(tmp_path):
     import struct
     from orion.errors import ModelFormatError
-    from orion.safetensors import SafetensorsFile
+    from orion.native.safetensors import SafetensorsFile
     (tmp_path / "m.safetensors").write_bytes(struct.pack("<Q", len(DEEP)) + DEEP)
     with pytest.raises(ModelFormatError, match="nested too deeply"):
         SafetensorsFile(str(tmp_path / "m.safetensors"))

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import orion
-from orion.blob import write_blob_file
-from orion.demo import _HEADER
+from orion.native.blob import write_blob_file
+from orion.cli.demo import _HEADER
 
 T = "tensor<fp16, [1, 64, 1, 64]>"
 W = "tensor<fp16, [1, 64, 1, 1]>"

@@ -31,7 +31,7 @@ from orion.errors import InputError, ModelFormatError
 from orion.models.loaders import load_weights, read_checkpoint
 from orion.models.tokenizers import HFTokenizer
 from orion.quant.activations import SCALES_FILE, ActivationScales
-from orion.safetensors import SafetensorsFile, write_safetensors
+from orion.native.safetensors import SafetensorsFile, write_safetensors
 from orion.train import checkpoint as ck
 from orion.train.defaults import default_corpus
 from orion.train.errors import CheckpointError

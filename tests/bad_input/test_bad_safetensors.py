@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from orion.errors import ModelFormatError
-from orion.safetensors import SafetensorsFile
+from orion.native.safetensors import SafetensorsFile
 
 
 def _entry(**kw):

@@ -131,7 +131,7 @@ def _flag_owners(flag):
 
 
 def test_every_device_flag_offers_the_runtimes_one_list():
-    from orion.runtime import DEVICES
+    from orion.native.runtime import DEVICES
     owners = _flag_owners("--device")
     assert {"run", "demo", "train", "generate", "doctor"} <= set(owners)
     assert {name: a.choices is DEVICES for name, a in owners.items()} == {name: True for name in owners}

@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 
-from orion.blob import list_blobs, write_blob_file
+from orion.native.blob import list_blobs, write_blob_file
 from orion.cli import main
 from orion.cli.run import random_blob_file
-from orion.demo import demo_mil
+from orion.cli.demo import demo_mil
 
 DIM, SEQ = 16, 8
 

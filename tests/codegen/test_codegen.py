@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from orion.codegen import format_float
+from orion.compiler.codegen import format_float
 from orion.compiler import lower
 from orion.ir import Graph, ops
 
@@ -68,7 +68,7 @@ def test_deterministic(name):
 
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_mil_round_trip(name):
-    mil_mod = pytest.importorskip("orion.mil")
+    mil_mod = pytest.importorskip("orion.native.mil")
     g, kw = CORPUS[name]
     text = lower(g, **kw).mil
     parsed = mil_mod.parse(text)
@@ -107,7 +107,7 @@ def test_float_literal_non_finite_rejected():
 
 
 def test_blob_offsets_point_at_metadata_records():
-    from orion.blob import read_blob
+    from orion.native.blob import read_blob
     g, _ = CORPUS["mlp"]
     low = lower(g)
     (path, data), = low.weights.items()

@@ -80,7 +80,7 @@ def test_baked_weight_update_recompiles(rng):
 
 
 def test_save_and_load(rng, tmp_path):
-    from orion.program import load
+    from orion.compiler.program import load
     g = _graph(rng)
     prog = sim_compile(g)
     prog.set_weights(d=np.ones((32, 64)) / 64)

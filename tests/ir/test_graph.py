@@ -127,6 +127,21 @@ def test_graph_method_sugar():
         g.no_such_op(x)
 
 
+def test_the_builder_table_is_ops():
+    # Value's operators and g.<op>() reach the builders through graph.BUILDERS (graph.py imports no builder):
+    # every entry is the function ops exports under that name, the composites included (layer_norm: the
+    # composite, as ops.layer_norm), and every op builder of the schema is in it
+    from orion.ir.graph import BUILDERS
+    assert all(getattr(ops, name) is fn for name, fn in BUILDERS.items())
+    assert BUILDERS["layer_norm"] is ops.layer_norm is not ops.normalization.layer_norm
+    assert {"linear", "rms_norm", "getitem", "reduce_max"} <= set(BUILDERS)
+    assert {row["builder"] for row in ops.schema() if row["builder"] and "." not in row["builder"]} <= set(BUILDERS)
+    g = Graph()
+    x = g.input("x", (1, 8, 1, 16), dtype="fp32")          # the fp32 input's cast comes from the table too
+    assert x.op == "cast" and (x + 1.0).op == "add" and (-x).op == "mul" and x[..., 2:6].shape == (1, 8, 1, 4)
+    assert g.output("y", x.reshape(1, 8, 4, 4), dtype="fp32").op == "cast"
+
+
 def test_weight_reshape_keeps_user_shape():
     g = Graph()
     w = g.weight("w", np.zeros((16, 8)), shape=(16, 8, 1, 1))

@@ -32,11 +32,11 @@ def test_compiler_refusal_is_reported_not_raised():
 
 
 def test_compiler_error_text_is_shown(monkeypatch):
-    import orion.compiler
+    import orion.compiler.driver
 
     def refuse(graph):
         raise orion.CompileError("[C24] kernel too wide")
-    monkeypatch.setattr(orion.compiler, "lower", refuse)
+    monkeypatch.setattr(orion.compiler.driver, "lower", refuse)
     assert "the compiler refuses this graph: CompileError: [C24] kernel too wide" in display.compiler_notes(_graph())
 
 
@@ -61,8 +61,9 @@ def test_long_node_lists_are_cut(monkeypatch):
 def test_compiler_warnings_are_listed(monkeypatch):
     import types
 
-    import orion.compiler
-    monkeypatch.setattr(orion.compiler, "lower", lambda g: types.SimpleNamespace(warnings=["working set 40 MB [C26]"]))
+    import orion.compiler.driver
+    monkeypatch.setattr(orion.compiler.driver, "lower",
+                        lambda g: types.SimpleNamespace(warnings=["working set 40 MB [C26]"]))
     assert display.compiler_notes(_graph()) == ["working set 40 MB [C26]"]
 
 

@@ -236,7 +236,7 @@ def test_peft_files_roundtrip_and_hf_layout(tmp_path, family):
     else:
         assert conf["target_modules"] == ["c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"]
         assert conf["fan_in_fan_out"] is True
-    from orion.safetensors import read_safetensors
+    from orion.native.safetensors import read_safetensors
     t = read_safetensors(os.path.join(folder, L.ADAPTER_WEIGHTS))
     prefix = "base_model.model.model.layers.1." if family == "llama" else "base_model.model.transformer.h.1."
     assert all(k.startswith(prefix) and k.endswith((".lora_A.weight", ".lora_B.weight")) for k in t)
@@ -285,7 +285,7 @@ def test_lora_config_spec_and_targets():
 
 # ------------------------------------------------------------------------------------------ errors
 def _write_peft(folder, tensors, conf):
-    from orion.safetensors import write_safetensors
+    from orion.native.safetensors import write_safetensors
     os.makedirs(folder, exist_ok=True)
     write_safetensors(os.path.join(folder, L.ADAPTER_WEIGHTS), tensors)
     with open(os.path.join(folder, L.ADAPTER_CONFIG), "w") as f:

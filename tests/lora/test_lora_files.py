@@ -33,7 +33,7 @@ from lora_helpers import MODEL_NAMES, MODELS, PEFT_NAMES, adapter, checkpoint, f
 
 from orion import lora as L  # noqa: E402
 from orion.models import Model, loaders, reference  # noqa: E402
-from orion.safetensors import read_safetensors, write_safetensors  # noqa: E402
+from orion.native.safetensors import read_safetensors, write_safetensors  # noqa: E402
 
 
 def _peft_reference(name):

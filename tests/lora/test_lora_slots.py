@@ -30,7 +30,7 @@ import orion  # noqa: E402
 from orion import lora as L  # noqa: E402
 from orion.models import Model, reference  # noqa: E402
 from orion.models.loaders import canonical_to_hf  # noqa: E402
-from orion.safetensors import write_safetensors  # noqa: E402
+from orion.native.safetensors import write_safetensors  # noqa: E402
 
 RTOL = 0.02
 

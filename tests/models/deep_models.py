@@ -15,7 +15,7 @@ import shutil
 import numpy as np
 
 from ckpt_writers import write_safetensors
-from orion.safetensors import read_safetensors
+from orion.native.safetensors import read_safetensors
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models")
 FAMILIES = ("llama3", "qwen2", "qwen3", "mistral", "gemma3", "phi3", "smollm2")

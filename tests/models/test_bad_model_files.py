@@ -11,7 +11,7 @@ import pytest
 
 from orion.errors import ModelFormatError
 from orion.models.loaders import read_checkpoint
-from orion.safetensors import SafetensorsFile
+from orion.native.safetensors import SafetensorsFile
 
 from ckpt_writers import write_hf_llama
 from models_helpers import tiny_llama, weights16

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from orion.models import host_pages
-from orion.safetensors import SafetensorsFile, write_safetensors
+from orion.native.safetensors import SafetensorsFile, write_safetensors
 
 
 @pytest.fixture

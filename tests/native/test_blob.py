@@ -14,7 +14,7 @@ import pytest
 
 import orion
 from orion import _native
-from orion.blob import BlobFormatWarning, BlobRecord, list_blobs, read_blob, save_blob_file, write_blob_file
+from orion.native.blob import BlobFormatWarning, BlobRecord, list_blobs, read_blob, save_blob_file, write_blob_file
 
 SENTINEL = 0xDEADBEEF
 U64_MAX = 2**64 - 1

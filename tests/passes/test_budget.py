@@ -8,8 +8,8 @@ import pytest
 from compiler_helpers import apply_passes
 from orion.errors import CompileError
 from orion.ir import Graph, ops
-from orion.passes import CompileWarning
-from orion.passes.budget import sram_estimate
+from orion.compiler.passes import CompileWarning
+from orion.compiler.passes.budget import sram_estimate
 
 
 def _weights(n, pow_=False, scalar_add=False):

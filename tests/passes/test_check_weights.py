@@ -10,7 +10,7 @@ import pytest
 from compiler_helpers import apply_passes
 from orion.errors import InputError
 from orion.ir import Graph, ops
-from orion.passes import CompileWarning
+from orion.compiler.passes import CompileWarning
 
 
 def _g(value):

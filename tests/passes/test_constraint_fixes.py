@@ -13,7 +13,7 @@ from compiler_helpers import assert_fp16_close, run_sim
 from orion.compiler import lower
 from orion.errors import CompileError, InputError
 from orion.ir import Graph, GraphError, evaluate, ops
-from orion.passes import CompileWarning, default_pipeline
+from orion.compiler.passes import CompileWarning, default_pipeline
 
 X = (1, 256, 1, 128)
 
@@ -289,7 +289,7 @@ def test_c39_bool_io():
 
 
 def test_c40_duplicate_names_detected():
-    from orion.passes import PASSES
+    from orion.compiler.passes import PASSES
     g = _g(lambda g, x: ops.exp(ops.tanh(x)))
 
     def clash(graph, ctx):

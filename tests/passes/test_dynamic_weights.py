@@ -124,7 +124,7 @@ def test_set_weights_through_the_simulator(rng, pack):
 
 def _counters():
     try:
-        from orion.runtime import counters
+        from orion.native.runtime import counters
         return counters()
     except Exception:  # noqa: BLE001 - runtime not built yet
         return None
@@ -248,7 +248,7 @@ def test_packing_stacks_per_channel_vectors_in_one_input(rng):
 
 
 def test_a_saved_panel_program_loads_with_its_layout(rng, tmp_path):
-    from orion.program import load
+    from orion.compiler.program import load
     g = _attn_ffn(rng)
     prog = sim_compile(g, dynamic_weights=True, panel_dynamic_weights=True, pack_dynamic_weights=True)
     prog.set_weights(wk=rng.standard_normal((64, 128)) / 11)

@@ -8,7 +8,7 @@ import numpy as np
 
 from orion.compiler import lower
 from orion.ir import Graph, ops
-from orion.passes.names import collation_consistent
+from orion.compiler.passes.names import collation_consistent
 
 
 def _io(names_in, names_out):

@@ -7,7 +7,7 @@ import pytest
 from orion.compiler import lower
 from orion.errors import CompileError
 from orion.ir import Graph, ops
-from orion.passes import DEFAULT_PIPELINE, PASSES, default_pipeline
+from orion.compiler.passes import DEFAULT_PIPELINE, PASSES, default_pipeline
 
 
 def _g():
@@ -25,17 +25,18 @@ def test_default_order():
 
 
 def test_the_pipeline_is_the_one_list_of_passes():
-    """Every module of orion.passes with a ``run`` is a pass of the pipeline, registered under its name in the
+    """Every module of orion.compiler.passes with a ``run`` is a pass of the pipeline, registered under its name in the
     pipeline's order (a pass module left out of DEFAULT_PIPELINE, or a second list, fails here)."""
     import importlib
     import pkgutil
 
-    import orion.passes
-    modules = [m.name for m in pkgutil.iter_modules(orion.passes.__path__)]
-    with_run = {m for m in modules if callable(getattr(importlib.import_module(f"orion.passes.{m}"), "run", None))}
+    import orion.compiler.passes
+    modules = [m.name for m in pkgutil.iter_modules(orion.compiler.passes.__path__)]
+    with_run = {m for m in modules
+                if callable(getattr(importlib.import_module(f"orion.compiler.passes.{m}"), "run", None))}
     assert list(PASSES) == list(dict.fromkeys(DEFAULT_PIPELINE))
     assert with_run == set(PASSES)
-    assert all(PASSES[m] is importlib.import_module(f"orion.passes.{m}").run for m in PASSES)
+    assert all(PASSES[m] is importlib.import_module(f"orion.compiler.passes.{m}").run for m in PASSES)
 
 
 def test_stats_and_timings():

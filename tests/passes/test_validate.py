@@ -9,7 +9,7 @@ import pytest
 from orion.compiler import lower
 from orion.errors import CompileError
 from orion.ir import Graph, ops
-from orion.passes import default_pipeline
+from orion.compiler.passes import default_pipeline
 
 
 def _pipe(*drop):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from orion.blob import write_blob_file
+from orion.native.blob import write_blob_file
 
 HEADER = ('program(1.3)\n[buildInfo = dict<string, string>({{"coremlc-component-MIL", "3510.2.1"}, '
           '{"coremlc-version", "3505.4.1"}, {"coremltools-component-milinternal", ""}, '

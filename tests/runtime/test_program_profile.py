@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import orion
-from orion.cost_table import CostTable
+from orion.native.cost_table import CostTable
 
 from runtime_programs import sub_program
 

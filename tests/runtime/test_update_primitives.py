@@ -8,8 +8,8 @@ import pytest
 
 import orion
 from conftest import fp16_close
-from orion.sim import Profile
-from orion.weight_updates import WeightUpdate
+from orion.native.sim import Profile
+from orion.native.weight_updates import WeightUpdate
 from runtime_programs import dynamic_linear_program, linear_program, rand, weight_blob
 
 KEY = "@model_path/weights/w.bin"

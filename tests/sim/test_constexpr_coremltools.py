@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import orion
-from orion.codegen.constexpr import blob_items, statement
-from orion.codegen.mil import Dialect
+from orion.compiler.codegen.constexpr import blob_items, statement
+from orion.compiler.codegen.mil import Dialect
 from orion.quant import palettize, quantize_blockwise, quantize_int8
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "quant"))

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import orion
-from orion.blob import write_blob_file
-from orion.codegen.constexpr import blob_items, statement
-from orion.codegen.mil import Dialect
+from orion.native.blob import write_blob_file
+from orion.compiler.codegen.constexpr import blob_items, statement
+from orion.compiler.codegen.mil import Dialect
 from orion.quant import palettize, quantize_blockwise, quantize_int8
 
 PATH = "@model_path/weights/weight.bin"

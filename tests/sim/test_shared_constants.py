@@ -2,8 +2,8 @@
 constraint catalog), and every Python default reads them."""
 
 from orion import _native, sim
-from orion.compiler import _resolve_target
-from orion.passes.context import CompileOptions
+from orion.compiler.driver import _resolve_target
+from orion.compiler.passes.context import CompileOptions
 
 
 def test_python_defaults_come_from_the_native_core():

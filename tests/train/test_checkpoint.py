@@ -83,7 +83,7 @@ def test_save_load_roundtrip_and_corruption(tmp_path):
 _KILLER = textwrap.dedent("""
     import os, signal, sys
     import numpy as np
-    from orion import safetensors as st
+    from orion.native import safetensors as st
     from orion.train import checkpoint as ck
     from train_helpers import minimal_state
     d = sys.argv[1]

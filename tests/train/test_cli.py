@@ -40,7 +40,7 @@ def test_bad_input_exits_1_with_a_message(tmp_path, capsys):
     (tmp_path / "short.txt").write_text("Just a few words.")
     assert main(FAST + ["--steps", "1", "--data", str(tmp_path / "short.txt"), "--no-ckpt"]) == 1
     assert "too short" in capsys.readouterr().err
-    from orion.doctor import allowed_strategies
+    from orion.cli.doctor import allowed_strategies
     if not any(s.startswith("delta") for s in allowed_strategies("sim", announce=False)):
         assert main(FAST + ["--steps", "1", "--strategy", "delta", "--no-ckpt"]) == 1
         assert "orion doctor" in capsys.readouterr().err

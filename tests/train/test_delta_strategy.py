@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from orion import doctor, weight_updates
-from orion.sim import Profile
+from orion.native.sim import Profile
 from orion.train.errors import StrategyUnavailable
 from orion.train.programs import LayerPrograms
 from train_helpers import lively_params, micro_config

@@ -26,7 +26,7 @@ import time
 import numpy as np
 import pytest
 
-from orion import safetensors as st
+from orion.native import safetensors as st
 from orion.train.accumulate import StepGradients, bucket_names, flat_grads
 from orion.train.data import TokenDataset
 from orion.train.distributed import launched

@@ -118,7 +118,7 @@ def test_a_valid_state_loads_with_its_weights(saved):
 
 def test_a_version_1_checkpoint_still_loads(tmp_path):
     """Version 1 (canonical model.safetensors, the manifest inside state.json) as written before the HF layout."""
-    from orion import safetensors as st
+    from orion.native import safetensors as st
     cfg = micro_config()
     p = lively_params(cfg)
     folder = tmp_path / "run" / "step-00000002"

@@ -126,7 +126,7 @@ def test_compile_budget_stops_and_resume_continues(tmp_path):
 
 def test_delta_needs_a_doctor_verdict():
     cfg = micro_config()
-    from orion.doctor import allowed_strategies
+    from orion.cli.doctor import allowed_strategies
     if any(s.startswith("delta") for s in allowed_strategies("sim", announce=False)):
         pytest.skip("a cached `orion doctor` verdict allows delta on this machine")
     with pytest.raises(StrategyUnavailable, match="orion doctor"):
@@ -136,8 +136,8 @@ def test_delta_needs_a_doctor_verdict():
 @pytest.mark.parametrize("features", sorted(FEATURES))
 def test_delta_with_a_verified_verdict_updates_weights(features):
     cfg = micro_config(**FEATURES[features])
-    from orion.doctor import machine
-    from orion.sim import Profile
+    from orion.cli.doctor import machine
+    from orion.native.sim import Profile
     verdict = {"machine": machine("sim", Profile(delta="paper")), "results": {
         "dynamic": {"verdict": "works"}, "recompile": {"verdict": "works", "ms": 50.0},
         "delta_reload": {"verdict": "works", "budget_free": True, "ms": 1.0}}}

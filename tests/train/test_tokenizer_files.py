@@ -160,7 +160,7 @@ def test_init_from_a_run_folder_needs_no_tokenizer_flag(run, tmp_path):
 
 
 def test_an_export_is_replaced_whole_or_not_at_all(run, tmp_path, monkeypatch):
-    from orion import safetensors as st
+    from orion.native import safetensors as st
     state = ck.load(str(run / "run"))
     cfg = config_from_state(state.state["model"])
     out = tmp_path / "hf"

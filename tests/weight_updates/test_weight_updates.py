@@ -8,8 +8,8 @@ import pytest
 
 import orion
 from orion import doctor, weight_updates
-from orion.sim import Profile
-from orion.weight_updates import WeightUpdate, apply, probe
+from orion.native.sim import Profile
+from orion.native.weight_updates import WeightUpdate, apply, probe
 
 PAPER = Profile(delta="paper")
 
@@ -42,7 +42,7 @@ def test_the_proven_strategies_work(strategy, budget):
 def test_a_probe_that_raises_is_an_error_verdict(monkeypatch):
     def broken(prog, weights):
         raise orion.WeightUpdateError("the device refused")
-    monkeypatch.setattr(orion.runtime.Program, "delta_reload", broken)
+    monkeypatch.setattr(orion.native.runtime.Program, "delta_reload", broken)
     r = probe("delta_reload", "sim")
     assert r["verdict"] == "error" and "the device refused" in r["error"] and not r["budget_free"]
 

@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from .. import sim
 from ..models import GPT2Config, Model
 from ..models.testing import random_weights
-from ..runtime import resolve_device
+from ..native import sim
+from ..native.runtime import resolve_device
 from .measure import figure, ratio, repeat, side_target, time_cap
 
 

@@ -9,9 +9,9 @@ import warnings
 
 import numpy as np
 
-from .. import sim
 from ..models import GPT2Config, Model
 from ..models.testing import random_weights
+from ..native import sim
 
 __all__ = ["add_model_args", "quiet_unbudgeted", "random_gpt2", "describe", "machine_line"]
 

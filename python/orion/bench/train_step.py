@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from .. import sim
-from ..runtime import counters
+from ..native import sim
+from ..native.runtime import counters
 from ..train.model import PRESETS, init_params
 from ..train.optim import AdamW, global_norm
 from ..train.programs import LayerPrograms

@@ -7,12 +7,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import sim as _sim
+from ..native import sim as _sim
 # the flag value types and UsageError live below the commands (orion.flags): train.run parses the same options
 from ..flags import (UsageError, check_writable_target, float_in, int_at_least, int_in, nonneg_float,  # noqa: F401
                      nonneg_int, positive_float, positive_int)
-from ..runtime import DEVICES    # the --device choices of every command
-from ..sim import Profile, get_profile
+from ..native.runtime import DEVICES    # the --device choices of every command
+from ..native.sim import Profile, get_profile
 
 CHIPS = list(_sim.CHIPS)          # defined once, in the native core
 

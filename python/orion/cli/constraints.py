@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..sim import constraints
+from ..native.sim import constraints
 from .common import CHIPS, profile
 
 

@@ -35,8 +35,8 @@ from ..lora.files import read_config
 from ..models.batch import MAX_BATCH, BatchStats
 from ..models.quantize import MODEL_SCHEMES
 from ..models.speculative import MAX_DRAFT
-from ..runtime import resolve_device
-from ..sim import Profile, get_profile
+from ..native.runtime import resolve_device
+from ..native.sim import Profile, get_profile
 from ..train.lora_runs import is_lora_run
 from ..train.lora_runs import run_adapter as read_run
 from .common import CHIPS, DEVICES, UsageError, check_writable_target, float_in, int_in, nonneg_float, nonneg_int

@@ -4,10 +4,9 @@ model's compile plan and memory plan."""
 from __future__ import annotations
 
 from .. import __version__, _native, models
-from ..doctor import ane_control
 from ..models.quantize import MODEL_SCHEMES
-from ..runtime import devices
-from ..sim import compile_budget, get_profile
+from ..native.runtime import ane_control, devices
+from ..native.sim import compile_budget, get_profile
 from .common import UsageError
 
 

@@ -13,10 +13,10 @@ import time
 
 import numpy as np
 
-from ..blob import write_blob_file
 from ..errors import InputError, ModelFormatError
 from ..fileio import write_bytes_atomic
-from ..runtime import compile_mil
+from ..native.blob import write_blob_file
+from ..native.runtime import compile_mil
 from .common import UsageError, add_device_flags, check_writable_target, positive_int, profile
 
 MODEL_PATH = "@model_path/"
@@ -173,7 +173,7 @@ def output_table(out: dict[str, np.ndarray]) -> str:
 
 
 def cmd_run(args) -> int:
-    from .. import mil  # start-up: orion.mil loads only for `orion run`
+    from ..native import mil  # start-up: orion.mil loads only for `orion run`
 
     if os.path.isdir(args.program):
         raise UsageError(f"{args.program} is a folder; give the program's .mil file")

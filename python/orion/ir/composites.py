@@ -14,13 +14,19 @@ import math
 import numpy as np
 
 from .graph import GraphError, Value
-from . import ops
+# the family modules, not the ops package: ops re-exports these composites (ops.linear, g.linear(...))
+from .ops._core import as_value
+from .ops.activation import clip, relu, silu, softmax
+from .ops.contraction import conv, matmul
+from .ops.elementwise import add, mul, pow, rsqrt, sub  # pow: the MIL op (ops.pow), not the builtin
+from .ops.reduction import reduce_max, reduce_mean, reduce_sum
+from .ops.tensor_transformation import identity, reshape, transpose
 
 MASK_VALUE = -1e4
 
 
 def _const_like(x: Value, array) -> Value:
-    return ops.as_value(np.asarray(array, dtype=np.float32), x)
+    return as_value(np.asarray(array, dtype=np.float32), x)
 
 
 def _channel_param(x: Value, p, axis: int, what: str) -> Value:
@@ -30,7 +36,7 @@ def _channel_param(x: Value, p, axis: int, what: str) -> Value:
     if isinstance(p, Value):
         if p.size != n:
             raise GraphError(f"{what}: {p!r} must have {n} elements (axis {axis} of x{list(x.shape)})")
-        return p if p.shape == shape else ops.reshape(p, shape)
+        return p if p.shape == shape else reshape(p, shape)
     arr = np.asarray(p, dtype=np.float32)
     if arr.size != n:
         raise GraphError(f"{what}: array of shape {list(arr.shape)} must have {n} elements (axis {axis} of "
@@ -46,20 +52,20 @@ def linear(x: Value, weight, bias=None, name: str | None = None) -> Value:
     if isinstance(weight, Value):
         w = weight
         if w.rank == 2:
-            w = ops.reshape(w, (w.shape[0], w.shape[1], 1, 1))
+            w = reshape(w, (w.shape[0], w.shape[1], 1, 1))
     else:
         arr = np.asarray(weight)
         if arr.ndim == 2:
             arr = arr.reshape(arr.shape + (1, 1))
-        w = ops.as_value(arr, x, "linear weight")
+        w = as_value(arr, x, "linear weight")
     if w.rank != 4 or w.shape[2:] != (1, 1):
         raise GraphError(f"linear: weight must be [out, in] or [out, in, 1, 1], got {list(w.shape)}")
     if x.rank != 4 or x.shape[1] != w.shape[1]:
         raise GraphError(f"linear: x{list(x.shape)} must be [1, {w.shape[1]}, 1, S] for weight [out={w.shape[0]}, "
                          f"in={w.shape[1]}]")
-    y = ops.conv(x, w, name=None if bias is not None else name)
+    y = conv(x, w, name=None if bias is not None else name)
     if bias is not None:
-        y = ops.add(y, _channel_param(y, bias, 1, "linear bias"), name=name)
+        y = add(y, _channel_param(y, bias, 1, "linear bias"), name=name)
     return y
 
 
@@ -75,9 +81,9 @@ def matmul_linear(x: Value, weight: Value, transpose: bool = False, name: str | 
         raise GraphError(f"matmul_linear: x{list(x.shape)} must be [1, {in_c}, 1, S] for weight {list(weight.shape)}"
                          f"{' (transposed)' if transpose else ''}")
     s = x.shape[3]
-    y = ops.matmul(ops.reshape(weight, (1, 1) + tuple(weight.shape)), ops.reshape(x, (1, 1, in_c, s)),
+    y = matmul(reshape(weight, (1, 1) + tuple(weight.shape)), reshape(x, (1, 1, in_c, s)),
                    transpose_x=transpose)
-    return ops.reshape(y, (1, out_c, 1, s), name=name)
+    return reshape(y, (1, out_c, 1, s), name=name)
 
 
 def _lora_matrix(m, x: Value, what: str) -> Value:
@@ -88,7 +94,7 @@ def _lora_matrix(m, x: Value, what: str) -> Value:
     arr = np.asarray(m)
     if arr.ndim != 2:
         raise GraphError(f"{what}: array of shape {list(arr.shape)} must be rank 2")
-    return ops.as_value(arr, x, what)
+    return as_value(arr, x, what)
 
 
 def lora_branch(x: Value, lora_a, lora_b, scale: float = 1.0, transpose: bool = False,
@@ -114,43 +120,43 @@ def lora_branch(x: Value, lora_a, lora_b, scale: float = 1.0, transpose: bool = 
     if x.shape[1] != want:
         raise GraphError(f"lora: x{list(x.shape)} must have {want} channels for A{list(a.shape)}, B{list(b.shape)}"
                          f"{' (transposed)' if transpose else ''}")
-    x4 = ops.reshape(x, (1, 1, x.shape[1], s))
-    a4 = ops.reshape(a, (1, 1, r, n_in))
-    b4 = ops.reshape(b, (1, 1, n_out, r))
+    x4 = reshape(x, (1, 1, x.shape[1], s))
+    a4 = reshape(a, (1, 1, r, n_in))
+    b4 = reshape(b, (1, 1, n_out, r))
     if transpose:
-        u = ops.matmul(b4, x4, transpose_x=True)                   # [1, 1, r, S] = Bᵀ x
-        y = ops.matmul(a4, u, transpose_x=True)                    # [1, 1, in, S] = Aᵀ u
+        u = matmul(b4, x4, transpose_x=True)                   # [1, 1, r, S] = Bᵀ x
+        y = matmul(a4, u, transpose_x=True)                    # [1, 1, in, S] = Aᵀ u
         out_c = n_in
     else:
-        u = ops.matmul(a4, x4)                                     # [1, 1, r, S] = A x
-        y = ops.matmul(b4, u)                                      # [1, 1, out, S] = B u
+        u = matmul(a4, x4)                                     # [1, 1, r, S] = A x
+        y = matmul(b4, u)                                      # [1, 1, out, S] = B u
         out_c = n_out
     if scale != 1.0:
-        y = ops.mul(y, float(scale))
-    return ops.reshape(y, (1, out_c, 1, s), name=name)
+        y = mul(y, float(scale))
+    return reshape(y, (1, out_c, 1, s), name=name)
 
 
 def lora_linear(x: Value, weight, lora_a, lora_b, bias=None, scale: float = 1.0, name: str | None = None) -> Value:
     """A linear with a LoRA adapter: ``W x + b + scale * B (A x)`` — W baked (a 1x1 conv, C46), A [r, in]
     and B [out, r] usually program inputs (hot-swappable with zero compiles; see :func:`lora_branch`)."""
     y = linear(x, weight, bias)
-    return ops.add(y, lora_branch(x, lora_a, lora_b, scale), name=name)
+    return add(y, lora_branch(x, lora_a, lora_b, scale), name=name)
 
 
 def layer_norm(x: Value, gamma=None, beta=None, eps: float = 1e-5, axis: int = 1, name: str | None = None) -> Value:
     """LayerNorm over ``axis`` (channels): centre with the mean, then RMS-normalise (pow(-0.5), C20)."""
     axis = axis % x.rank
     n = x.shape[axis]
-    xc = ops.sub(x, ops.reduce_mean(x, [axis]))
-    xs = ops.mul(xc, 1.0 / math.sqrt(n))            # pre-scale: the sum of squares is the variance
-    var = ops.reduce_sum(ops.mul(xs, xs), [axis])
-    y = ops.mul(xc, ops.rsqrt(ops.add(var, float(eps))))
+    xc = sub(x, reduce_mean(x, [axis]))
+    xs = mul(xc, 1.0 / math.sqrt(n))            # pre-scale: the sum of squares is the variance
+    var = reduce_sum(mul(xs, xs), [axis])
+    y = mul(xc, rsqrt(add(var, float(eps))))
     if gamma is not None:
-        y = ops.mul(y, _channel_param(y, gamma, axis, "layer_norm gamma"))
+        y = mul(y, _channel_param(y, gamma, axis, "layer_norm gamma"))
     if beta is not None:
-        y = ops.add(y, _channel_param(y, beta, axis, "layer_norm beta"))
+        y = add(y, _channel_param(y, beta, axis, "layer_norm beta"))
     if name:
-        y = ops.identity(y, name=name)
+        y = identity(y, name=name)
     return y
 
 
@@ -164,25 +170,25 @@ def inv_rms(x: Value, eps: float, axis: int = 1, stable: bool = True) -> Value:
     axis = axis % x.rank
     n = x.shape[axis]
     if not stable:
-        xs = ops.mul(x, 1.0 / math.sqrt(n))
-        return ops.rsqrt(ops.add(ops.reduce_sum(ops.mul(xs, xs), [axis]), float(eps)))
-    m = ops.add(ops.relu(ops.reduce_max(x, [axis])), ops.relu(ops.reduce_max(ops.mul(x, -1.0), [axis])))  # >= max|x|
-    inv = ops.pow(ops.add(m, NORM_TINY), -1.0)                                       # <= 16384
-    t = ops.mul(x, ops.mul(inv, 1.0 / math.sqrt(n)))                                 # |t| <= 1/sqrt(n)
-    ms = ops.reduce_sum(ops.mul(t, t), [axis])                                       # <= 1
-    e = ops.mul(inv, math.sqrt(eps))                                                 # <= 52
-    return ops.mul(inv, ops.pow(ops.add(ms, ops.mul(e, e)), -0.5))                   # <= 1/sqrt(eps)
+        xs = mul(x, 1.0 / math.sqrt(n))
+        return rsqrt(add(reduce_sum(mul(xs, xs), [axis]), float(eps)))
+    m = add(relu(reduce_max(x, [axis])), relu(reduce_max(mul(x, -1.0), [axis])))  # >= max|x|
+    inv = pow(add(m, NORM_TINY), -1.0)                                       # <= 16384
+    t = mul(x, mul(inv, 1.0 / math.sqrt(n)))                                 # |t| <= 1/sqrt(n)
+    ms = reduce_sum(mul(t, t), [axis])                                       # <= 1
+    e = mul(inv, math.sqrt(eps))                                                 # <= 52
+    return mul(inv, pow(add(ms, mul(e, e)), -0.5))                   # <= 1/sqrt(eps)
 
 
 def rms_norm(x: Value, weight=None, eps: float = 1e-5, axis: int = 1, name: str | None = None,
              stable: bool = False) -> Value:
     """RMSNorm over ``axis``: ``x * (mean(x^2) + eps)^-0.5 * weight`` (x pre-scaled by 1/sqrt(N) before squaring);
     ``stable``: :func:`inv_rms`'s overflow-proof form."""
-    y = ops.mul(x, inv_rms(x, eps, axis, stable))
+    y = mul(x, inv_rms(x, eps, axis, stable))
     if weight is not None:
-        y = ops.mul(y, _channel_param(y, weight, axis % x.rank, "rms_norm weight"))
+        y = mul(y, _channel_param(y, weight, axis % x.rank, "rms_norm weight"))
     if name:
-        y = ops.identity(y, name=name)
+        y = identity(y, name=name)
     return y
 
 
@@ -224,32 +230,32 @@ def causal_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int
         raise GraphError(f"causal_attention: k{list(k.shape)} and v{list(v.shape)} must both be "
                          f"[1, {hkv * hd}, 1, Skv]")
     if hkv == n_heads:
-        qh = ops.reshape(q, (1, n_heads, hd, s_q))
-        kh = ops.reshape(k, (1, n_heads, hd, s_kv))
-        vh = ops.reshape(v, (1, n_heads, hd, s_kv))
+        qh = reshape(q, (1, n_heads, hd, s_q))
+        kh = reshape(k, (1, n_heads, hd, s_kv))
+        vh = reshape(v, (1, n_heads, hd, s_kv))
         mshape = (1, 1, s_q, s_kv)
     else:
         g = n_heads // hkv
-        qh = ops.reshape(q, (1, hkv, g, hd, s_q))
-        kh = ops.reshape(k, (1, hkv, 1, hd, s_kv))
-        vh = ops.reshape(v, (1, hkv, 1, hd, s_kv))
+        qh = reshape(q, (1, hkv, g, hd, s_q))
+        kh = reshape(k, (1, hkv, 1, hd, s_kv))
+        vh = reshape(v, (1, hkv, 1, hd, s_kv))
         mshape = (1, 1, 1, s_q, s_kv)
-    qh = ops.mul(qh, 1.0 / math.sqrt(hd) if scale is None else float(scale))   # scale Q first (C36)
-    scores = ops.matmul(qh, kh, transpose_x=True)             # [.., Sq, Skv]
+    qh = mul(qh, 1.0 / math.sqrt(hd) if scale is None else float(scale))   # scale Q first (C36)
+    scores = matmul(qh, kh, transpose_x=True)             # [.., Sq, Skv]
     if clamp is not None:
-        scores = ops.clip(scores, -float(clamp), float(clamp))     # inf -> +-clamp, NaN stays
+        scores = clip(scores, -float(clamp), float(clamp))     # inf -> +-clamp, NaN stays
     if isinstance(mask, str):
         if mask != "causal":
             raise GraphError(f"causal_attention: mask must be 'causal', None, an array or a Value, got {mask!r}")
-        scores = ops.add(scores, _const_like(scores, causal_mask(s_q, s_kv).reshape(mshape)))
+        scores = add(scores, _const_like(scores, causal_mask(s_q, s_kv).reshape(mshape)))
     elif mask is not None:
         m = mask if isinstance(mask, Value) else np.asarray(mask, np.float32)
         if (m.rank if isinstance(m, Value) else m.ndim) == 4 and len(mshape) == 5:   # [1, 1, Sq, Skv], grouped heads
-            m = ops.reshape(m, (1,) + tuple(m.shape)) if isinstance(m, Value) else m.reshape((1,) + m.shape)
-        scores = ops.add(scores, m if isinstance(m, Value) else _const_like(scores, m))
-    p = ops.softmax(scores, axis=-1)
-    o = ops.matmul(vh, p, transpose_y=True)                   # [.., hd, Sq]
-    return ops.reshape(o, (1, d, 1, s_q), name=name)
+            m = reshape(m, (1,) + tuple(m.shape)) if isinstance(m, Value) else m.reshape((1,) + m.shape)
+        scores = add(scores, m if isinstance(m, Value) else _const_like(scores, m))
+    p = softmax(scores, axis=-1)
+    o = matmul(vh, p, transpose_y=True)                   # [.., hd, Sq]
+    return reshape(o, (1, d, 1, s_q), name=name)
 
 
 def region_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int | None = None, mask=None,
@@ -274,28 +280,28 @@ def region_attention(q: Value, k: Value, v: Value, n_heads: int, n_kv_heads: int
     if k.shape != (1, s * hkv, r, hd) or v.shape != (1, s * hkv, r, hd):
         raise GraphError(f"region_attention: k{list(k.shape)} and v{list(v.shape)} must both be "
                          f"[1, {s * hkv}, R, {hd}] (S x n_kv_heads regions of R positions)")
-    qt = ops.transpose(ops.reshape(q, (d, s)), (1, 0))          # [S, D]: column i's query in row i
+    qt = transpose(reshape(q, (d, s)), (1, 0))          # [S, D]: column i's query in row i
     if hkv == n_heads:
-        qh = ops.reshape(qt, (s, n_heads, 1, hd))
-        kh = ops.reshape(k, (s, n_heads, r, hd))
-        vh = ops.reshape(v, (s, n_heads, r, hd))
+        qh = reshape(qt, (s, n_heads, 1, hd))
+        kh = reshape(k, (s, n_heads, r, hd))
+        vh = reshape(v, (s, n_heads, r, hd))
         mshape = (s, 1, 1, r)
     else:
         g = n_heads // hkv
-        qh = ops.reshape(qt, (s, hkv, g, 1, hd))
-        kh = ops.reshape(k, (s, hkv, 1, r, hd))
-        vh = ops.reshape(v, (s, hkv, 1, r, hd))
+        qh = reshape(qt, (s, hkv, g, 1, hd))
+        kh = reshape(k, (s, hkv, 1, r, hd))
+        vh = reshape(v, (s, hkv, 1, r, hd))
         mshape = (s, 1, 1, 1, r)
-    qh = ops.mul(qh, 1.0 / math.sqrt(hd) if scale is None else float(scale))   # scale Q first (C36)
-    scores = ops.matmul(qh, kh, transpose_y=True)               # [S, .., 1, R]
+    qh = mul(qh, 1.0 / math.sqrt(hd) if scale is None else float(scale))   # scale Q first (C36)
+    scores = matmul(qh, kh, transpose_y=True)               # [S, .., 1, R]
     if mask is not None:
         m = mask if isinstance(mask, Value) else _const_like(scores, np.asarray(mask, np.float32))
         if m.size != s * r:
             raise GraphError(f"region_attention: mask{list(m.shape)} must be [1, 1, {s}, {r}]")
-        scores = ops.add(scores, ops.reshape(m, mshape))
-    p = ops.softmax(scores, axis=-1)
-    o = ops.matmul(p, vh)                                       # [S, .., 1, hd]
-    return ops.reshape(ops.transpose(ops.reshape(o, (s, d)), (1, 0)), (1, d, 1, s), name=name)
+        scores = add(scores, reshape(m, mshape))
+    p = softmax(scores, axis=-1)
+    o = matmul(p, vh)                                       # [S, .., 1, hd]
+    return reshape(transpose(reshape(o, (s, d)), (1, 0)), (1, d, 1, s), name=name)
 
 
 def rope_tables(head_dim: int, positions, base: float = 10000.0) -> tuple[np.ndarray, np.ndarray]:
@@ -329,10 +335,10 @@ def rope(x: Value, n_heads: int, *, positions=None, offset: int = 0, base: float
             raise GraphError(f"rope: positions must have S={s} entries, got shape {list(pos.shape)}")
         cos, sin = rope_tables(hd, pos, base)
     if layout == "adjacent":
-        xs = ops.reshape(x, (1, n_heads, hd // 2, 2, s))
+        xs = reshape(x, (1, n_heads, hd // 2, 2, s))
         tshape, rshape = (1, 1, hd // 2, 1, s), (1, 1, 1, 2, 2)
     elif layout == "rotate_half":
-        xs = ops.reshape(x, (1, n_heads, 2, hd // 2 * s))
+        xs = reshape(x, (1, n_heads, 2, hd // 2 * s))
         tshape, rshape = (1, 1, 1, hd // 2 * s), (1, 1, 2, 2)
     else:
         raise GraphError(f"rope: layout must be 'adjacent' or 'rotate_half', got {layout!r}")
@@ -341,17 +347,17 @@ def rope(x: Value, n_heads: int, *, positions=None, offset: int = 0, base: float
         if isinstance(t, Value):
             if t.size != hd // 2 * s:
                 raise GraphError(f"rope: {what}{list(t.shape)} must be [1, {hd // 2}, 1, {s}]")
-            return ops.reshape(t, tshape)
+            return reshape(t, tshape)
         return _const_like(xs, np.asarray(t, np.float32).reshape(tshape))
 
     rot = _const_like(xs, np.array([[0.0, -1.0], [1.0, 0.0]], np.float32).reshape(rshape))
-    swapped = ops.matmul(rot, xs)                 # (x0, x1) -> (-x1, x0) per pair
-    y = ops.add(ops.mul(xs, table(cos, "cos")), ops.mul(swapped, table(sin, "sin")))
-    return ops.reshape(y, (1, d, 1, s), name=name)
+    swapped = matmul(rot, xs)                 # (x0, x1) -> (-x1, x0) per pair
+    y = add(mul(xs, table(cos, "cos")), mul(swapped, table(sin, "sin")))
+    return reshape(y, (1, d, 1, s), name=name)
 
 
 def swiglu_ffn(x: Value, w1, w2, w3, name: str | None = None) -> Value:
     """Llama FFN: ``W2 (silu(W1 x) * W3 x)`` with w1 (gate) / w3 (up) [h, d] and w2 (down) [d, h]."""
     h1 = linear(x, w1)
     h3 = linear(x, w3)
-    return linear(ops.mul(ops.silu(h1), h3), w2, name=name)
+    return linear(mul(silu(h1), h3), w2, name=name)

@@ -29,6 +29,11 @@ ITEMSIZE = {"fp16": 2, "fp32": 4, "int32": 4, "bool": 1, "int8": 1, "uint8": 1}
 MAX_RANK = 5  # C23
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+# The op builders by name, filled in as orion.ir.ops loads (ops/ registers every builder, the composites
+# included; orion.ir imports ops right after this module). Value's operators, g.<op>(...) and the fp32 I/O
+# casts call them through this table: the builders import Value from here, so this module imports none of them.
+BUILDERS: dict[str, Callable[..., Value]] = {}
+
 
 def expand_quantized(q, shape, what: str):
     """``q`` viewed as ``shape``: its own shape with unit dims appended (``[out, in]`` -> ``[out, in, 1, 1]``),
@@ -89,7 +94,7 @@ class Value:
         self.index = index
         self.shape = tuple(shape)
         self.dtype = dtype
-        self.name = name          # name hint (user-given or derived); final names: passes/names.py
+        self.name = name          # name hint (user-given or derived); final names: compiler/passes/names.py
         self.mil_name: str | None = None
 
     # --- introspection -------------------------------------------------------------------------
@@ -130,22 +135,18 @@ class Value:
 
     __hash__ = object.__hash__
 
-    # --- operator sugar (the registry does the checking) ---------------------------------------
-    def _ops(self):
-        from . import ops  # circle: orion.ir.ops builds the Values and Graphs of orion.ir.graph
-        return ops
-
-    def __add__(self, o): return self._ops().add(self, o)
-    def __radd__(self, o): return self._ops().add(o, self)
-    def __sub__(self, o): return self._ops().sub(self, o)
-    def __rsub__(self, o): return self._ops().sub(o, self)
-    def __mul__(self, o): return self._ops().mul(self, o)
-    def __rmul__(self, o): return self._ops().mul(o, self)
-    def __truediv__(self, o): return self._ops().div(self, o)
-    def __rtruediv__(self, o): return self._ops().div(o, self)
-    def __pow__(self, o): return self._ops().pow(self, o)
-    def __neg__(self): return self._ops().mul(self, -1.0)
-    def __matmul__(self, o): return self._ops().matmul(self, o)
+    # --- operator sugar (the op builders do the checking) ---------------------------------------
+    def __add__(self, o): return BUILDERS["add"](self, o)
+    def __radd__(self, o): return BUILDERS["add"](o, self)
+    def __sub__(self, o): return BUILDERS["sub"](self, o)
+    def __rsub__(self, o): return BUILDERS["sub"](o, self)
+    def __mul__(self, o): return BUILDERS["mul"](self, o)
+    def __rmul__(self, o): return BUILDERS["mul"](o, self)
+    def __truediv__(self, o): return BUILDERS["div"](self, o)
+    def __rtruediv__(self, o): return BUILDERS["div"](o, self)
+    def __pow__(self, o): return BUILDERS["pow"](self, o)
+    def __neg__(self): return BUILDERS["mul"](self, -1.0)
+    def __matmul__(self, o): return BUILDERS["matmul"](self, o)
 
     def __eq__(self, other):  # keep identity semantics; elementwise compare is not an ANE op
         return self is other
@@ -153,27 +154,27 @@ class Value:
     def reshape(self, *shape, name=None):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = shape[0]
-        return self._ops().reshape(self, shape, name=name)
+        return BUILDERS["reshape"](self, shape, name=name)
 
     def transpose(self, *perm, name=None):
         if len(perm) == 1 and isinstance(perm[0], (tuple, list)):
             perm = perm[0]
-        return self._ops().transpose(self, perm, name=name)
+        return BUILDERS["transpose"](self, perm, name=name)
 
     def cast(self, dtype, name=None):
-        return self._ops().cast(self, dtype, name=name)
+        return BUILDERS["cast"](self, dtype, name=name)
 
     def sum(self, axes, keep_dims=True, name=None):
-        return self._ops().reduce_sum(self, axes, keep_dims=keep_dims, name=name)
+        return BUILDERS["reduce_sum"](self, axes, keep_dims=keep_dims, name=name)
 
     def mean(self, axes, keep_dims=True, name=None):
-        return self._ops().reduce_mean(self, axes, keep_dims=keep_dims, name=name)
+        return BUILDERS["reduce_mean"](self, axes, keep_dims=keep_dims, name=name)
 
     def max(self, axes, keep_dims=True, name=None):
-        return self._ops().reduce_max(self, axes, keep_dims=keep_dims, name=name)
+        return BUILDERS["reduce_max"](self, axes, keep_dims=keep_dims, name=name)
 
     def __getitem__(self, index):
-        return self._ops().getitem(self, index)
+        return BUILDERS["getitem"](self, index)
 
 
 class Node:
@@ -266,8 +267,7 @@ class Graph:
         v = self.add_node("input", {}, {"io_name": name}, [(shape, dtype)], name=name).out
         self.inputs[name] = v
         if dtype == "fp32":
-            from . import ops  # circle: orion.ir.ops builds the Values and Graphs of orion.ir.graph
-            return ops.cast(v, "fp16", name=f"{name}_fp16")
+            return BUILDERS["cast"](v, "fp16", name=f"{name}_fp16")
         return v
 
     def weight(self, name: str, array, dynamic: bool = False, shape: Iterable[int] | None = None,
@@ -355,10 +355,9 @@ class Graph:
         self._check_new_name(name, "output")
         self._check_member(value, f"output {name!r}")
         if dtype is not None and dtype != value.dtype:
-            from . import ops  # circle: orion.ir.ops builds the Values and Graphs of orion.ir.graph
             if dtype not in ("fp16", "fp32"):
                 raise GraphError(f"output {name!r}: dtype {dtype} cannot be a program output; use fp16 or fp32 [C39]")
-            value = ops.cast(value, dtype, name=name)
+            value = BUILDERS["cast"](value, dtype, name=name)
         if value.dtype not in ("fp16", "fp32"):
             raise GraphError(f"output {name!r}: {value.dtype} tensors cannot be program outputs [C39]")
         self.outputs[name] = value
@@ -379,10 +378,8 @@ class Graph:
         # g.gelu(x), g.linear(x, w) ... forward to the op builders in ops/ (composites included)
         if item.startswith("_"):
             raise AttributeError(item)
-        from . import ops  # circle: orion.ir.ops builds the Values and Graphs of orion.ir.graph
-        fn = getattr(ops, item, None)
-        if callable(fn) and item in ops.BUILDERS:
-            return fn
+        if item in BUILDERS:
+            return BUILDERS[item]
         raise AttributeError(f"Graph has no attribute or op builder {item!r}")
 
     # --- traversal / analysis -------------------------------------------------------------------
@@ -410,16 +407,6 @@ class Graph:
         for name, v in self.outputs.items():
             if id(v) not in defined:
                 raise GraphError(f"output {name!r} refers to {v!r}, which is not produced in this graph")
-
-    def reinfer(self) -> None:
-        """Recompute every node's output shapes/dtypes from its inputs and attrs (after a pass edits them)."""
-        from .ops import infer_types  # circle: orion.ir.ops builds the Values and Graphs of orion.ir.graph
-        for n in self.nodes:
-            if n.op in ("input", "const"):
-                continue
-            types = infer_types(n.op, n.inputs, n.attrs)
-            for v, (shape, dtype) in zip(n.outputs, types):
-                v.shape, v.dtype = tuple(shape), dtype
 
     # --- rewriting ------------------------------------------------------------------------------
     def rewrite(self, fn: Callable[[Node], Any]) -> bool:

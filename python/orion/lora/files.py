@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import ModelFormatError
 from ..fileio import atomic_write, parse_json, read_json
-from ..safetensors import SafetensorsFile, write
+from ..native.safetensors import SafetensorsFile, write
 from .config import ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraConfig
 from .errors import AdapterConfigError, AdapterFormatError, AdapterMismatch, AdapterShapeError
 from .targets import _PATH_RE, _family_of, linear_shapes, model_config, module_parts, module_path, resolve_targets

@@ -30,11 +30,11 @@ from typing import Sequence
 import numpy as np
 
 from .. import _native
-from ..compiler import check
-from ..compiler import compile as compile_graph
+from ..compiler.driver import check
+from ..compiler.driver import compile as compile_graph
 from ..errors import BudgetExceeded, CompileError, InputError, ModelFormatError
 from ..ir import Graph, ops
-from ..runtime import resolve_device
+from ..native.runtime import resolve_device
 from . import host_pages, llama
 from .feeds import additive_mask, layer_feeds
 from .fp16_safety import Fp16Plan, Fp16RangeError, replan, resolve_fp16_plan

@@ -1,4 +1,4 @@
-"""Host weights read from the weight cache are views of its memory-mapped file (:mod:`orion.safetensors`).
+"""Host weights read from the weight cache are views of its memory-mapped file (:mod:`orion.native.safetensors`).
 Once the programs hold a weight - baked into a compiled program, or copied into a shared layer's surfaces -
 its pages need not stay resident: :func:`release` hands them back to the OS (they stay in the page cache
 and are read again on the next touch: a new program set, an embedding row), so the process holds each

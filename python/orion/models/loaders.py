@@ -36,7 +36,7 @@ from .config import LlamaConfig, ModelConfig, config_from_dict, config_from_hf, 
 from .families import family_module
 from .families.gpt2 import LAYER as _GPT2_LAYER
 from ..fileio import parse_json, prune_stale_temps, read_json, write_bytes_atomic
-from ..safetensors import SafetensorsFile, write_safetensors
+from ..native.safetensors import SafetensorsFile, write_safetensors
 
 log = logging.getLogger("orion")
 

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from ..compiler import check
+from ..compiler.driver import check
 from ..errors import InputError
 from ..quant import QuantizedArray
 from . import host_pages

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import safetensors as st
+from ..native import safetensors as st
 from ..errors import ModelFormatError
 from ..fileio import atomic_folder, prune_stale_temps, read_json
 from ..models.loaders import hf_to_canonical, read_checkpoint

@@ -7,9 +7,9 @@ import json
 
 import numpy as np
 
-from .. import safetensors as st
 from ..models.families import family_module
 from ..models.loaders import canonical_to_hf
+from ..native import safetensors as st
 
 
 def hf_model_files(cfg, params: dict) -> tuple[dict, dict]:

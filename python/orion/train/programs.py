@@ -47,18 +47,19 @@ import time
 
 import numpy as np
 
-from .. import _native, weight_updates
-from ..compiler import compile as compile_graph
-from ..compiler import lower
+from .. import _native
+from ..compiler.driver import compile as compile_graph
+from ..compiler.driver import lower
 from ..ir import Graph, ops
 from ..ir.composites import MASK_VALUE, causal_mask
 from ..ir.npmath import GELU_C, GELU_CUBIC
 from ..models import llama
 from ..models.config import LlamaConfig
 from ..models.fp16_safety import Fp16Plan
+from ..native import weight_updates
+from ..native.runtime import resolve_device
+from ..native.weight_updates import verified_delta
 from ..quant import QuantizedArray
-from ..runtime import resolve_device
-from ..weight_updates import verified_delta
 from .errors import StrategyUnavailable, TrainError
 
 KINDS = ("attn_fwd", "ffn_fwd", "attn_bwd", "ffn_bwd")

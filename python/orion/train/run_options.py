@@ -12,7 +12,7 @@ import sys
 
 from ..flags import UsageError, check_writable_target, float_in, nonneg_float, nonneg_int, positive_float, positive_int
 from ..models.quantize import MODEL_SCHEMES
-from ..runtime import DEVICES
+from ..native.runtime import DEVICES
 from .defaults import DEFAULT_CKPT_DIR, DEFAULTS, INIT_SEQ_LEN, LORA_DEFAULTS, SAMPLE_PROMPT
 from .errors import ModelTooLarge
 from .memory import check_memory

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import runtime
+from ..native import runtime
 from ..errors import AneSimWarning
 from ..models.fp16_safety import calibration_ids, check_residual_scale, resolve_fp16_plan
 from . import checkpoint as ckpt_mod

@@ -1,6 +1,6 @@
 // Diagnostics and settings of the ANE backend, for `orion doctor` and the tests. C++ callers use
 // orion::ane::control(); Python reaches the same function through the exported C symbol
-// orion_ane_control (ctypes on the _native module: python/orion/doctor.py), so no binding is needed.
+// orion_ane_control (ctypes on the _native module: python/orion/native/runtime.py), so no binding is needed.
 //
 // Commands (the answer is JSON; {"error": "..."} on failure):
 //   "info"                    availability, reason, device record, warnings of the optional probes,

@@ -1,4 +1,4 @@
-// Raw MILBlob functions for python/orion/blob.py (numpy-level API) and the fuzz harness.
+// Raw MILBlob functions for python/orion/native/blob.py (numpy-level API) and the fuzz harness.
 // Inputs use the buffer protocol (bytes, bytearray, memoryview, numpy, mmap) without copying;
 // outputs are bytes built in place.
 #include <nanobind/stl/optional.h>

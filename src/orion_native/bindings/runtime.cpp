@@ -182,7 +182,7 @@ void bind_runtime(nb::module_& m) {
           nb::arg("dtype") = "uint8", nb::arg("shape") = std::vector<int64_t>{},
           "Zero-copy numpy view of the surface's first bytes (packed, row-major).");
 
-  nb::class_<Program>(m, "Program", "A compiled program (low level; see orion.runtime.Program).")
+  nb::class_<Program>(m, "Program", "A compiled program (low level; see orion.Program).")
       .def_prop_ro("identifier", &Program::identifier)
       .def_prop_ro("mil", &Program::mil)
       .def_prop_ro("folder", &Program::folder)

@@ -24,7 +24,7 @@ class BackendProvider {
   virtual BackendStatus status() = 0;
   // Only called when status().available; throws orion::Error otherwise.
   virtual Backend& backend() = 0;
-  // Place in backend_statuses() (orion --version, orion.runtime.devices()): lower first, then by name.
+  // Place in backend_statuses() (orion --version, orion.devices()): lower first, then by name.
   // Registration order is static-initialisation order, which no one controls.
   virtual int listing_order() const { return 1; }
 };

@@ -6,17 +6,17 @@ the compiler applies). ``_core.define`` builds every IR ``OpDef`` from that row 
 Python knows (shape rule, float64 reference, builder defaults); the compiler's validation and
 legalisation lists are read from the same rows. Every simulator op has a builder here.
 
-Composites (linear, norms, attention, RoPE, SwiGLU, LoRA) live in ``..composites`` and are reachable as
-``ops.<name>`` too (loaded on first use, so ``composites`` can import the families without a cycle).
+Composites (linear, norms, attention, RoPE, SwiGLU, LoRA) live in ``..composites`` (built on the family
+modules, not on this package) and are reachable as ``ops.<name>`` too.
 """
 
 from __future__ import annotations
 
-from ... import sim
+from ...native import sim
 from ..graph import MAX_RANK, GraphError, Value, check_shape  # noqa: F401  (reachable as ops.<name> before the split)
 from ._core import (  # noqa: F401  (the registry API the passes and codegen use)
     BAKED, BUILDERS, MAX_AXIS, OPS, REQUIRED, SCHEMA, AttrDef, OpDef, as_value, broadcast_shapes, builder,
-    evaluate_node, infer_types, make, register,
+    evaluate_node, infer_types, make, register, reinfer,
 )
 from .elementwise import (  # noqa: F401
     add, cast, div, exp, log, maximum, minimum, mul, pow, real_div, rsqrt, select, sqrt, sub, tanh,  # noqa: A004
@@ -31,10 +31,16 @@ from .quantization import (  # noqa: F401
     constexpr_affine_dequantize, constexpr_blockwise_shift_scale, constexpr_lut_to_dense, dequantize, quantize,
 )
 from . import normalization  # noqa: F401  (normalization.layer_norm: the MIL op; ops.layer_norm: the composite)
+from ..composites import (
+    causal_attention, causal_mask, inv_rms, layer_norm, linear, lora_branch, lora_linear, matmul_linear,
+    region_attention, rms_norm, rope, rope_tables, swiglu_ffn,
+)
 
-_COMPOSITES = ("causal_attention", "causal_mask", "inv_rms", "layer_norm", "linear", "lora_branch", "lora_linear",
-               "matmul_linear", "region_attention", "rms_norm", "rope", "rope_tables", "swiglu_ffn")
-BUILDERS.update(_COMPOSITES + ("getitem",))
+# the composites are builders too (g.linear(...)); layer_norm: the composite, not the MIL op of that name
+BUILDERS.update(causal_attention=causal_attention, causal_mask=causal_mask, inv_rms=inv_rms, layer_norm=layer_norm,
+                linear=linear, lora_branch=lora_branch, lora_linear=lora_linear, matmul_linear=matmul_linear,
+                region_attention=region_attention, rms_norm=rms_norm, rope=rope, rope_tables=rope_tables,
+                swiglu_ffn=swiglu_ffn)
 
 # schema op -> the builder that emits it ("Graph.const" for const: consts and weights are graph methods)
 _BUILDER_OF = {"const": "Graph.const", "layer_norm": "normalization.layer_norm"}
@@ -54,10 +60,3 @@ def schema(profile=None) -> list[dict]:
             [p.lstrip("*").rstrip("?") for p in op.inputs] + [a.name for a in op.attrs]
         out.append(d)
     return out
-
-
-def __getattr__(name):
-    if name in _COMPOSITES:
-        from .. import composites  # circle: orion.ir.composites builds on these ops (and loads only when used)
-        return getattr(composites, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

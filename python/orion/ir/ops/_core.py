@@ -14,7 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ... import _native
-from ..graph import GraphError, MAX_RANK, Value
+from ..graph import BUILDERS, GraphError, MAX_RANK, Value
 
 REQUIRED = object()
 MAX_AXIS = 65536  # C22
@@ -191,11 +191,10 @@ def _errstate(fn):
 # building nodes
 # ------------------------------------------------------------------------------------------------
 
-BUILDERS: set[str] = set()
-
-
 def builder(fn):
-    BUILDERS.add(fn.__name__)
+    """Registers ``fn`` as the builder of the op it is named after (graph.BUILDERS: Value's operators and
+    ``g.<op>(...)`` find it there)."""
+    BUILDERS[fn.__name__] = fn
     return fn
 
 
@@ -264,6 +263,16 @@ def make(op: str, inputs: dict, attrs: dict | None = None, name: str | None = No
         if len(shape) > MAX_RANK:
             raise GraphError(f"{op}: result rank {len(shape)} {list(shape)} exceeds 5 [C23]")
     return g.add_node(op, inputs, attrs, types, name=name).out
+
+
+def reinfer(graph) -> None:
+    """Recompute every node's output shapes/dtypes from its inputs and attrs (after a pass edits them)."""
+    for n in graph.nodes:
+        if n.op in ("input", "const"):
+            continue
+        types = infer_types(n.op, n.inputs, n.attrs)
+        for v, (shape, dtype) in zip(n.outputs, types):
+            v.shape, v.dtype = tuple(shape), dtype
 
 
 def evaluate_node(op: str, inputs: dict, attrs: dict) -> list[np.ndarray]:

@@ -76,7 +76,7 @@ def _unary(op):
         return make(op, {"x": x}, name=name)
     fn.__name__ = op
     fn.__doc__ = OPS[op].ane
-    BUILDERS.add(op)
+    BUILDERS[op] = fn
     return fn
 
 

@@ -34,7 +34,7 @@ def _reducer(op):
         return make(op, {"x": x}, {"axes": _norm_axes(op, x, axes), "keep_dims": bool(keep_dims)}, name=name)
     fn.__name__ = op
     fn.__doc__ = OPS[op].ane + " (keep_dims defaults to True: the [1, 1, 1, S] shapes every ANE kernel uses)"
-    BUILDERS.add(op)
+    BUILDERS[op] = fn
     return fn
 
 

@@ -106,6 +106,7 @@ def slice_by_size(x: Value, begin, size, name=None) -> Value:
                 name=name)
 
 
+@builder
 def getitem(x: Value, index) -> Value:
     """``x[..., a:b]``: slices (and Ellipsis) only; stride 1 → slice_by_size, else slice_by_index."""
     if not isinstance(index, tuple):
