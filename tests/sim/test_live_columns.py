@@ -272,3 +272,25 @@ def test_fp32_io_live_columns_exact():
     want, got, notes = _live_vs_full(prog, x, 3)
     assert got["y"].dtype == np.float32 and np.array_equal(got["y"][..., :3], want["y"][..., :3])
     assert _summary(notes) == (1, 0, 0)
+
+
+def test_matmul_c36_saturation_on_live_columns():
+    """C36 (|y| >= 32752 -> +-inf) applies to a product's live columns as to a full evaluation, with its
+    warning: decode's products compute one column of thousands of rows, checked in one strided pass."""
+    M, K, N = 300, 2, 16
+    x = np.zeros((1, 1, M, K), np.float16)
+    x[0, 0, :, 0] = 1.0
+    y = np.zeros((1, 1, K, N), np.float16)
+    y[0, 0, 0, :] = 100.0
+    x[0, 0, 7, 0], x[0, 0, 250, 0] = 400.0, -327.0    # 40000 -> +inf; -32700 rounds to -32704: stays
+    x[0, 0, 123, 0] = 327.52                            # 32752 (fp16 rounding of 327.52 * 100) -> +inf
+    body = [const("tx", False, "bool"), const("ty", False, "bool"),
+            stmt("z", "fp16", [1, 1, M, N], "matmul", transpose_x="tx", transpose_y="ty", x="x", y="y")]
+    prog = _compile(body, ["z"], {"x": ("fp16", [1, 1, M, K]), "y": ("fp16", [1, 1, K, N])})
+    for n in (1, 3, N):
+        with pytest.warns(orion.AneSimWarning, match=r"C36"):
+            z = np.array(prog.run({"x": x, "y": y}, live_columns=n)["z"])[0, 0, :, :n]
+        want = np.matmul(x[0, 0].astype(np.float32), y[0, 0].astype(np.float32))[:, :n].astype(np.float16)
+        want[np.abs(want) >= 32752] = np.copysign(np.inf, want[np.abs(want) >= 32752])
+        assert np.array_equal(_bits(z), _bits(want)), n
+        assert np.isposinf(z[7]).all() and np.isposinf(z[123]).all() and (z[250] == np.float16(-32704)).all()

@@ -51,6 +51,28 @@ int64_t saturate_matmul(f16* y, size_t n) {
   return changed;
 }
 
+int64_t saturate_matmul(f16* y, int64_t rows, int64_t cols, int64_t ld) {
+  if (cols == ld || rows == 1) return saturate_matmul(y, (size_t)((rows - 1) * ld + cols));
+  if (cols >= 64) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < rows; ++i) n += saturate_matmul(y + i * ld, (size_t)cols);
+    return n;
+  }
+  // A few live columns of many rows (decode: one column of each of thousands of rows): one strided pass,
+  // not a call per row.
+  const uint16_t lim = f32_to_f16(32752.0f);
+  uint16_t any = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const uint16_t a = y[i * ld + j] & 0x7fffu;
+      any |= (uint16_t)((a >= lim) & (a < 0x7c00u));
+    }
+  if (!any) return 0;
+  int64_t n = 0;
+  for (int64_t i = 0; i < rows; ++i) n += saturate_matmul(y + i * ld, (size_t)cols);
+  return n;
+}
+
 MatmulGeom matmul_geometry(OpCtx& ctx, const std::string& xn, const std::string& yn, bool tx, bool ty) {
   const Value& x = ctx.expect_float(xn);
   const Value& y = ctx.expect_float(yn);
@@ -147,12 +169,7 @@ RunFn matmul_lower(OpCtx& ctx) {
     gs.N = cols;
     cpu::kernels::gemm_f16(gs, batches, A.data(), B.data(), C.data());
     int64_t n = 0;
-    if (cols == g.N) {
-      for (int64_t b = 0; b < batches; ++b) n += saturate_matmul(C[b], (size_t)(rows * g.N));
-    } else {
-      for (int64_t b = 0; b < batches; ++b)
-        for (int64_t i = 0; i < rows; ++i) n += saturate_matmul(C[b] + i * g.N, (size_t)cols);
-    }
+    for (int64_t b = 0; b < batches; ++b) n += saturate_matmul(C[b], rows, cols, g.N);
     if (n && a.warn)
       a.warn->warn("C36", "matmul '" + name + "': outputs with |y| >= 32752 saturated to +-inf (" + std::to_string(n) + " elements)");
   };
