@@ -68,7 +68,7 @@ class PlanImpl : public Plan {
 
   void execute_live(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
                     std::vector<Warning>* warnings, const std::vector<int64_t>& live) const override {
-    run(inputs, outputs, warnings, analysis(live).get());
+    run(inputs, outputs, warnings, analysis(live).get(), &live);
   }
 
   std::vector<std::string> live_notes(const std::vector<int64_t>& live) const override { return analysis(live)->notes; }
@@ -123,7 +123,7 @@ class PlanImpl : public Plan {
   }
 
   void run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs, std::vector<Warning>* warnings,
-           const live::Result* lp) const {
+           const live::Result* lp, const std::vector<int64_t>* live = nullptr) const {
     if (inputs.size() != in_info.size() || outputs.size() != out_info.size())
       throw_error(ErrorKind::Input, "plan takes " + std::to_string(in_info.size()) + " inputs and " +
                                         std::to_string(out_info.size()) + " outputs, got " + std::to_string(inputs.size()) +
@@ -171,10 +171,18 @@ class PlanImpl : public Plan {
     for (size_t j = 0; j < out_ids.size(); ++j) {
       const Value& v = values[out_ids[j]];
       if (!outputs[j]) throw_error(ErrorKind::Input, "null output '" + out_info[j].name + "'");
-      if (out_info[j].dtype == DType::fp32)  // the fp16 value, widened
+      const int64_t w = v.shape.empty() ? 1 : v.shape.back(), n = live ? (*live)[j] : -1;
+      if (out_info[j].dtype == DType::fp32) {  // the fp16 value, widened
         cpu::kernels::f16_to_f32((const f16*)ptr[out_ids[j]], (float*)outputs[j], (size_t)v.numel());
-      else
+      } else if (n >= 0 && n < w && ops::storage_size(v.dtype) == 2) {
+        // only the live columns are read (the rest is unspecified): a decode output is 1 of 48 columns
+        const uint16_t* src = (const uint16_t*)ptr[out_ids[j]];
+        uint16_t* dst = (uint16_t*)outputs[j];
+        for (int64_t r = 0, rows = v.numel() / w; r < rows; ++r)
+          for (int64_t c = 0; c < n; ++c) dst[r * w + c] = src[r * w + c];
+      } else {
         std::memcpy(outputs[j], ptr[out_ids[j]], v.bytes());
+      }
     }
     if (warnings) warnings->insert(warnings->end(), sink.list.begin(), sink.list.end());
   }
