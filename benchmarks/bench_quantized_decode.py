@@ -35,6 +35,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _peak_rss_mb() -> float:
+    """This process's peak resident set: VmHWM (Linux), which starts afresh at exec - ru_maxrss also counts
+    the parent's peak before the fork (929 MB in every row of a run whose parent had made the checkpoint
+    with torch)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError):
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0      # Linux: KiB
 
 

@@ -154,14 +154,14 @@ def test_a_failure_while_capturing_layer_weights_releases_the_shared_program(tmp
     from orion.models import engine as engine_mod
     path = make_deep("qwen3", str(tmp_path / "deep"), layers=6)
     m = load(path, device="sim", layers="shared")
-    real, calls = engine_mod.capture_weight_surfaces, []
+    real, calls = engine_mod.capture_layer_weights, []
 
     def flaky(*a, **k):
         calls.append(1)
         if len(calls) == 3:
             raise MemoryError("no surface for layer 3")
         return real(*a, **k)
-    monkeypatch.setattr(engine_mod, "capture_weight_surfaces", flaky)
+    monkeypatch.setattr(engine_mod, "capture_layer_weights", flaky)
     c0 = orion.counters()
     try:
         with pytest.raises(MemoryError):

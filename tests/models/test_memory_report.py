@@ -91,7 +91,7 @@ def test_a_quantized_model_holds_its_compressed_weights_and_no_resident_fp16_cop
 
 # -- the memory plan (orion info --model), known before generating --------------------------------------
 
-@pytest.mark.parametrize("layers,quantize", [("shared", None), ("baked", "int8")])
+@pytest.mark.parametrize("layers,quantize", [("shared", None), ("shared", "int8"), ("baked", "int8")])
 def test_the_plan_before_generating_is_what_a_generation_of_that_size_counts(layers, quantize):
     from orion.models.memory import memory_plan
     m = load(FX, layers=layers, quantize=quantize)
@@ -172,3 +172,92 @@ def test_programs_with_weights_as_inputs_keep_no_host_copy_of_them():
         assert all(dw.initial is None for dw in cp.io_plan.dynamic.values())
         with pytest.raises(ProgramStateError, match="drop_host_weights"):
             cp.get_weight(next(iter(cp.io_plan.dynamic)))
+
+
+# -- what C12 pads in a shared layer program, and what capturing a layer leaves behind ------------------
+
+def test_a_shared_layer_binds_one_cache_surface_and_no_surface_for_its_vectors():
+    """C12 allocates every input of a program at the largest one's size - for a shared layer program a
+    weight's. So each layer binds ONE cache surface (keys, then values, on axis 1; the engine writes both
+    through views of it) and none for its norm vectors (a few bytes, written into the program's own input
+    before each eval); Model.memory() counts exactly that."""
+    m = load(FX, layers="shared")
+    m.generate([3, 4, 5, 6], max_tokens=3)
+    eng = m.engine
+    stages = [st for sts in eng.sets.values() for st in sts if isinstance(st, LayerStage)]
+    assert stages
+    for st in stages:
+        (surf,) = st.caches.values()
+        whole = surf.view("uint8")
+        k, v = st.cache["k_cache"], st.cache["v_cache"]
+        assert np.shares_memory(k, whole) and np.shares_memory(v, whole) and not np.shares_memory(k, v)
+        assert np.array_equal(k[:, :eng.pos], eng.k_host[st.layer - 1, :, :eng.pos])
+        assert np.array_equal(v[:, :eng.pos], eng.v_host[st.layer - 1, :, :eng.pos])
+        fed = st.weights.fed
+        assert "packed_vectors" in fed and not set(fed) & set(st.weights.surfaces)
+        assert all(16 * a.nbytes <= surf.alloc_size for a in fed.values())
+    layers = {st.layer: st for st in stages}
+    assert len({id(s) for st in stages for s in st.caches.values()}) == len(layers)     # one per layer, both sets
+    assert m.memory()["layer_weight_surfaces"] == sum(st.surface_bytes for st in layers.values())
+
+
+def test_capturing_a_shared_layer_reads_its_weights_where_they_are(tmp_path):
+    """The values staged into a layer's surfaces are the host weights as held - views of the weight cache's
+    mapped file - not a float32 copy of every layer's weights."""
+    from deep_models import make_deep
+    from orion.models import host_pages
+    path = make_deep("qwen3", str(tmp_path / "deep"), layers=4)
+    load(path, cache=str(tmp_path))                                 # writes the cache entry
+    m = load(path, cache=str(tmp_path), layers="shared")
+    values = m.engine._layer_weights(1, 16, 64)
+    assert values and all(host_pages.map_of(a) is not None for a in values.values())
+
+
+def test_a_layers_decoded_weights_are_freed_with_their_last_use():
+    """A compressed layer's weights are decoded to be staged; once staged nothing keeps them - not the graph
+    they were read off, whose node/value cycle only the garbage collector would free."""
+    import gc
+    import weakref
+
+    def owner(a):
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        return a
+    m = load(FX, quantize="int8", layers="shared")
+    gc.disable()
+    try:
+        values = m.engine._layer_weights(1, 16, 64)
+        refs = [weakref.ref(owner(a)) for n, a in values.items() if n in ("wq", "wk", "wv", "wo", "w1", "w2", "w3")]
+        del values
+        assert refs and all(r() is None for r in refs)
+    finally:
+        gc.enable()
+
+
+def test_the_cpu_classifier_panels_are_built_block_by_block():
+    """The classifier's 16-row panels (k-major, the last one zero-padded) are written block by block into the
+    result, the mapped weight's pages handed back after each block: no padded or transposed whole copy."""
+    from orion.models.engine import PANEL_BLOCK_ROWS, _classifier_panels
+    V, d = 2 * PANEL_BLOCK_ROWS + 37, 8
+    W = np.random.default_rng(0).standard_normal((V, d)).astype(np.float16)
+    released = []
+    P = _classifier_panels(W, lambda: released.append(1))
+    n = -(-V // 16)
+    want = np.zeros((n * 16, d), np.float16)
+    want[:V] = W
+    assert P.shape == (n, d, 16) and P.flags.c_contiguous
+    assert P.tobytes() == np.ascontiguousarray(want.reshape(n, 16, d).transpose(0, 2, 1)).tobytes()
+    assert len(released) == 3
+
+
+def test_program_sets_of_one_bucket_allocate_the_layer_weights_once():
+    """A second program set of the same layout stages each layer into a spare surface, finds the bytes of the
+    first set's and keeps those: the layers' surfaces are the same objects in both sets and no spare outlives
+    the set."""
+    m = load(FX, layers="shared")
+    m.generate(list(range(3, 40)), max_tokens=3)                   # prefill (S=64) and decode (S=16) sets
+    sets = [[st for st in sts if isinstance(st, LayerStage)] for sts in m.engine.sets.values()]
+    assert len(sets) == 2
+    for a, b in zip(*sets):
+        assert all(a.weights.surfaces[n] is b.weights.surfaces[n] for n in a.weights.surfaces)
+        assert not a.base.spare_surfaces and not b.base.spare_surfaces

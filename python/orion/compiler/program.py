@@ -236,7 +236,7 @@ class CompiledProgram:
     def _check_weight(self, name: str, arr, shape) -> np.ndarray:
         arr = _check_array("weight", name, arr, shape)
         with np.errstate(over="ignore", invalid="ignore"):
-            finite = np.isfinite(arr.astype(np.float16)).all()
+            finite = np.isfinite(arr.astype(np.float16, copy=False)).all()
         if not finite:
             msg = f"weight {name!r}: contains NaN/inf or values beyond the fp16 range +-65504 [C37]"
             if self._non_finite == "error":

@@ -25,6 +25,7 @@ import bisect
 import logging
 import math
 import time
+from functools import partial
 from typing import Sequence
 
 import numpy as np
@@ -38,7 +39,7 @@ from ..native.runtime import resolve_device
 from . import host_pages, llama
 from .feeds import additive_mask, layer_feeds
 from .fp16_safety import Fp16Plan, Fp16RangeError, replan, resolve_fp16_plan
-from .stages import LayerStage, SplitStage, Stage, capture_weight_surfaces
+from .stages import LayerStage, SplitStage, Stage, capture_layer_weights
 
 log = logging.getLogger("orion")
 
@@ -86,17 +87,41 @@ def _family(cfg):
     raise ModelFormatError(f"unsupported model family {cfg.family!r}")
 
 
-def _classifier_panels(W) -> np.ndarray:
+# rows of the classifier weight turned into panels at a time (its mapped pages handed back after each block)
+PANEL_BLOCK_ROWS = 4096
+
+
+def _classifier_panels(W, release=None) -> np.ndarray:
     """``W [V, d]`` -> fp16 ``[ceil(V/16), d, 16]``: 16-row panels stored k-major, the layout the native
     packed-weight GEMM streams in place (``gemm_panels_f16``). The CPU classifier reads half the bytes of fp32
     (the programs hold fp16 weights anyway) and runs on orion's threads: no BLAS pool spinning between
-    the stage programs."""
-    W = np.asarray(W, np.float16)
+    the stage programs. Written block by block into the result (no padded or transposed copy of the whole
+    matrix beside it); ``release()`` after each block gives back the pages of ``W``'s mapped file it read
+    (:mod:`.host_pages`), so at most a block of them is resident with the panels."""
+    if not isinstance(W, np.ndarray):
+        W = np.asarray(W)
     V, d = W.shape
     n = -(-V // 16)
-    P = np.zeros((n * 16, d), np.float16)
-    P[:V] = W
-    return np.ascontiguousarray(P.reshape(n, 16, d).transpose(0, 2, 1))
+    P = np.empty((n, d, 16), np.float16)
+    for r0 in range(0, V, PANEL_BLOCK_ROWS):
+        r1 = min(V, r0 + PANEL_BLOCK_ROWS)
+        rows = np.asarray(W[r0:r1], np.float16)
+        full = (r1 - r0) // 16
+        P[r0 // 16:r0 // 16 + full] = rows[:full * 16].reshape(full, 16, d).transpose(0, 2, 1)
+        if full * 16 < r1 - r0:                  # the last panel: zero rows below the vocabulary
+            last = np.zeros((16, d), np.float16)
+            last[:r1 - r0 - full * 16] = rows[full * 16:]
+            P[r0 // 16 + full] = last.T
+        if release is not None:
+            release()
+    return P
+
+
+def _take_values(g: Graph) -> dict:
+    """``{weight name: (its graph value, its array)}``, the arrays taken out of the graph: a graph is a cycle of
+    nodes and values that only the garbage collector frees, which would keep every layer's (decoded) weights
+    alive for a while after the graph is dropped."""
+    return {n: (v, np.asarray(v.node.attrs.pop("value"))) for n, v in g.weights.items()}
 
 
 class Engine:
@@ -157,7 +182,7 @@ class Engine:
         self.compiles = 0
         self.compile_seconds = 0.0
         self.graph_options: dict = {}                    # extra stage_graph arguments (orion.lora: adapter slots)
-        self._layer_surf: dict[int, dict] = {}           # shared layers: each middle stage's weight surfaces
+        self._layer_surf: dict[int, object] = {}         # shared layers: each middle stage's LayerWeights
         self._cache_pool: dict[tuple, object] = {}       # shared layers: cache surfaces the program sets share
         self._host_maps: list | None = None              # the weight cache mappings self.w views (host_pages)
         self._splits: dict[tuple, tuple] = {}            # kind of stage + options -> (options, its parts)
@@ -201,6 +226,7 @@ class Engine:
         cp.drop_weight_files()             # the runtime holds the weights; a host copy per program doubles them
         if shared:
             cp.drop_host_weights()         # each layer's values are in its own surfaces
+            _take_values(g)
         self.compile_seconds += time.perf_counter() - t
         self.compiles += 1
         return cp
@@ -240,22 +266,23 @@ class Engine:
         ``set_weights`` takes them), read off that stage's own shared graph: the model definition applies
         every host-side fold (Gemma's scaled post-norms, adapters) once, for every layer alike."""
         g = self.fam.stage_graph(self.cfg, self.w, stage, S, T, shared=True, **{**self.graph_options, **extra})
-        return {n: np.asarray(v.node.attrs["value"]).reshape(v.node.attrs.get("user_shape", v.shape))
-                for n, v in g.weights.items()}
+        return {n: a.reshape(v.node.attrs.get("user_shape", v.shape)) for n, (v, a) in _take_values(g).items()}
 
     def _shared_stages(self, S: int, T: int, **extra) -> list:
         n = self.fam.n_stages(self.cfg)
         opts = {**self.graph_options, **extra}
-        base = Stage(self._compile(self.fam.stage_graph(self.cfg, self.w, 1, S, T, shared=True, **opts), shared=True))
+        base = Stage(self._compile(self.fam.stage_graph(self.cfg, self.w, 1, S, T, shared=True, **opts), shared=True),
+                     caches=False)
         out: list = []
         try:
             for i in range(1, n - 1):
-                surf = capture_weight_surfaces(base, self._layer_weights(i, S, T, **extra), self._layer_surf.get(i))
-                self._layer_surf[i] = surf
+                lw = capture_layer_weights(base, partial(self._layer_weights, i, S, T, **extra), self._layer_surf.get(i))
+                self._layer_surf[i] = lw
                 self.release_host_pages()            # layer by layer: at most one layer's pages resident
-                out.append(LayerStage(base, i, surf, owner=(i == 1), build=(S, T, extra),
+                out.append(LayerStage(base, i, lw, owner=(i == 1), build=(S, T, extra),
                                       lora=self.graph_options.get("lora"),
                                       cache_pool=None if extra else self._cache_pool))   # batch caches: their own
+            base.spare_surfaces.clear()
         except BaseException:
             for st in out:                     # the first (the owner) releases the shared program
                 st.release()
@@ -267,13 +294,17 @@ class Engine:
     def refresh_layer_weights(self) -> None:
         """Captures every shared stage's layer weights again (after adapter values changed: set_adapter
         staged them into the shared programs, whose bound surfaces belong to one layer)."""
+        bases = []
         for stages in [*self.sets.values(), *(st for _, st in self.batch_sets.values())]:
             for st in stages:
                 if isinstance(st, LayerStage) and st.lora is self.graph_options.get("lora"):  # else rebuilt at use
                     S, T, extra = st.build
-                    st.set_weights(capture_weight_surfaces(st.base, self._layer_weights(st.layer, S, T, **extra),
-                                                           self._layer_surf.get(st.layer)))
+                    st.set_weights(capture_layer_weights(st.base, partial(self._layer_weights, st.layer, S, T, **extra),
+                                                         self._layer_surf.get(st.layer)))
                     self._layer_surf[st.layer] = st.weights
+                    bases.append(st.base)
+        for base in bases:
+            base.spare_surfaces.clear()
 
     def _stage(self, i: int, S: int, T: int, **extra):
         """Stage ``i`` as one program or, when its weights exceed one program's budget (C18/C19) and the
@@ -286,8 +317,8 @@ class Engine:
             self.release_host_pages()                # the program holds the stage's weights now
             return stage
         if split == AS_INPUTS:                 # no split fits: the stage's own program with weights as inputs
-            base = Stage(self._compile(build(self.cfg, self.w, i, S, T, shared=True, **opts), shared=True))
-            return LayerStage(base, i, capture_weight_surfaces(base, self._layer_weights(i, S, T, **extra)), owner=True,
+            base = Stage(self._compile(build(self.cfg, self.w, i, S, T, shared=True, **opts), shared=True), caches=False)
+            return LayerStage(base, i, capture_layer_weights(base, self._layer_weights(i, S, T, **extra)), owner=True,
                               build=(S, T, extra), lora=self.graph_options.get("lora"))
         done: list[Stage] = []
         try:
@@ -619,8 +650,7 @@ class Engine:
     def _cpu_classifier(self) -> np.ndarray:
         """The CPU classifier's weight panels, built once (the weights' mapped pages released after)."""
         if self._wcls is None:
-            self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w))
-            self.release_host_pages()
+            self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w), self.release_host_pages)
         return self._wcls
 
     def _softcap(self, z: np.ndarray) -> np.ndarray:

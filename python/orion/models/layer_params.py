@@ -55,7 +55,9 @@ class SharedLayer(_LayerView):
     compressed take constant operands only)."""
 
     def _input(self, g, key: str, shape=None, factor: float | None = None):
-        return g.weight(key, np.array(self.array(key, factor), np.float32), shape=shape, dynamic=True)
+        # the values as held (a view of the weight cache's mapping; a compressed weight decoded once): a float32
+        # copy of every layer's weights would double what capturing a layer reads - staging rounds to fp16 alike
+        return g.weight(key, np.asarray(self.array(key, factor)), shape=shape, dynamic=True)
 
     def vec(self, g, key: str, factor: float | None = None, axis: int = 1):
         n = np.shape(self.w[self.canonical(key)])[0]

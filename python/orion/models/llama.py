@@ -18,7 +18,8 @@ loader) with cos/sin tables passed as inputs so the same program serves every po
 Stage I/O (S query columns, T cache length, d = dim, kv = n_kv_heads * head_dim, hd = head_dim):
   inputs  ``x [1,d,1,S]``; stages < L: ``cos``/``sin [1,hd/2,1,S]`` (this stage's layer's RoPE);
           stages >= 1: ``q_attn [1,q,1,S]`` (q = n_heads * hd),
-          ``k_cache``/``v_cache [1,kv,1,T]`` (batched decode: both ``[1,S*n_kv_heads,T,hd]``),
+          ``k_cache``/``v_cache [1,kv,1,T]`` (batched decode: both ``[1,S*n_kv_heads,T,hd]``; stages with
+          weights as inputs, ``shared=True``: one input ``kv_cache``, the keys then the values on axis 1),
           ``mask [1,1,S,T]`` (full or sliding, by the layer's type)
   outputs stages < L: ``q [1,q,1,S]``, ``k``/``v [1,kv,1,S]`` (q, k rotated); stages >= 1 also ``x_out``;
           stage L: ``h [1,d,1,S]``
@@ -31,6 +32,7 @@ import numpy as np
 from ..ir import Graph, ops
 from .fp16_plan import Fp16Plan
 from .layer_params import BakedLayer, layer_view
+from .stages import KV_INPUT
 
 __all__ = ["stage_graph", "embed", "classifier_weight", "rope_tables", "n_stages", "qkv", "attention", "mlp",
            "USES_ROPE", "QKV_FUSED", "SHARED_STAGES"]
@@ -220,8 +222,13 @@ def stage_graph(cfg, w: dict, stage: int, S: int, T: int, lora=None, fp16: Fp16P
     if stage > 0 and part in (None, "attn", "body"):
         q = g.input("q_attn", (1, cfg.q_dim, 1, S))
         rows = S * cfg.n_kv_heads
-        kc = g.input("k_cache", (1, rows, T, hd) if regions else (1, kv, 1, T))
-        vc = g.input("v_cache", (1, rows, T, hd) if regions else (1, kv, 1, T))
+        shape = (1, rows, T, hd) if regions else (1, kv, 1, T)
+        if shared:          # both caches in one input: one C12-sized surface per layer, not two
+            kvc = g.input(KV_INPUT, (1, 2 * shape[1]) + shape[2:])
+            kc = ops.slice_by_size(kvc, (0, 0, 0, 0), shape)
+            vc = ops.slice_by_size(kvc, (0, shape[1], 0, 0), shape)
+        else:
+            kc, vc = g.input("k_cache", shape), g.input("v_cache", shape)
         mask = g.input("mask", (1, 1, S, T))
         lw = layer_view(w, stage - 1, lora, shared)
         o = attention(g, cfg, lw, q, kc, vc, mask, fp, activations, regions, taps=taps)["o"]

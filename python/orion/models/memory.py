@@ -14,6 +14,7 @@ from ..errors import InputError
 from ..quant import QuantizedArray
 from . import host_pages
 from .engine import AS_INPUTS, DECODE_S
+from .stages import CACHE_INPUTS, fed_per_eval
 
 __all__ = ["PLAN_NEW", "PLAN_PROMPT", "memory_plan", "memory_report", "process_rss"]
 
@@ -83,15 +84,15 @@ def memory_report(model) -> dict[str, int | None]:
                 out[kind] += int(surface.alloc_size)
 
         for layer in eng._layer_surf.values():
-            for s in layer.values():
+            for s in layer.surfaces.values():
                 count("layer_weight_surfaces", s)
+            out["layer_weight_surfaces"] += sum(int(a.nbytes) for a in layer.fed.values())
         progs, caches = _programs(eng)
         for s in caches:                                     # shared stages: each layer's own cache
             count("kv_cache", s)
         for prog, cp in progs:
             for b in cp.io_plan.inputs.values():
-                count("kv_cache" if b.name in ("k_cache", "v_cache") else "program_surfaces",
-                      prog.input_surface(b.mil_name))
+                count("kv_cache" if b.name in CACHE_INPUTS else "program_surfaces", prog.input_surface(b.mil_name))
             for o in cp.io_plan.outputs.values():
                 for part in o.parts:
                     count("program_surfaces", prog.output_surface(part.mil_name))
@@ -105,7 +106,9 @@ def memory_report(model) -> dict[str, int | None]:
 
 def _lowered_surfaces(lowered) -> dict[str, int]:
     """Bytes of one program's surfaces by kind, as the runtime allocates them: every surface of a direction
-    at one size, max(largest tensor, the minimum surface) (C02/C04/C12)."""
+    at one size, max(largest tensor, the minimum surface) (C02/C04/C12). ``weight``: the weight inputs bound
+    per layer in a shared program; ``fed``: the values of those written into the program's own surfaces
+    before each eval instead (stages.fed_per_eval), whose own surfaces are in ``other``."""
     def size(shape, dtype) -> int:
         return int(np.prod(shape)) * (2 if dtype == "fp16" else 4)
     floor = int(lowered.options.min_surface_bytes)
@@ -113,13 +116,16 @@ def _lowered_surfaces(lowered) -> dict[str, int]:
     outs = [p for o in lowered.io.outputs.values() for p in o.parts]
     in_alloc = max([floor] + [size(b.mil_shape, b.mil_dtype) for b in ins.values()])
     out_alloc = max([floor] + [size(p.mil_shape, p.mil_dtype) for p in outs])
-    kinds = {"weight": 0, "kv_cache": 0, "other": len(outs) * out_alloc}
+    kinds = {"weight": 0, "fed": 0, "kv_cache": 0, "other": len(outs) * out_alloc}
     for b in ins.values():
-        kind = "kv_cache" if b.name in ("k_cache", "v_cache") else "weight" if b.kind == "weight" else "other"
+        if b.kind == "weight" and fed_per_eval(b, in_alloc):
+            kinds["fed"] += size(b.shape, b.mil_dtype)
+        kind = "kv_cache" if b.name in CACHE_INPUTS else "weight" if b.kind == "weight" and \
+            not fed_per_eval(b, in_alloc) else "other"
         kinds[kind] += in_alloc
     # how its caches are laid out: shared-layer program sets with the same layout share the cache surfaces
     kinds["kv_layout"] = tuple(sorted((b.name, tuple(b.mil_shape), b.mil_dtype, in_alloc) for b in ins.values()
-                                      if b.name in ("k_cache", "v_cache")))
+                                      if b.name in CACHE_INPUTS))
     return kinds
 
 
@@ -149,13 +155,13 @@ def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> di
             middle = 0 < i < n - 1
             copies = n - 2 if middle else 1
             if middle and eng.shared_layers:
-                # one program; each layer binds its own weight surfaces (the same for every set) and caches;
-                # the program's own weight and cache surfaces are not counted (memory_report binds over them)
+                # one program; each layer binds its own weight surfaces (the same for every set) and cache; the
+                # program's own weight and cache surfaces are replaced by them (its fed inputs' stay, in "other")
                 p = lower(i, S, shared=True)[0]
                 out["program_surfaces"] += p["other"]
                 out["kv_cache"] += p["kv_cache"] * copies if p["kv_layout"] not in shared_kv else 0
                 shared_kv.add(p["kv_layout"])
-                out["layer_weight_surfaces"] += p["weight"] * copies if k == 0 else 0
+                out["layer_weight_surfaces"] += (p["weight"] + p["fed"]) * copies if k == 0 else 0
                 continue
             split = eng._split_of(i, S, T)
             parts = (lower(i, S, shared=True) if split == AS_INPUTS else

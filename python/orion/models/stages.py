@@ -9,9 +9,21 @@ import numpy as np
 
 from .. import _native
 
-__all__ = ["Stage", "SplitStage", "LayerStage"]
+__all__ = ["Stage", "SplitStage", "LayerStage", "LayerWeights", "KV_INPUT", "CACHE_INPUTS", "fed_per_eval",
+           "capture_layer_weights"]
 
 _NP_FLOAT = {"fp16": np.float16, "fp32": np.float32}
+
+# A stage with weights as inputs takes its keys and values in one input, stacked on axis 1 (keys first): every
+# input of a program is allocated at the largest one's size (C12) - for such a stage a weight's, megabytes -
+# and each layer binds its own cache, so one cache input costs one such surface per layer instead of two.
+KV_INPUT = "kv_cache"
+CACHE_INPUTS = ("k_cache", "v_cache", KV_INPUT)
+
+# A weight input of a shared program whose values are at most this many bytes and at most 1/16 of the
+# program's (uniform, C12) input size is written into the program's own surface before each eval instead of
+# being bound as a surface per layer: the per-channel vectors (norm weights, biases) are a few KB.
+FED_MAX_BYTES = 64 * 1024
 
 
 def cache_viewable(b) -> bool:
@@ -28,10 +40,36 @@ def cache_view(surface, b) -> np.ndarray:
     return view[:, 0] if s[2] == 1 else view
 
 
+def cache_views(cache, name: str) -> dict[str, np.ndarray]:
+    """``{"k_cache": ..., "v_cache": ...}`` (or the one cache input ``name`` is) as views of ``cache``, the
+    region of its surface :func:`cache_view` gives or a host array of that shape: :data:`KV_INPUT` holds both."""
+    if name != KV_INPUT:
+        return {name: cache}
+    half = cache.shape[0] // 2
+    return {"k_cache": cache[:half], "v_cache": cache[half:]}
+
+
+def fed_per_eval(b, alloc_size: int) -> bool:
+    """Whether weight input ``b`` of a shared program (whose inputs are ``alloc_size`` bytes each) is fed
+    before each eval rather than bound per layer (:data:`FED_MAX_BYTES`); it must be viewable in place."""
+    n = int(np.prod(b.shape)) * 2
+    ms, s = tuple(b.mil_shape), tuple(b.shape)
+    return (b.mil_dtype == "fp16" and len(ms) == len(s) and all(d <= m for d, m in zip(s, ms)) and
+            n <= FED_MAX_BYTES and 16 * n <= alloc_size)
+
+
+def _region(surface, b) -> np.ndarray:
+    """The ``b.shape`` corner of input ``b``'s surface (the rest is padding, C04/C14), writable."""
+    full = surface.view(b.mil_dtype, list(b.mil_shape))
+    return full[tuple(slice(0, d) for d in b.shape)]
+
+
 class Stage:
     """One compiled stage program, called by graph names; cache inputs are written in place."""
 
-    def __init__(self, cp):
+    def __init__(self, cp, caches: bool = True):
+        """``caches=False``: the program's own cache surfaces are left alone (:class:`LayerStage` binds a
+        cache per layer)."""
         self.cp = cp
         self.prog = cp.program
         plan = cp.io_plan
@@ -40,21 +78,25 @@ class Stage:
         # cache name -> writable [C, T] region of the surface ([C, H, W] for the 4-D caches of batch
         # programs, [1, 16 * kv_heads, R, head_dim])
         self.views: dict[str, np.ndarray] = {}
-        self.host: dict[str, np.ndarray] = {}        # fallback: cache passed with every call
-        for name in ("k_cache", "v_cache"):
+        self.host: dict[str, np.ndarray] = {}        # fallback: cache input name -> array passed with every call
+        self.cache: dict[str, np.ndarray] = {}       # "k_cache" / "v_cache" -> writable [C, T] (either kind)
+        for name in CACHE_INPUTS if caches else ():
             b = self.inputs.get(name)
             if b is None:
                 continue
             if cache_viewable(b):
                 self.prog.stage(b.mil_name, np.zeros(tuple(b.mil_shape), np.float16))
-                self.views[name] = cache_view(self.prog.input_surface(b.mil_name), b)
+                self.views.update(cache_views(cache_view(self.prog.input_surface(b.mil_name), b), name))
             else:
                 s = tuple(b.shape)
                 self.host[name] = np.zeros((s[1], s[3]) if s[2] == 1 else s[1:], np.float16)
-        self.cache = {**self.views, **self.host}
+                self.cache.update(cache_views(self.host[name], name))
+        self.cache.update(self.views)
         self.in_views: dict[str, np.ndarray] = {}
         self.out_views: dict[str, tuple] = {}
         self.out_arrays: dict[str, np.ndarray] = {}      # outputs whose final shape is a view of one surface
+        self.fed_views: dict[str, np.ndarray] = {}   # shared programs: weight inputs fed per eval (LayerStage)
+        self.spare_surfaces: dict[str, object] = {}  # shared programs: capture_layer_weights' surfaces to reuse
         self._live: dict[int, dict] = {}
         self.zero_copy = not self.host and self._bind_views()
 
@@ -64,7 +106,7 @@ class Stage:
         copies or fresh arrays in the runtime layer. False (use the call API) if one cannot be viewed."""
         try:
             for name, b in self.inputs.items():
-                if name in self.cache:
+                if name in CACHE_INPUTS:
                     continue
                 ms, s = tuple(b.mil_shape), tuple(b.shape)
                 if b.mil_dtype not in _NP_FLOAT or len(ms) != len(s) or any(d > m for d, m in zip(s, ms)):
@@ -175,25 +217,41 @@ class SplitStage:
             p.release()
 
 
+class LayerWeights:
+    """One layer's values of a shared program's weight inputs, in the program's layout: ``surfaces`` ({mil
+    input name: Surface}, bound before each eval) and ``fed`` ({mil input name: array}: the inputs
+    :func:`fed_per_eval` picks, written into the program's own surface before each eval)."""
+
+    __slots__ = ("fed", "surfaces")
+
+    def __init__(self, surfaces: dict, fed: dict):
+        self.surfaces, self.fed = surfaces, fed
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.alloc_size for s in self.surfaces.values()) + sum(int(a.nbytes) for a in self.fed.values())
+
+
 class LayerStage:
     """One layer's turn on a stage program that every layer shares (weights as program inputs): the
-    layer's weights - staged once through the program's own ``set_weights`` and copied into surfaces of
-    their own (:func:`capture_weight_surfaces`) - and its KV cache surfaces are bound to the program
-    before each eval (pointer swaps, no copies). Same interface as :class:`Stage`; ``owner`` (one per
-    shared program) releases the program; ``build`` ((S, T, more stage_graph arguments)) and ``lora`` (the
-    adapter slots it was compiled with) say how to capture the layer's weights again."""
+    layer's weights - staged once through the program's own ``set_weights`` into surfaces of their own
+    (:func:`capture_layer_weights`) - and its KV cache surface are bound to the program before each eval
+    (pointer swaps, no copies); the few-KB inputs :func:`fed_per_eval` picks are written into the program's own
+    surfaces instead. Same interface as :class:`Stage` (``base``: the program's, built with ``caches=False``);
+    ``owner`` (one per shared program) releases the program; ``build`` ((S, T, more stage_graph arguments))
+    and ``lora`` (the adapter slots it was compiled with) say how to capture the layer's weights again."""
 
-    def __init__(self, base: Stage, layer: int, weight_surfaces: dict, owner: bool = False, build=None, lora=None,
+    def __init__(self, base: Stage, layer: int, weights: LayerWeights, owner: bool = False, build=None, lora=None,
                  cache_pool: dict | None = None):
-        if base.host:
-            raise ValueError("a shared stage program needs its caches viewable in place")
         self.base, self.layer, self.owner, self.build, self.lora = base, layer, owner, build, lora
         self.views: dict[str, np.ndarray] = {}
         self.caches: dict[str, object] = {}
-        for name in ("k_cache", "v_cache"):
+        for name in CACHE_INPUTS:
             b = base.inputs.get(name)
             if b is None:
                 continue
+            if not cache_viewable(b):
+                raise ValueError("a shared stage program needs its caches viewable in place")
             size = base.prog.input_surface(b.mil_name).alloc_size
             # ``cache_pool``: the layer's cache surfaces of the other program sets, by layout - sets whose cache
             # inputs are laid out alike (prefill and decode of one context bucket) hold position p at the same
@@ -206,26 +264,29 @@ class LayerStage:
                 if cache_pool is not None:
                     cache_pool[key] = surf
             self.caches[b.mil_name] = surf
-            self.views[name] = cache_view(surf, b)
+            self.views.update(cache_views(cache_view(surf, b), name))
         self.cache = self.views
         self.inputs = base.inputs
-        self.set_weights(weight_surfaces)
+        self.set_weights(weights)
 
-    def set_weights(self, weight_surfaces: dict) -> None:
-        """This layer's weight surfaces from now on (``{mil input name: Surface}``)."""
-        self.weights = dict(weight_surfaces)
+    def set_weights(self, weights: LayerWeights) -> None:
+        """This layer's weights from now on (:func:`capture_layer_weights` on this program)."""
+        self.weights = weights
         native = self.base.prog._p
-        self._bind = [(native.input_slot(n), s) for n, s in {**self.weights, **self.caches}.items()]
+        self._bind = [(native.input_slot(n), s) for n, s in {**weights.surfaces, **self.caches}.items()]
+        self._feed = [(self.base.fed_views[n], a) for n, a in weights.fed.items()]
 
     @property
     def surface_bytes(self) -> int:
-        """Bytes of this layer's weight surfaces (its caches excluded)."""
-        return sum(s.alloc_size for s in self.weights.values())
+        """Bytes of this layer's weights (its caches excluded)."""
+        return self.weights.nbytes
 
     def run(self, feed: dict, live: int | None = None, unchanged=()) -> dict:
         bind = self.base.prog._p.bind_input
         for slot, surf in self._bind:
             bind(slot, surf)
+        for view, values in self._feed:
+            view[...] = values
         return self.base.run(feed, live, unchanged)
 
     def follows(self, other) -> bool:
@@ -240,33 +301,53 @@ class LayerStage:
     def release(self):
         self.views.clear()
         self.caches.clear()
-        self._bind = []
+        self._bind, self._feed = [], []
         if self.owner:
             self.base.release()
 
 
-def capture_weight_surfaces(base: Stage, values: dict, reuse: dict | None = None) -> dict:
-    """Stages ``values`` (every dynamic weight of the shared program ``base``, graph name -> array) into its
-    weight inputs and returns copies of those input surfaces, ``{mil input name: Surface}``: one layer's
-    weights in the program's own layout (packed inputs included). The program's own surfaces are bound
-    back first (a layer's bound surface must never be written). ``reuse``: the same layer's surfaces
-    captured before; one with the same name, size and bytes is kept instead of a new copy (program sets
-    of other sequence lengths hold the same weights)."""
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit for bit (-0 is not 0 here); strided views too (compared as unsigned ints of their own size)."""
+    bits = np.dtype(f"u{a.itemsize}")
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(bits), b.view(bits))
+
+
+def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None) -> LayerWeights:
+    """Stages ``values`` (every dynamic weight of the shared program ``base``, graph name -> array) through the
+    program's ``set_weights`` into new surfaces bound to its weight inputs - one layer's weights in the program's
+    own layout (packed inputs included), no copy - and returns them; the inputs :func:`fed_per_eval` picks are
+    staged into the program's own surfaces and kept as small arrays. A layer's bound surface is never written.
+
+    ``values`` may be a function returning them, called once the new surfaces are allocated: the long-lived
+    surfaces then lie below the values' temporaries (decoded weights, layout copies) on the heap, which shrinks
+    back when those are freed instead of keeping them as holes between one layer's surfaces and the next's.
+    ``reuse``: the same layer's weights captured before (program sets of other sequence lengths hold the same
+    values); a surface or array with the same name, size and bytes is kept instead, and the new surface kept
+    in ``base.spare_surfaces`` for the next capture (the caller clears it after the last)."""
     cp, prog = base.cp, base.prog
-    if not hasattr(base, "own_weight_surfaces"):       # before any layer's surfaces were bound
-        base.own_weight_surfaces = {b.mil_name: prog.input_surface(b.mil_name)
-                                    for b in cp.io_plan.inputs.values() if b.kind == "weight"}
-    for name, surf in base.own_weight_surfaces.items():
-        prog.bind_input(name, surf)
-    cp.set_weights(**values)
-    out = {}
-    for name, src in base.own_weight_surfaces.items():
-        data = src.view("uint8")
-        old = (reuse or {}).get(name)
-        if old is not None and old.alloc_size == src.alloc_size and np.array_equal(old.view("uint8"), data):
-            out[name] = old
-            continue
-        dst = _native.Surface(src.alloc_size)
-        dst.view("uint8")[...] = data
-        out[name] = dst
-    return out
+    inputs = [b for b in cp.io_plan.inputs.values() if b.kind == "weight"]
+    if not inputs:
+        return LayerWeights({}, {})
+    alloc = prog.input_surface(inputs[0].mil_name).alloc_size
+    fresh = {}
+    for b in inputs:
+        if b.mil_name not in base.fed_views and fed_per_eval(b, alloc):
+            base.fed_views[b.mil_name] = _region(prog.input_surface(b.mil_name), b)
+        if b.mil_name not in base.fed_views:
+            # a surface left over by a capture that kept the old one (same input: its padding is still zero)
+            spare = base.spare_surfaces.pop(b.mil_name, None)
+            fresh[b.mil_name] = spare if spare is not None else _native.Surface(alloc)
+            prog.bind_input(b.mil_name, fresh[b.mil_name])
+    cp.set_weights(**(values() if callable(values) else values))
+    old = reuse or LayerWeights({}, {})
+    surfaces, fed = {}, {}
+    for name, s in fresh.items():
+        o = old.surfaces.get(name)
+        if o is not None and o.alloc_size == s.alloc_size and _same_bytes(o.view("uint8"), s.view("uint8")):
+            prog.bind_input(name, o)
+            base.spare_surfaces[name], s = s, o      # for the next capture: no allocation per layer, no churn
+        surfaces[name] = s
+    for name, view in base.fed_views.items():
+        o = old.fed.get(name)
+        fed[name] = o if o is not None and _same_bytes(o, view) else view.copy()
+    return LayerWeights(surfaces, fed)
