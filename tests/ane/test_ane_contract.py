@@ -200,6 +200,27 @@ def test_plain_surfaces_are_rejected(fake):
             p.eval()
 
 
+def test_shared_layer_models_run_on_the_device_as_on_the_simulator(fake, tmp_path):
+    """A model whose layers share one program (weights and KV cache bound per layer: the default at real
+    depth) binds surfaces made by the program's backend - IOSurfaces on the ANE, which refuses heap ones - and
+    computes what the simulator computes."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
+    from deep_models import make_deep, prompt_ids
+    from orion.models import load
+
+    path = make_deep("llama3", str(tmp_path / "deep"), layers=6)
+    ids = prompt_ids("llama3", 12)
+    out = {}
+    for device in ("ane", "sim"):
+        m = load(path, device=device, layers="shared")
+        try:
+            out[device] = (m.logits(ids), m.generate(ids, max_tokens=4, stop_tokens=[]).tokens)
+            assert m.engine.shared_layers
+        finally:
+            m.release()
+    assert np.array_equal(out["ane"][0], out["sim"][0]) and out["ane"][1] == out["sim"][1]
+
+
 def _small_surface_program():
     # Tensors of 8 KB on a program whose profile allows 512-byte surfaces: its IOSurfaces are small.
     return orion.compile_mil(add_program(shape=(1, 64, 1, 64)), device="ane", profile=Profile(min_surface_bytes=512))

@@ -27,7 +27,8 @@ _WRITES_STREAM = ("o_proj.weight", "down_proj.weight")
 def make_deep(family: str, out: str, layers: int = 36) -> str:
     """Writes the ``layers``-deep copy of fixture ``family`` into folder ``out``; returns ``out``."""
     src = os.path.join(FIXTURES, family)
-    cfg = json.load(open(os.path.join(src, "config.json")))
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
     base = int(cfg["num_hidden_layers"])
     tensors = read_safetensors(os.path.join(src, "model.safetensors"))
     bf16 = "bfloat16" in str(cfg.get("dtype", cfg.get("torch_dtype", "")))

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _native
-
 __all__ = ["Stage", "SplitStage", "LayerStage", "LayerWeights", "KV_INPUT", "CACHE_INPUTS", "fed_per_eval",
            "capture_layer_weights"]
 
@@ -259,8 +257,7 @@ class LayerStage:
             key = (layer, name, tuple(b.mil_shape), b.mil_dtype, size)
             surf = cache_pool.get(key) if cache_pool is not None else None
             if surf is None:
-                surf = _native.Surface(size)
-                surf.view("uint8")[...] = 0
+                surf = base.prog.new_surface(size)    # the backend's kind: an IOSurface on the ANE
                 if cache_pool is not None:
                     cache_pool[key] = surf
             self.caches[b.mil_name] = surf
@@ -336,7 +333,7 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
         if b.mil_name not in base.fed_views:
             # a surface left over by a capture that kept the old one (same input: its padding is still zero)
             spare = base.spare_surfaces.pop(b.mil_name, None)
-            fresh[b.mil_name] = spare if spare is not None else _native.Surface(alloc)
+            fresh[b.mil_name] = spare if spare is not None else prog.new_surface(alloc)
             prog.bind_input(b.mil_name, fresh[b.mil_name])
     cp.set_weights(**(values() if callable(values) else values))
     old = reuse or LayerWeights({}, {})

@@ -217,6 +217,11 @@ class Program:
     def output_surface(self, name: str):
         return self._p.output_surface(self._slot(self._p.output_slot, name, "output"))
 
+    def new_surface(self, nbytes: int):
+        """A zero-filled surface of ``nbytes`` that this program's backend can bind (an IOSurface on the ANE;
+        ``_native.Surface`` is heap memory, which only the simulator reads)."""
+        return self._p.new_surface(int(nbytes))
+
     def bind_input(self, name: str, surface) -> None:
         self._p.bind_input(self._slot(self._p.input_slot, name, "input"), surface)
 

@@ -223,6 +223,8 @@ void bind_runtime(nb::module_& m) {
       .def("output_surface", &Program::output_surface)
       .def("bind_input", &Program::bind_input)
       .def("bind_output", &Program::bind_output)
+      .def("new_surface", &Program::new_surface, nb::arg("nbytes"),
+           "A zero-filled surface this program's backend can bind (an IOSurface on the ANE).")
       .def("staged", &Program::staged)
       .def(
           "call",

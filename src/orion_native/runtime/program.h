@@ -45,6 +45,9 @@ class Program {
   SurfacePtr output_surface(size_t slot) const;
   void bind_input(size_t slot, SurfacePtr s);
   void bind_output(size_t slot, SurfacePtr s);
+  // A zero-filled surface this program's backend can bind (an IOSurface on the ANE: heap surfaces are
+  // the simulator's), e.g. a layer's weights or cache for a program that every layer shares.
+  SurfacePtr new_surface(size_t alloc_size) const;
 
   // Copies `n` elements of `src_dtype` (fp16 or fp32) into the slot's surface, converting to the
   // slot's dtype; marks the input as staged (it may then be omitted from later calls).
