@@ -284,6 +284,22 @@ def test_request_built_once_per_surface_set(fake, ane_stats):
         assert d()["requests_built"] == 2
 
 
+def test_requests_of_many_surface_sets_are_kept(fake, ane_stats):
+    """A program every layer shares cycles through one surface set per layer: each set's request is built
+    once, not once per eval (the cache held 4 sets, so 30 layers rebuilt every request on every token)."""
+    with orion.compile_mil(add_program(), device="ane") as p:
+        a = rand((1, 256, 1, 128), 18)
+        size = p.input_surface("a").alloc_size
+        sets = [p.new_surface(size) for _ in range(36)]
+        assert all(s.alloc_size == size for s in sets)
+        d = ane_stats()
+        for _ in range(3):
+            for s in sets:
+                p.bind_input("a", s)
+                np.testing.assert_array_equal(p(a=a, b=a)["z"], a + a)
+        assert d()["requests_built"] == 36 and d()["evals"] == 108
+
+
 # ---- budget -------------------------------------------------------------------------------------------
 
 def test_budget_accounting(fake, ane_stats):

@@ -15,7 +15,10 @@ namespace orion::ane {
 
 namespace {
 
-constexpr size_t kRequests = 4;  // cached requests per model (one per distinct surface set)
+// Cached requests per model, one per distinct surface set: a program that every layer of a model shares binds
+// each layer's weight and cache surfaces in turn (up to ~48 sets a token), and a request rebuilt per eval
+// costs an _ANEIOSurfaceObject per surface and a validate. Stale sets (surfaces since freed) age out.
+constexpr size_t kRequests = 64;
 
 NSDictionary* empty_options() { return [NSDictionary dictionary]; }  // never nil: nil drops the framework's keys
 
