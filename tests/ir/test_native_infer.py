@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from orion import _native
-from orion.errors import CompileError
-from orion.ir import OPS, Graph
+from orion.errors import CompileError, InputError
+from orion.ir import OPS, Graph, ops
 from orion.ir.graph import NP_DTYPES, GraphError
-from orion.ir.ops import make
+from orion.ir.ops import evaluate_node, make
 from orion.quant import PackedInts
 
 F, C = "fp16", "const"
@@ -233,3 +233,70 @@ def test_invalid_operands_are_refused_by_both(op, k):
 
 def test_const_takes_the_type_of_its_value():
     assert _native.sim_infer("const", [("val", "int8", (3, 2), True)], {}) == ("int8", (3, 2))
+
+
+# ---- the binding refuses malformed requests with typed errors ----------------------------------------------
+
+@pytest.mark.parametrize("operands,consts,error,phrase", [
+    ([("x", "fp16")], {}, InputError, "must be \\(param, dtype, shape"),
+    ([("x", "fp99", (2,))], {}, InputError, "unknown dtype 'fp99'"),
+    ([("x", "fp16", (2,)), ("x", "fp16", (2,))], {}, CompileError, "parameter 'x' given twice"),
+    ([("x", "fp16", (2,))], {"axes": "1", "keep_dims": True}, CompileError, "axes' must be"),
+    ([("x", "fp16", (2,))], {"axes": (2**40,), "keep_dims": True}, CompileError, "does not fit int32"),
+    ([("x", "fp16", (2,))], {"axes": (0,), "keep_dims": object()}, CompileError, "keep_dims' must be a number"),
+    ([("x", "fp16", (2,))], {"axes": (0,), "bogus": 1}, CompileError, "unknown parameter 'bogus'"),
+    ([], {"axes": (0,)}, CompileError, "missing required parameter 'x'"),
+])
+def test_sim_infer_refuses_malformed_requests(operands, consts, error, phrase):
+    with pytest.raises(error, match=phrase):
+        _native.sim_infer("reduce_sum", operands, consts)
+
+
+def test_sim_infer_refuses_an_unknown_op():
+    with pytest.raises(CompileError, match="unknown op 'frobnicate'"):
+        _native.sim_infer("frobnicate", [], {})
+
+
+def test_constexpr_attribute_of_a_non_mil_dtype_is_a_graph_error():
+    g = Graph("t")
+    with pytest.raises(GraphError, match="float64, which is not a MIL tensor dtype"):
+        make("constexpr_affine_dequantize", {}, {"quantized_data": np.zeros((4, 3), np.int8),
+                                                  "scale": np.ones(4), "zero_point": np.zeros(4, np.int8),
+                                                  "axis": 0}, graph=g)
+
+
+# ---- what the IR keeps narrower than MIL, and references that follow MIL where the IR now lets it ----------
+
+def test_builders_keep_the_ir_rules():
+    g = Graph("t")
+    x = g.input("x", (2, 6))
+    with pytest.raises(GraphError, match="axis < 1"):          # MIL's 0 (copy an axis) is not an IR shape
+        ops.reshape(x, (0, 6))
+    with pytest.raises(GraphError, match="rank 4"):            # the IR's conv (and its reference) is 2-D
+        ops.conv(g.input("y", (1, 4, 5)), np.zeros((6, 4, 1), np.float32))
+
+
+def test_slice_by_size_reference_counts_a_negative_begin_from_the_end():
+    x = np.arange(12.0).reshape(2, 6)
+    g = Graph("t")
+    v = ops.slice_by_size(g.input("x", (2, 6)), (0, -2), (2, 2))
+    assert v.shape == (2, 2)
+    np.testing.assert_array_equal(evaluate_node("slice_by_size", {"x": x}, v.node.attrs)[0], x[:, 4:6])
+
+
+def test_matmul_reference_does_not_transpose_a_rank1_operand():
+    g = Graph("t")
+    v = ops.matmul(g.input("x", (4,)), g.input("y", (5, 4)), transpose_x=True, transpose_y=True)
+    assert v.shape == (5,)
+    x, y = np.arange(4.0), np.arange(20.0).reshape(5, 4)
+    np.testing.assert_array_equal(evaluate_node("matmul", {"x": x, "y": y}, v.node.attrs)[0], y @ x)
+
+
+@pytest.mark.parametrize("build", [
+    lambda g: ops.constexpr_lut_to_dense(g, np.zeros((8, 4), np.uint8), np.zeros((2, 1, 256, 1), np.float16)),
+    lambda g: ops.constexpr_blockwise_shift_scale(g, np.zeros((8, 4), np.int8), np.ones((2, 1), np.float16)),
+])
+def test_compressed_weight_builders_take_packed_ints_only(build):
+    # a plain array has the right MIL type but not the packed payload the weight file needs
+    with pytest.raises(GraphError, match="constexpr_"):
+        build(Graph("t"))

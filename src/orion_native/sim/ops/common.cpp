@@ -243,7 +243,7 @@ void OpCtx::expect_same_dtype(const std::string& a, const std::string& b) {
   const Value& x = v(a);
   const Value& y = v(b);
   if (x.dtype != y.dtype)
-    fail("parameters '" + a + "' (" + dtype_name(x.dtype) + ") and '" + b + "' (" + dtype_name(y.dtype) + ") must have the same dtype");
+    fail("parameters '" + a + "' (" + dtype_name(x.dtype) + ") and '" + b + "' (" + dtype_name(y.dtype) + ") must have the same dtype (insert a cast)");
 }
 
 std::vector<int> OpCtx::axes_param(int rank, std::vector<int>* given) {
