@@ -4,6 +4,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <climits>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -156,6 +157,99 @@ nb::dict sim_plan_info(const std::string& text, nb::dict weights, const std::str
   return d;
 }
 
+// ---- sim_infer: orion.ir's shape inference is the registry's -------------------------------------
+
+std::string py_type_name(nb::handle h) { return Py_TYPE(h.ptr())->tp_name; }
+
+bool is_bool(nb::handle h) {
+  if (PyBool_Check(h.ptr())) return true;
+  const std::string t = py_type_name(h);
+  return t == "numpy.bool_" || t == "numpy.bool";
+}
+
+// A const parameter's Python value as the literal the MIL codegen writes for it (compiler/codegen/mil.py):
+// bool, int32 or fp16 scalar, string, or a rank-1 int32 / bool tensor.
+mil::Literal const_literal(const std::string& op, const std::string& param, nb::handle v) {
+  auto bad = [&](const std::string& why) {
+    throw_compile("", "", "InvalidMILProgram: " + op + ": parameter '" + param + "' " + why);
+  };
+  auto as_int32 = [&](nb::handle h) -> int64_t {
+    if (is_bool(h) || !PyIndex_Check(h.ptr())) bad("must be an integer, got " + py_type_name(h));
+    PyObject* n = PyNumber_Index(h.ptr());
+    if (!n) throw nb::python_error();
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(n, &overflow);
+    Py_DECREF(n);
+    if (overflow || x < INT32_MIN || x > INT32_MAX) bad("does not fit int32");
+    return x;
+  };
+  mil::Literal lit;
+  lit.type.scalar_form = true;
+  if (is_bool(v)) {
+    lit.type.dtype = DType::bool_;
+    lit.i = {PyObject_IsTrue(v.ptr()) ? 1 : 0};
+  } else if (PyUnicode_Check(v.ptr())) {
+    lit.type.dtype = DType::string;
+    lit.s = {nb::cast<std::string>(v)};
+  } else if (PyIndex_Check(v.ptr())) {
+    lit.type.dtype = DType::int32;
+    lit.i = {as_int32(v)};
+  } else if (PyFloat_Check(v.ptr()) || (PyNumber_Check(v.ptr()) && !PySequence_Check(v.ptr()))) {
+    double d = PyFloat_AsDouble(v.ptr());
+    if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    lit.type.dtype = DType::fp16;
+    lit.f = {d};
+  } else if (PySequence_Check(v.ptr())) {
+    nb::object seq = nb::steal(PySequence_Fast(v.ptr(), "a sequence"));
+    if (!seq.is_valid()) throw nb::python_error();
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
+    PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+    bool bools = n > 0;
+    for (Py_ssize_t k = 0; k < n; ++k) bools = bools && is_bool(items[k]);
+    lit.kind = mil::Literal::Kind::Tensor;
+    lit.type.scalar_form = false;
+    lit.type.shape = {(int64_t)n};
+    lit.type.dtype = bools ? DType::bool_ : DType::int32;
+    for (Py_ssize_t k = 0; k < n; ++k)
+      lit.i.push_back(bools ? (PyObject_IsTrue(items[k]) ? 1 : 0) : as_int32(items[k]));
+  } else {
+    bad("must be a number, a bool, a string or a sequence of integers, got " + py_type_name(v));
+  }
+  return lit;
+}
+
+nb::tuple sim_infer(const std::string& op, nb::handle operands, nb::dict consts, const std::string& opset) {
+  std::vector<sim::OperandType> ops;
+  nb::object seq = nb::steal(PySequence_Fast(operands.ptr(), "operands must be a sequence"));
+  if (!seq.is_valid()) throw nb::python_error();
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
+  ops.reserve((size_t)n);
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    nb::handle item = PySequence_Fast_GET_ITEM(seq.ptr(), k);
+    if (!PyTuple_Check(item.ptr()) || (PyTuple_GET_SIZE(item.ptr()) != 3 && PyTuple_GET_SIZE(item.ptr()) != 4))
+      throw_error(ErrorKind::Input, "sim_infer: operand " + std::to_string(k) + " must be (param, dtype, shape[, is_const])");
+    sim::OperandType o;
+    o.param = nb::cast<std::string>(item[0]);
+    const std::string dt = nb::cast<std::string>(item[1]);
+    if (!dtype_from_name(dt, &o.dtype))
+      throw_error(ErrorKind::Input, "sim_infer: operand '" + o.param + "' has unknown dtype '" + dt + "'");
+    o.shape = nb::cast<Shape>(item[2]);
+    o.is_const = PyTuple_GET_SIZE(item.ptr()) == 4 && PyObject_IsTrue(PyTuple_GET_ITEM(item.ptr(), 3));
+    ops.push_back(std::move(o));
+  }
+  std::vector<std::pair<std::string, mil::Literal>> lits;
+  lits.reserve(consts.size());
+  for (auto [k, v] : consts) {
+    if (v.is_none()) continue;  // an optional parameter left out
+    std::string param = nb::cast<std::string>(k);
+    lits.emplace_back(param, const_literal(op, param, v));
+  }
+  auto [dtype, shape] = sim::infer_type(op, ops, std::move(lits), opset);
+  PyObject* t = PyTuple_New((Py_ssize_t)shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) PyTuple_SET_ITEM(t, (Py_ssize_t)i, PyLong_FromLongLong(shape[i]));
+  return nb::make_tuple(nb::str(dtype_name(dtype)), nb::steal(t));
+}
+
 }  // namespace
 
 void bind_sim(nb::module_& m, nb::module_& t) {
@@ -234,6 +328,10 @@ void bind_sim(nb::module_& m, nb::module_& t) {
      "The op schema: every MIL op the simulator knows (name, family, params, types, output rule, ANE evidence, "
      "constraint IDs, the compiler's lowering) with its status under a profile.");
 
+  m.def("sim_infer", &sim_infer, nb::arg("op"), nb::arg("operands"), nb::arg("consts"), nb::arg("opset") = "ios18",
+        "The type one `op` statement produces, as the simulator infers it: operands = [(param, dtype, shape[, "
+        "is_const])] (a param given several times: a tuple), consts = {param: int | float | bool | str | int list} "
+        "(None: left out) -> (dtype, shape); CompileError as build_plan raises it.");
   t.def("sim_run", &sim_run, nb::arg("mil_text"), nb::arg("weights"), nb::arg("inputs"), nb::arg("chip") = "m4",
         nb::arg("strictness") = "strict", nb::arg("concurrent") = 1,
         "Test hook: parse, build a sim plan and execute it once -> (outputs dict, warning strings); concurrent > 1 "

@@ -40,6 +40,47 @@ struct Step {
   ops::OpCtx::Unit unit = ops::OpCtx::Unit::other;
 };
 
+// Parameter names and attributes of a statement against its registry entry (build_plan and infer_type).
+void check_signature(const mil::Stmt& st, const ops::OpDef& def) {
+  auto fail = [&](const std::string& m) { throw_compile("", st.out, "InvalidMILProgram: " + st.op + ": " + m); };
+  auto known = [&](const std::string& n) { return def.param(n) != nullptr; };
+  std::set<std::string> seen;
+  bool has_name = false;
+  for (const auto& at : st.attrs) {
+    if (!seen.insert("@" + at.name).second) fail("attribute '" + at.name + "' given twice");
+    if (at.name == "name") { has_name = true; continue; }
+    if (!def.attr_params || !known(at.name)) fail("unknown attribute '" + at.name + "'");
+  }
+  if (!has_name) fail("missing the name attribute (required on every op)");
+  for (const auto& a : st.args) {
+    if (!seen.insert(a.name).second) fail("parameter '" + a.name + "' given twice");
+    if (def.attr_params) fail("takes its parameters in the attribute list, got argument '" + a.name + "'");
+    if (!known(a.name)) {
+      std::string list;
+      for (const auto& p : def.params) list += (list.empty() ? "" : ", ") + p.spelling();
+      fail("unknown parameter '" + a.name + "' (expected: " + list + ")");
+    }
+  }
+  for (const auto& p : def.params)
+    if (!p.optional && !(def.attr_params ? (bool)st.attr(p.name) : (bool)st.arg(p.name)))
+      fail("missing required parameter '" + p.name + "'");
+}
+
+[[noreturn]] void undefined_name(const std::string& name, const mil::Stmt& st) {
+  throw_compile("", st.out, "InvalidMILProgram: " + st.op + ": '" + name + "' is not defined before use");
+}
+
+// A literal operand as a const value (its data: set by the caller).
+Value literal_value(const mil::Literal& lit, const std::string& label) {
+  Value v;
+  v.name = label;
+  v.dtype = lit.type.dtype;
+  v.shape = lit.type.shape;
+  v.src = Value::Src::Const;
+  v.op = "const";
+  return v;
+}
+
 class PlanImpl : public Plan {
  public:
   std::deque<Value> values;
@@ -209,8 +250,7 @@ class Builder : public ops::Env {
 
   int lookup(const std::string& name, const mil::Stmt& st) override {
     auto it = by_name_.find(name);
-    if (it == by_name_.end())
-      throw_compile("", st.out, "InvalidMILProgram: " + st.op + ": '" + name + "' is not defined before use");
+    if (it == by_name_.end()) undefined_name(name, st);
     // Only conv reads a compressed weight as it is (packed_const_weight); every other op sees fp16 values.
     if (st.op != "conv") materialize(it->second);
     return it->second;
@@ -247,13 +287,8 @@ class Builder : public ops::Env {
   }
 
   int literal(const mil::Literal& lit, const std::string& label, const mil::Stmt& st) override {
-    Value v;
-    v.name = label;
-    v.dtype = lit.type.dtype;
-    v.shape = lit.type.shape;
-    v.src = Value::Src::Const;
+    Value v = literal_value(lit, label);
     v.stmt = cur_stmt_;
-    v.op = "const";
     if (lit.kind == mil::Literal::Kind::BlobFile) {
       v.cdata = ops::const_from_blob(lit, wl_, st.out);
       facts_.blob_consts.push_back({st.out, lit.blob_path});
@@ -337,32 +372,6 @@ class Builder : public ops::Env {
       warn("C17", "main returns its parameter '" + name + "' directly; untested on hardware (end outputs with an op)");
     plan_->out_ids.push_back(it->second);
     plan_->out_info.push_back({name, v.dtype, v.shape});
-  }
-
-  // Parameter names and attributes against the registry entry.
-  void check_signature(const mil::Stmt& st, const ops::OpDef& def) {
-    auto fail = [&](const std::string& m) { throw_compile("", st.out, "InvalidMILProgram: " + st.op + ": " + m); };
-    auto known = [&](const std::string& n) { return def.param(n) != nullptr; };
-    std::set<std::string> seen;
-    bool has_name = false;
-    for (const auto& at : st.attrs) {
-      if (!seen.insert("@" + at.name).second) fail("attribute '" + at.name + "' given twice");
-      if (at.name == "name") { has_name = true; continue; }
-      if (!def.attr_params || !known(at.name)) fail("unknown attribute '" + at.name + "'");
-    }
-    if (!has_name) fail("missing the name attribute (required on every op)");
-    for (const auto& a : st.args) {
-      if (!seen.insert(a.name).second) fail("parameter '" + a.name + "' given twice");
-      if (def.attr_params) fail("takes its parameters in the attribute list, got argument '" + a.name + "'");
-      if (!known(a.name)) {
-        std::string list;
-        for (const auto& p : def.params) list += (list.empty() ? "" : ", ") + p.spelling();
-        fail("unknown parameter '" + a.name + "' (expected: " + list + ")");
-      }
-    }
-    for (const auto& p : def.params)
-      if (!p.optional && !(def.attr_params ? (bool)st.attr(p.name) : (bool)st.arg(p.name)))
-        fail("missing required parameter '" + p.name + "'");
   }
 
   void resolve(const mil::Stmt& st) {
@@ -539,6 +548,120 @@ ProgramInfo check_program(const mil::Program& prog, const std::vector<WeightFile
   Builder b(prog, weights, profile, warnings, true);
   std::unique_ptr<Plan> checked = b.build();  // holds views into `weights` only: dropped here
   return {checked->inputs(), checked->outputs(), checked->cost()};
+}
+
+namespace {
+
+// The Env of infer_type: the statement's operands as typed values. A const operand (and a BLOBFILE
+// attribute) has no data: an infer that read it would fail loudly instead of inferring from values.
+class TypeEnv : public ops::Env {
+ public:
+  explicit TypeEnv(const std::string& opset) : opset_(opset) {}
+  std::deque<Value> values;
+  std::vector<std::pair<std::string, int>> by_name;  // a handful of operands: a scan beats hashing
+
+  int add_operand(const OperandType& o, const std::string& name) {
+    Value v;
+    v.name = name;
+    v.dtype = o.dtype;
+    v.shape = o.shape;
+    v.src = o.is_const ? Value::Src::Const : Value::Src::Op;
+    v.op = o.is_const ? "const" : "";
+    if (o.is_const) v.cdata = typed_only(v);
+    values.push_back(std::move(v));
+    by_name.emplace_back(name, (int)values.size() - 1);
+    return by_name.back().second;
+  }
+
+  const Value& value(int id) const override { return values[(size_t)id]; }
+  int lookup(const std::string& name, const mil::Stmt& st) override {
+    for (const auto& [n, id] : by_name)
+      if (n == name) return id;
+    undefined_name(name, st);
+  }
+  int literal(const mil::Literal& lit, const std::string& label, const mil::Stmt& st) override {
+    Value v = literal_value(lit, label);
+    v.cdata = lit.kind == mil::Literal::Kind::BlobFile ? typed_only(v) : ops::const_from_literal(lit, st.out);
+    values.push_back(std::move(v));
+    return (int)values.size() - 1;
+  }
+  const Profile& profile() const override { return prof_; }
+  const std::string& opset() const override { return opset_; }
+  void warn(const std::string&, const std::string&) override {}  // ANE matters: not part of a type
+  bool check_only() const override { return true; }
+  void materialize(int) override {}
+
+ private:
+  Profile prof_;
+  std::string opset_;
+  static std::shared_ptr<const ops::ConstData> typed_only(const Value& v) {
+    auto cd = std::make_shared<ops::ConstData>();
+    cd->elided = true;
+    cd->nbytes = v.bytes();
+    return cd;
+  }
+};
+
+}  // namespace
+
+std::pair<DType, Shape> infer_type(const std::string& op, const std::vector<OperandType>& operands,
+                                   std::vector<std::pair<std::string, mil::Literal>> consts, const std::string& opset) {
+  const ops::OpDef* def = ops::find_op(op);
+  if (!def) throw_compile("", "", "InvalidMILProgram: unknown op '" + op + "'");
+  TypeEnv env(opset);
+  mil::Stmt st;
+  st.op = op;  // st.out stays empty: the statement has no name yet (messages say "<op>: ...")
+  mil::Attr name{"name", {}, {}};
+  name.value.type.dtype = DType::string;
+  name.value.type.scalar_form = true;
+  name.value.s = {op};
+  st.attrs.push_back(std::move(name));
+  st.args.reserve(operands.size() + consts.size());
+  // Operands in order: the ones of a tuple parameter ("values") form its tuple, in order.
+  for (const OperandType& o : operands) {
+    if (def->attr_params) {  // constexpr: a typed BLOBFILE attribute
+      mil::Attr at{o.param, {}, {}};
+      at.value.kind = mil::Literal::Kind::BlobFile;
+      at.value.type.dtype = o.dtype;
+      at.value.type.shape = o.shape;
+      st.attrs.push_back(std::move(at));
+      continue;
+    }
+    mil::Arg* a = nullptr;
+    for (auto& e : st.args)
+      if (e.name == o.param) a = &e;
+    const ops::Param* p = def->param(o.param);
+    const bool tuple = p && p->type.rfind("tuple", 0) == 0;
+    // named as messages should show it: "x", "values[1]"
+    const std::string name_i = tuple ? o.param + "[" + std::to_string(a ? a->tuple.size() : 0) + "]" : o.param;
+    if (!tuple && a) throw_compile("", "", "InvalidMILProgram: " + op + ": parameter '" + o.param + "' given twice");
+    env.add_operand(o, name_i);
+    if (!a) {
+      st.args.push_back({});
+      a = &st.args.back();
+      a->name = o.param;
+      a->kind = tuple ? mil::Arg::Kind::Tuple : mil::Arg::Kind::Ref;
+      if (tuple) a->tuple.push_back(name_i);
+      else a->ref = name_i;
+    } else {
+      a->tuple.push_back(name_i);
+    }
+  }
+  for (auto& [param, lit] : consts) {
+    if (def->attr_params) {
+      st.attrs.push_back({std::move(param), std::move(lit), {}});
+    } else {
+      st.args.emplace_back();
+      mil::Arg& a = st.args.back();
+      a.name = std::move(param);
+      a.kind = mil::Arg::Kind::Literal;
+      a.literal = std::move(lit);
+    }
+  }
+  check_signature(st, *def);
+  ops::OpCtx ctx(env, st, *def);
+  def->infer(ctx);
+  return {ctx.out_dtype, ctx.out_shape};
 }
 
 }  // namespace orion::sim

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/cost.h"
@@ -68,6 +69,22 @@ struct ProgramInfo {
 };
 ProgramInfo check_program(const mil::Program& prog, const std::vector<WeightFile>& weights, const Profile& profile,
                           std::vector<Warning>* warnings);
+
+// ---- one statement's type without a program (orion.ir's shape inference) ------------------------------
+// An operand of infer_type: the parameter it is passed as (several with one parameter: a tuple, in order),
+// its type and whether it is a constant. Inference reads types only, never an operand's data.
+struct OperandType {
+  std::string param;
+  DType dtype = DType::fp16;
+  Shape shape;
+  bool is_const = false;
+};
+// The result type of one `op` statement as build_plan infers it: the same signature check and registry
+// infer, raising the same CompileErrors ("InvalidMILProgram: <op>: ..."), for a function of `opset`.
+// Tensor operands are typed values (constexpr ops: typed attributes); `consts` are the literals of the
+// const parameters. ANE constraints are not applied: they belong to compiling a whole program.
+std::pair<DType, Shape> infer_type(const std::string& op, const std::vector<OperandType>& operands,
+                                   std::vector<std::pair<std::string, mil::Literal>> consts, const std::string& opset);
 
 // ---- constraint catalog (orion.sim.constraints()) ----------------------------------------------
 struct ConstraintInfo {

@@ -2,9 +2,10 @@
 
 Each op is described once, in the simulator's registry (``src/orion_native/sim/ops/registry.cpp``: MIL
 parameters with types and optionality, family, output rule, ANE evidence, constraint IDs, the lowering
-the compiler applies). ``_core.define`` builds every IR ``OpDef`` from that row and adds what only
-Python knows (shape rule, float64 reference, builder defaults); the compiler's validation and
-legalisation lists are read from the same rows. Every simulator op has a builder here.
+the compiler applies) and its shape/dtype inference (``sim/ops/*.cpp``, asked through ``_core.native_infer``).
+``_core.define`` builds every IR ``OpDef`` from that row and adds what only Python knows (float64 reference,
+builder defaults); the compiler's validation and legalisation lists are read from the same rows. Every
+simulator op has a builder here.
 
 Composites (linear, norms, attention, RoPE, SwiGLU, LoRA) live in ``..composites`` (built on the family
 modules, not on this package) and are reachable as ``ops.<name>`` too.
@@ -15,8 +16,8 @@ from __future__ import annotations
 from ...native import sim
 from ..graph import MAX_RANK, GraphError, Value, check_shape  # noqa: F401  (reachable as ops.<name> before the split)
 from ._core import (  # noqa: F401  (the registry API the passes and codegen use)
-    BAKED, BUILDERS, MAX_AXIS, OPS, REQUIRED, SCHEMA, AttrDef, OpDef, as_value, broadcast_shapes, builder,
-    evaluate_node, infer_types, make, register, reinfer,
+    BAKED, BUILDERS, MAX_AXIS, OPS, REQUIRED, SCHEMA, AttrDef, OpDef, as_value, builder,
+    evaluate_node, infer_types, make, native_infer, register, reinfer,
 )
 from .elementwise import (  # noqa: F401
     add, cast, div, exp, log, maximum, minimum, mul, pow, real_div, rsqrt, select, sqrt, sub, tanh,  # noqa: A004

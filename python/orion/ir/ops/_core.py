@@ -1,9 +1,10 @@
 """The IR view of the op schema: ``OpDef`` per op, built from the native schema row (MIL parameters,
-types, optionality, family, ANE facts) plus what only Python knows — the shape/dtype rule, the float64
-numpy reference and the builder defaults — and ``make``, which every builder calls.
+types, optionality, family, ANE facts) plus what only Python knows — the float64 numpy reference and the
+builder defaults — and ``make``, which every builder calls.
 
 The schema itself lives once, in the simulator's registry (``src/orion_native/sim/ops/registry.cpp``);
-``define`` refuses an IR op whose parameters disagree with it.
+``define`` refuses an IR op whose parameters disagree with it. Every op's shape/dtype rule lives there too:
+``native_infer`` asks the registry's inference (``_native.sim_infer``), the one the simulator runs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ... import _native
-from ..graph import BUILDERS, GraphError, MAX_RANK, Value
+from ...errors import CompileError
+from ..graph import BUILDERS, NP_DTYPES, GraphError, MAX_RANK, Value
 
 REQUIRED = object()
 MAX_AXIS = 65536  # C22
@@ -53,7 +55,6 @@ class OpDef:
     mil: str | None                   # MIL spelling (None: never emitted)
     inputs: tuple[str, ...]           # tensor params in MIL keyword names; "bias?" optional, "*values" tuple
     attrs: tuple[AttrDef, ...]
-    infer: Callable[[dict, dict], list]
     eval: Callable[[dict, dict], list] | None
     ane: str                          # ANE notes, constraint IDs (schema facts + IR notes)
     lowered_by: str | None = None     # pass that removes it before codegen (the schema names a lowering)
@@ -79,7 +80,7 @@ def _is_tensor(typ: str) -> bool:
     return "tensor" in typ
 
 
-def define(name: str, infer, ev, note: str = "", attrs: dict | None = None, params: tuple[str, ...] | None = None,
+def define(name: str, ev, note: str = "", attrs: dict | None = None, params: tuple[str, ...] | None = None,
            ) -> OpDef:
     """Register the IR op ``name`` from its schema row. ``attrs``: the const parameters the IR carries,
     with their IR default (REQUIRED, a value, or None = omitted); ``params``: the tensor parameters the
@@ -123,51 +124,66 @@ def define(name: str, infer, ev, note: str = "", attrs: dict | None = None, para
     if row["lowering"]:
         facts.append("the compiler lowers it: " + row["lowering"])
     ane = "; ".join(facts) + (f". {note}" if note else "")
-    return register(OpDef(name, name, tuple(inputs), tuple(adefs), infer, ev, ane,
+    return register(OpDef(name, name, tuple(inputs), tuple(adefs), ev, ane,
                           lowered_by="decompose" if row["lowering"] else None, category=row["family"],
                           input_dtypes=tuple(in_dtypes)))
 
 
 def infer_types(op: str, inputs: dict, attrs: dict) -> list[tuple[tuple[int, ...], str]]:
-    try:
-        d = OPS[op]
-    except KeyError:
-        raise GraphError(f"unknown op {op!r}; registered ops: {', '.join(sorted(OPS))}") from None
-    return d.infer(inputs, attrs)
+    if op not in OPS:
+        raise GraphError(f"unknown op {op!r}; registered ops: {', '.join(sorted(OPS))}")
+    return native_infer(op, inputs, attrs)
 
 
 # ------------------------------------------------------------------------------------------------
-# shape-rule helpers shared by the families
+# shape inference: the simulator's registry
 # ------------------------------------------------------------------------------------------------
 
-def _fmt(**vals) -> str:
-    return ", ".join(f"{k}: {v.dtype}{list(v.shape)}" for k, v in vals.items())
+_MIL_DTYPE = {np.dtype(v): k for k, v in NP_DTYPES.items()}
 
 
-def broadcast_shapes(op: str, a: tuple, b: tuple, names=("x", "y")) -> tuple[int, ...]:
-    r = max(len(a), len(b))
-    pa, pb = (1,) * (r - len(a)) + tuple(a), (1,) * (r - len(b)) + tuple(b)
-    out = []
-    for i, (p, q) in enumerate(zip(pa, pb)):
-        if p == q or q == 1:
-            out.append(p)
-        elif p == 1:
-            out.append(q)
+def _attr_operand(op: str, k: str, val) -> tuple:
+    """A constexpr op's tensor attribute (numpy array or orion.quant.PackedInts) as a typed operand: its
+    type is all the inference needs (the payload goes to the weight file)."""
+    if hasattr(val, "blob_dtype_code"):                      # PackedInts: MIL dtype name and shape
+        return (k, val.dtype, tuple(val.shape), True)
+    dtype = _MIL_DTYPE.get(val.dtype)
+    if dtype is None:
+        raise GraphError(f"{op}: {k} has dtype {val.dtype}, which is not a MIL tensor dtype "
+                         f"({', '.join(NP_DTYPES)})")
+    return (k, dtype, val.shape, True)
+
+
+def native_infer(op: str, inputs: dict, attrs: dict) -> list[tuple[tuple[int, ...], str]]:
+    """The output type of an ``op`` node from its operands' types and its attributes, as the simulator
+    infers it (one rule per op, in ``src/orion_native/sim/ops/``). A refusal is a GraphError naming the op,
+    the problem and the operand types."""
+    operands = []
+    for p, v in inputs.items():
+        if type(v) is tuple:
+            operands.extend((p, x.dtype, x.shape, x.node.op == "const") for x in v)
         else:
-            raise GraphError(f"{op}: cannot broadcast {names[0]}{list(a)} with {names[1]}{list(b)}: axis {i} "
-                             f"(from the right: {r - i}) has {p} vs {q}; each axis must match or be 1")
-    return tuple(out)
+            operands.append((p, v.dtype, v.shape, v.node.op == "const"))
+    consts = attrs
+    if op in BAKED:                                          # constexpr: tensors sit in the attributes
+        consts = {}
+        for k, val in attrs.items():
+            if isinstance(val, np.ndarray) or hasattr(val, "blob_dtype_code"):
+                operands.append(_attr_operand(op, k, val))
+            else:
+                consts[k] = val
+    try:
+        dtype, shape = _native.sim_infer(op, operands, consts)
+    except CompileError as e:
+        detail = str(e).removeprefix("InvalidMILProgram: ")
+        types = ", ".join(f"{p}: {d}{list(s)}" for p, d, s, _ in operands)
+        raise GraphError(f"{detail}" + (f" (operands {types})" if types else "")) from None
+    return [(shape, dtype)]
 
 
-def _same_float(op: str, **vals: Value) -> str:
-    dts = {v.dtype for v in vals.values()}
-    if len(dts) != 1:
-        raise GraphError(f"{op}: operand dtypes differ ({_fmt(**vals)}); insert a cast (the ANE computes in fp16)")
-    dt = dts.pop()
-    if dt not in ("fp16", "fp32"):
-        raise GraphError(f"{op}: expects floating-point operands, got {_fmt(**vals)}")
-    return dt
-
+# ------------------------------------------------------------------------------------------------
+# helpers shared by the builders (IR attributes are normalised: axes non-negative)
+# ------------------------------------------------------------------------------------------------
 
 def _axis(op: str, axis: int, rank: int, shape) -> int:
     if not -rank <= axis < rank:
@@ -256,7 +272,7 @@ def make(op: str, inputs: dict, attrs: dict | None = None, name: str | None = No
     if d.input_dtypes:
         _check_operand_types(d, inputs)
     try:
-        types = d.infer(inputs, attrs)
+        types = native_infer(op, inputs, attrs)
     except GraphError as e:
         raise GraphError(f"{e}" + (f" [building {name!r}]" if name else "")) from None
     for shape, _ in types:
@@ -284,8 +300,8 @@ def evaluate_node(op: str, inputs: dict, attrs: dict) -> list[np.ndarray]:
 
 
 # sources: a const is a schema op (its value is the IR attribute "value"); an input is IR-only
-register(OpDef("const", "const", (), (), lambda i, a: [], None,
+register(OpDef("const", "const", (), (), None,
                "scalars and int vectors inline; float tensors as BLOBFILE weights (offset = metadata record, C08)",
                category="source"))
-register(OpDef("input", None, (), (), lambda i, a: [], None,
+register(OpDef("input", None, (), (), None,
                "a function parameter; bound to surfaces in alphabetical order of MIL names (C13)", category="source"))

@@ -6,20 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import GraphError, Value
-from ._core import (
-    BUILDERS, OPS, REQUIRED, _errstate, _graph_of, _same_float, as_value, broadcast_shapes, builder, define, make,
-)
+from ._core import BUILDERS, OPS, REQUIRED, _errstate, _graph_of, as_value, builder, define, make
 
 # ------------------------------------------------------------------------------------------ binary
-
-
-def _infer_binary(name):
-    def infer(i, a):
-        x, y = i["x"], i["y"]
-        dt = _same_float(name, x=x, y=y)
-        return [(broadcast_shapes(name, x.shape, y.shape), dt)]
-    return infer
-
 
 _BINARY = {
     "add": (np.add, "add against a scalar const costs one weight slot (C19)"),
@@ -32,7 +21,7 @@ _BINARY = {
     "minimum": (np.minimum, ""),
 }
 for _n, (_f, _note) in _BINARY.items():
-    define(_n, _infer_binary(_n), _errstate(lambda i, a, f=_f: [f(i["x"], i["y"])]), "numpy broadcasting. " + _note)
+    define(_n, _errstate(lambda i, a, f=_f: [f(i["x"], i["y"])]), "numpy broadcasting. " + _note)
 
 
 def _binary(op, x, y, name):
@@ -65,12 +54,6 @@ def minimum(x, y, name=None): return _binary("minimum", x, y, name)
 
 # ------------------------------------------------------------------------------------------- unary
 
-def _infer_unary(name):
-    def infer(i, a):
-        return [(i["x"].shape, _same_float(name, x=i["x"]))]
-    return infer
-
-
 def _unary(op):
     def fn(x: Value, name=None) -> Value:
         return make(op, {"x": x}, name=name)
@@ -83,7 +66,7 @@ def _unary(op):
 def define_unary(table: dict) -> list:
     """Registers ``{op: (numpy reference, note)}`` ops on x alone; returns their builders in order."""
     for n, (f, note) in table.items():
-        define(n, _infer_unary(n), _errstate(lambda i, a, f=f: [f(i["x"])]), note)
+        define(n, _errstate(lambda i, a, f=f: [f(i["x"])]), note)
     return [_unary(n) for n in table]
 
 
@@ -94,7 +77,7 @@ exp, sqrt, tanh, rsqrt = define_unary({
     "rsqrt": (lambda x: 1.0 / np.sqrt(x), "rejected by the ANE compiler even without weights"),
 })
 
-define("log", _infer_unary("log"), _errstate(lambda i, a: [np.log(i["x"] + a["epsilon"])]),
+define("log", _errstate(lambda i, a: [np.log(i["x"] + a["epsilon"])]),
        "ANEForge: pass epsilon explicitly (the 1e-45 default underflows in fp16), so it is always emitted",
        attrs={"epsilon": 0.0})
 
@@ -106,10 +89,8 @@ def log(x: Value, epsilon: float = 0.0, name=None) -> Value:
 
 # -------------------------------------------------------------------------------------------- cast
 
-def _infer_cast(i, a):
-    if a["dtype"] not in ("fp16", "fp32", "int32"):
-        raise GraphError(f"cast: unsupported target dtype {a['dtype']!r} (fp16, fp32 or int32)")
-    return [(i["x"].shape, a["dtype"])]
+# The simulator casts to more dtypes; the IR's numpy reference (_ev_cast) models these three.
+_CAST_TARGETS = ("fp16", "fp32", "int32")
 
 
 def _ev_cast(i, a):
@@ -117,25 +98,20 @@ def _ev_cast(i, a):
     return [np.trunc(x) if a["dtype"] == "int32" else x.astype(np.float64)]
 
 
-define("cast", _infer_cast, _ev_cast, "fp32 I/O + cast works on M3+, rejected on M1/M2 (C28: the ios16 target "
+define("cast", _ev_cast, "fp32 I/O + cast works on M3+, rejected on M1/M2 (C28: the ios16 target "
        "converts on the host)", attrs={"dtype": REQUIRED})
 
 
 @builder
 def cast(x: Value, dtype: str, name=None) -> Value:
+    if dtype not in _CAST_TARGETS:
+        raise GraphError(f"cast: unsupported target dtype {dtype!r} ({', '.join(_CAST_TARGETS)})")
     return make("cast", {"x": x}, {"dtype": dtype}, name=name)
 
 
 # ------------------------------------------------------------------------------------------ select
 
-def _infer_select(i, a):
-    c, x, y = i["cond"], i["a"], i["b"]
-    dt = _same_float("select", a=x, b=y)
-    return [(broadcast_shapes("select", c.shape, broadcast_shapes("select", x.shape, y.shape, ("a", "b")),
-                              ("cond", "a/b")), dt)]
-
-
-define("select", _infer_select, lambda i, a: [np.where(np.asarray(i["cond"]) != 0, i["a"], i["b"])],
+define("select", lambda i, a: [np.where(np.asarray(i["cond"]) != 0, i["a"], i["b"])],
        "cond is a bool const (bool tensors are never program I/O, C39)")
 
 

@@ -6,22 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import QuantizationError
-from ...quant import BlockwiseQuantized, LutQuantized
+from ...quant import BlockwiseQuantized, LutQuantized, PackedInts
 from ..graph import GraphError, Value
 from ._core import REQUIRED, _axis, builder, define, make
 
 _RANGE = {"int8": (-128, 127), "uint8": (0, 255)}
-
-
-def _affine_shape(op, x, a, scale, zero_point):
-    """Per-tensor (scalar) or per-channel (rank-1 along ``axis``) parameters, as the simulator checks them."""
-    for what, v in (("scale", scale), ("zero_point", zero_point)):
-        if v is None:
-            continue
-        n = int(np.prod(v.shape))
-        if len(v.shape) > 1 or (n > 1 and (a.get("axis") is None or n != x.shape[a["axis"]])):
-            raise GraphError(f"{op}: {what} must be a scalar, or rank-1 with x.shape[axis] values and axis given; "
-                             f"got shape {list(v.shape)} for {list(x.shape)}, axis={a.get('axis')}")
 
 
 def _bcast(p, x_ndim, axis):
@@ -29,18 +18,6 @@ def _bcast(p, x_ndim, axis):
     if p.size <= 1:
         return p.reshape(())
     return p.reshape(tuple(-1 if k == axis else 1 for k in range(x_ndim)))
-
-
-def _infer_quantize(i, a):
-    x, s = i["input"], i["scale"]
-    if a["output_dtype"] not in _RANGE:
-        raise GraphError(f"quantize: output_dtype must be 'int8' or 'uint8', got {a['output_dtype']!r}")
-    if s.dtype != x.dtype or x.dtype not in ("fp16", "fp32"):
-        raise GraphError(f"quantize: input must be float and scale of its dtype, got {x!r}, scale {s!r}")
-    if "zero_point" in i and i["zero_point"].dtype != a["output_dtype"]:
-        raise GraphError(f"quantize: zero_point must be {a['output_dtype']}, got {i['zero_point']!r}")
-    _affine_shape("quantize", x, a, s, i.get("zero_point"))
-    return [(x.shape, a["output_dtype"])]
 
 
 def _ev_quantize(i, a):
@@ -52,18 +29,8 @@ def _ev_quantize(i, a):
         return [np.clip(np.rint(x / _bcast(i["scale"], x.ndim, ax)) + zp, lo, hi)]
 
 
-define("quantize", _infer_quantize, _ev_quantize, "W8A8 1.85-1.88x on M4 (maderix int8 bench)",
+define("quantize", _ev_quantize, "W8A8 1.85-1.88x on M4 (maderix int8 bench)",
        attrs={"output_dtype": REQUIRED, "axis": None})
-
-
-def _infer_dequantize(i, a):
-    q, s = i["input"], i["scale"]
-    if s.dtype not in ("fp16", "fp32"):
-        raise GraphError(f"dequantize: scale must be fp16 or fp32, got {s!r}")
-    if "zero_point" in i and i["zero_point"].dtype != q.dtype:
-        raise GraphError(f"dequantize: zero_point must be {q.dtype}, got {i['zero_point']!r}")
-    _affine_shape("dequantize", q, a, s, i.get("zero_point"))
-    return [(q.shape, s.dtype)]
 
 
 def _ev_dequantize(i, a):
@@ -73,7 +40,7 @@ def _ev_dequantize(i, a):
     return [(q - zp) * _bcast(i["scale"], q.ndim, ax)]
 
 
-define("dequantize", _infer_dequantize, _ev_dequantize, "", attrs={"axis": None})
+define("dequantize", _ev_dequantize, "", attrs={"axis": None})
 
 
 def _params(like: Value, scale, zero_point, zp_dtype, op):
@@ -110,26 +77,13 @@ def dequantize(q: Value, scale, zero_point=None, axis: int | None = None, name=N
     return make("dequantize", inputs, {"axis": _opt_axis("dequantize", axis, q)}, name=name)
 
 
-def _infer_constexpr(i, a):
-    q, s, z = (np.asarray(a[k]) for k in ("quantized_data", "scale", "zero_point"))
-    if q.dtype not in (np.int8, np.uint8) or z.dtype != q.dtype:
-        raise GraphError(f"constexpr_affine_dequantize: quantized_data and zero_point must both be int8 or uint8, "
-                         f"got {q.dtype} and {z.dtype}")
-    ax = _axis("constexpr_affine_dequantize", a["axis"], q.ndim, q.shape)
-    for what, v in (("scale", s), ("zero_point", z)):
-        if v.ndim > 1 or v.size not in (1, q.shape[ax]):
-            raise GraphError(f"constexpr_affine_dequantize: {what} must be a scalar or have {q.shape[ax]} values "
-                             f"(quantized_data axis {ax}), got shape {list(v.shape)}")
-    return [(tuple(q.shape), "fp16")]
-
-
 def _ev_constexpr(i, a):
     q = np.asarray(a["quantized_data"], np.float64)
     ax = a["axis"] % q.ndim
     return [(q - _bcast(a["zero_point"], q.ndim, ax)) * _bcast(a["scale"], q.ndim, ax)]
 
 
-define("constexpr_affine_dequantize", _infer_constexpr, _ev_constexpr,
+define("constexpr_affine_dequantize", _ev_constexpr,
        "int8 weights dequantised by the compiler: no compute speed-up (numbers.md §8)",
        attrs={"quantized_data": REQUIRED, "zero_point": REQUIRED, "scale": REQUIRED, "axis": REQUIRED})
 
@@ -148,6 +102,10 @@ def constexpr_affine_dequantize(graph, quantized_data, scale, zero_point=0, axis
 
 def _quantized(op: str, a: dict):
     """The orion.quant dataclass of a constexpr node's attributes (its checks are the op's layout rules)."""
+    for k in ("indices", "data", "offset"):  # the packed payload the weight file stores
+        if a.get(k) is not None and not isinstance(a[k], PackedInts):
+            raise GraphError(f"{op}: {k} must be an orion.quant.PackedInts (PackedInts.pack(values, bits, signed)), "
+                             f"got {type(a[k]).__name__}")
     try:
         if op == "constexpr_lut_to_dense":
             return LutQuantized(a["indices"], np.asarray(a["lut"], np.float16))
@@ -156,23 +114,16 @@ def _quantized(op: str, a: dict):
         raise GraphError(f"{op}: {e}") from None
 
 
-def _infer_compressed(op):
-    def infer(i, a):
-        return [(tuple(_quantized(op, a).shape), "fp16")]
-    return infer
-
-
 def _ev_compressed(op):
     def ev(i, a):
         return [_quantized(op, a).dequantize().astype(np.float64)]
     return ev
 
 
-define("constexpr_lut_to_dense", _infer_compressed("constexpr_lut_to_dense"), _ev_compressed("constexpr_lut_to_dense"),
+define("constexpr_lut_to_dense", _ev_compressed("constexpr_lut_to_dense"),
        "iOS18 palettized weight: uint1..uint8 indices into fp16 tables per block of output channels",
        attrs={"indices": REQUIRED, "lut": REQUIRED})
-define("constexpr_blockwise_shift_scale", _infer_compressed("constexpr_blockwise_shift_scale"),
-       _ev_compressed("constexpr_blockwise_shift_scale"),
+define("constexpr_blockwise_shift_scale", _ev_compressed("constexpr_blockwise_shift_scale"),
        "iOS18 blockwise int4/int8 weight: scale (and offset) per block", attrs={"data": REQUIRED, "scale": REQUIRED,
                                                                                "offset": None})
 
@@ -182,8 +133,9 @@ def constexpr_lut_to_dense(graph, indices, lut, name=None) -> Value:
     """An fp16 constant ``lut[block, indices]`` (iOS18, scalar tables): ``indices`` an
     :class:`orion.quant.PackedInts` (uint1..uint8), ``lut`` fp16 ``[groups..., 2**bits, 1]`` as
     :func:`orion.quant.palettize` makes them. Operands go to the weight blob file."""
-    return make("constexpr_lut_to_dense", {}, {"indices": indices, "lut": np.asarray(lut, np.float16)}, name=name,
-                graph=graph)
+    attrs = {"indices": indices, "lut": np.asarray(lut, np.float16)}
+    _quantized("constexpr_lut_to_dense", attrs)  # operands as orion.quant keeps them (PackedInts), or GraphError
+    return make("constexpr_lut_to_dense", {}, attrs, name=name, graph=graph)
 
 
 @builder
@@ -191,5 +143,6 @@ def constexpr_blockwise_shift_scale(graph, data, scale, offset=None, name=None) 
     """An fp16 constant ``scale * (data - offset)`` per block (iOS18): ``data``/``offset``
     :class:`orion.quant.PackedInts` (int4/uint4/int8/uint8), ``scale`` fp16 of the data's rank, as
     :func:`orion.quant.quantize_blockwise` makes them. Operands go to the weight blob file."""
-    return make("constexpr_blockwise_shift_scale", {}, {"data": data, "scale": np.asarray(scale, np.float16),
-                                                        "offset": offset}, name=name, graph=graph)
+    attrs = {"data": data, "scale": np.asarray(scale, np.float16), "offset": offset}
+    _quantized("constexpr_blockwise_shift_scale", attrs)  # operands as orion.quant keeps them, or GraphError
+    return make("constexpr_blockwise_shift_scale", {}, attrs, name=name, graph=graph)

@@ -5,22 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import GraphError, Value
-from ._core import BUILDERS, OPS, REQUIRED, _axis, _norm_axes, _same_float, define, make
-
-
-def _infer_reduce(name):
-    def infer(i, a):
-        x = i["x"]
-        axes = [_axis(name, ax, x.rank, x.shape) for ax in a["axes"]]
-        if len(set(axes)) != len(axes):
-            raise GraphError(f"{name}: repeated axes {list(a['axes'])}")
-        if a["keep_dims"]:
-            shape = tuple(1 if k in axes else d for k, d in enumerate(x.shape))
-        else:
-            shape = tuple(d for k, d in enumerate(x.shape) if k not in axes)
-        return [(shape, _same_float(name, x=x))]
-    return infer
+from ..graph import Value
+from ._core import BUILDERS, OPS, REQUIRED, _norm_axes, define, make
 
 
 def _reduce(fn):
@@ -44,7 +30,7 @@ for _n, _f, _note in (
         ("reduce_max", np.max, "in Orion's codegen, no production use"),
         ("reduce_min", np.min, ""),
         ("reduce_prod", np.prod, "")):
-    define(_n, _infer_reduce(_n), _reduce(_f), _note, attrs={"axes": REQUIRED, "keep_dims": True})
+    define(_n, _reduce(_f), _note, attrs={"axes": REQUIRED, "keep_dims": True})
 
 reduce_sum = _reducer("reduce_sum")
 reduce_mean = _reducer("reduce_mean")

@@ -11,16 +11,7 @@ from ..graph import GraphError, Value, check_shape
 from ._core import REQUIRED, _axis, builder, define, make, as_value
 
 
-def _infer_reshape(i, a):
-    x, shape = i["x"], tuple(a["shape"])
-    shape = check_shape(shape, f"reshape of {x!r}")
-    if int(np.prod(shape)) != x.size:
-        raise GraphError(f"reshape: cannot reshape x{list(x.shape)} ({x.size} elements) to {list(shape)} "
-                         f"({int(np.prod(shape))} elements)")
-    return [(shape, x.dtype)]
-
-
-define("reshape", _infer_reshape, lambda i, a: [i["x"].reshape(a["shape"])],
+define("reshape", lambda i, a: [i["x"].reshape(a["shape"])],
        "shape as an int32 const; costs on the ANE, minimise", attrs={"shape": REQUIRED})
 
 
@@ -34,17 +25,11 @@ def reshape(x: Value, shape: Sequence[int], name=None) -> Value:
         if known == 0 or x.size % known:
             raise GraphError(f"reshape: cannot infer -1 in {shape} for x{list(x.shape)}")
         shape[shape.index(-1)] = x.size // known
+    shape = check_shape(shape, f"reshape of {x!r}")  # C22/C23 (MIL's 0 = "copy that axis" is not IR)
     return make("reshape", {"x": x}, {"shape": tuple(shape)}, name=name)
 
 
-def _infer_transpose(i, a):
-    x, perm = i["x"], list(a["perm"])
-    if sorted(perm) != list(range(x.rank)):
-        raise GraphError(f"transpose: perm {perm} is not a permutation of the {x.rank} axes of x{list(x.shape)}")
-    return [(tuple(x.shape[p] for p in perm), x.dtype)]
-
-
-define("transpose", _infer_transpose, lambda i, a: [np.transpose(i["x"], a["perm"])], "perm as an int32 const",
+define("transpose", lambda i, a: [np.transpose(i["x"], a["perm"])], "perm as an int32 const",
        attrs={"perm": REQUIRED})
 
 
@@ -53,21 +38,7 @@ def transpose(x: Value, perm: Sequence[int], name=None) -> Value:
     return make("transpose", {"x": x}, {"perm": tuple(int(p) % max(x.rank, 1) for p in perm)}, name=name)
 
 
-def _infer_slice_by_index(i, a):
-    x = i["x"]
-    begin, end, stride = a["begin"], a["end"], a["stride"]
-    if not (len(begin) == len(end) == len(stride) == x.rank):
-        raise GraphError(f"slice_by_index: begin/end/stride need {x.rank} entries for x{list(x.shape)}")
-    shape = []
-    for k, (b, e, s, d) in enumerate(zip(begin, end, stride, x.shape)):
-        if s < 1 or not 0 <= b < e <= d:
-            raise GraphError(f"slice_by_index: axis {k} of x{list(x.shape)}: need 0 <= begin {b} < end {e} <= {d} "
-                             f"and stride {s} >= 1")
-        shape.append(-(-(e - b) // s))
-    return [(tuple(shape), x.dtype)]
-
-
-define("slice_by_index", _infer_slice_by_index,
+define("slice_by_index",
        lambda i, a: [i["x"][tuple(slice(b, e, s) for b, e, s in zip(a["begin"], a["end"], a["stride"]))]],
        "end exclusive; on function inputs together with norms and convs disputed (C34): the compiler slices inputs "
        "with slice_by_size", attrs={"begin": REQUIRED, "end": REQUIRED, "stride": REQUIRED})
@@ -82,19 +53,8 @@ def slice_by_index(x: Value, begin, end, stride=None, name=None) -> Value:
                 name=name)
 
 
-def _infer_slice_by_size(i, a):
-    x = i["x"]
-    begin, size = a["begin"], a["size"]
-    if not (len(begin) == len(size) == x.rank):
-        raise GraphError(f"slice_by_size: begin/size need {x.rank} entries for x{list(x.shape)}")
-    for k, (b, s, d) in enumerate(zip(begin, size, x.shape)):
-        if s < 1 or b < 0 or b + s > d:
-            raise GraphError(f"slice_by_size: axis {k} of x{list(x.shape)}: begin {b} + size {s} exceeds {d}")
-    return [(tuple(size), x.dtype)]
-
-
-define("slice_by_size", _infer_slice_by_size,
-       lambda i, a: [i["x"][tuple(slice(b, b + s) for b, s in zip(a["begin"], a["size"]))]],
+define("slice_by_size",
+       lambda i, a: [i["x"][tuple(slice(b % d, b % d + s) for b, s, d in zip(a["begin"], a["size"], i["x"].shape))]],
        "used to unpack packed inputs; width-axis begin != 0 saturates on pre-A16 chips (C35)",
        attrs={"begin": REQUIRED, "size": REQUIRED})
 
@@ -131,24 +91,7 @@ def getitem(x: Value, index) -> Value:
     return slice_by_index(x, begin, end, stride)
 
 
-def _infer_concat(i, a):
-    vals = i["values"]
-    if len(vals) < 1:
-        raise GraphError("concat: needs at least one value")
-    first = vals[0]
-    ax = _axis("concat", a["axis"], first.rank, first.shape)
-    total = 0
-    for k, v in enumerate(vals):
-        if v.rank != first.rank or any(d != e for j, (d, e) in enumerate(zip(v.shape, first.shape)) if j != ax):
-            raise GraphError(f"concat: values[{k}]{list(v.shape)} does not match values[0]{list(first.shape)} "
-                             f"outside axis {ax}")
-        if v.dtype != first.dtype:
-            raise GraphError(f"concat: values[{k}] is {v.dtype}, values[0] is {first.dtype}")
-        total += v.shape[ax]
-    return [(first.shape[:ax] + (total,) + first.shape[ax + 1:], first.dtype)]
-
-
-define("concat", _infer_concat, lambda i, a: [np.concatenate(i["values"], axis=a["axis"])],
+define("concat", lambda i, a: [np.concatenate(i["values"], axis=a["axis"])],
        "decompose turns a concat output into several program outputs; otherwise only the full form (named axis and "
        "interleave) is emitted, with allow_concat=True", attrs={"axis": REQUIRED, "interleave": False})
 
@@ -164,16 +107,7 @@ def concat(values: Sequence[Value], axis: int, name=None) -> Value:
                                              "interleave": False}, name=name)
 
 
-def _infer_split(i, a):
-    x = i["x"]
-    _axis("split", a["axis"], x.rank, x.shape)
-    if a["num_splits"] != 1:
-        raise GraphError(f"split: num_splits={a['num_splits']}: only the one-part form is representable (MIL "
-                         f"statements here have one result); use slice_by_size per part")
-    return [(x.shape, x.dtype)]
-
-
-define("split", _infer_split, lambda i, a: [i["x"]], "no reference use on the ANE; use slice_by_size",
+define("split", lambda i, a: [i["x"]], "no reference use on the ANE; use slice_by_size",
        attrs={"axis": REQUIRED, "num_splits": 1})
 
 
@@ -185,19 +119,13 @@ def split(x: Value, axis: int, num_splits: int = 1, name=None) -> tuple[Value, .
                                      "num_splits": int(num_splits)}, name=name),)
 
 
-define("identity", lambda i, a: [(i["x"].shape, i["x"].dtype)], lambda i, a: [i["x"]],
+define("identity", lambda i, a: [i["x"]],
        "removed by identity elimination except where an output needs an op (C17)")
 
 
 @builder
 def identity(x: Value, name=None) -> Value:
     return make("identity", {"x": x}, name=name)
-
-
-def _infer_gather(i, a):
-    x, ind = i["x"], i["indices"]
-    ax = _axis("gather", a["axis"], x.rank, x.shape)
-    return [(x.shape[:ax] + ind.shape + x.shape[ax + 1:], x.dtype)]
 
 
 def _ev_gather(i, a):
@@ -208,7 +136,7 @@ def _ev_gather(i, a):
     return [np.take(x, ind, axis=a["axis"])]
 
 
-define("gather", _infer_gather, _ev_gather,
+define("gather", _ev_gather,
        "no reference use on the ANE (embeddings stay on the CPU); CoreML dispatches gather to the CPU",
        attrs={"axis": 0})
 
@@ -226,13 +154,6 @@ def gather(x: Value, indices, axis: int = 0, name=None) -> Value:
                 name=name)
 
 
-def _infer_band_part(i, a):
-    x = i["x"]
-    if x.rank < 2:
-        raise GraphError(f"band_part: x{list(x.shape)} needs rank >= 2")
-    return [(x.shape, x.dtype)]
-
-
 def _ev_band_part(i, a):
     x = i["x"]
     m, n = x.shape[-2:]
@@ -241,7 +162,7 @@ def _ev_band_part(i, a):
     return [np.where(keep, x, 0.0)]
 
 
-define("band_part", _infer_band_part, _ev_band_part,
+define("band_part", _ev_band_part,
        "keeps the band of the last two axes (lower/upper < 0: unbounded); a const additive mask is the proven route",
        attrs={"lower": -1, "upper": -1})
 

@@ -243,7 +243,7 @@ void OpCtx::expect_same_dtype(const std::string& a, const std::string& b) {
   const Value& x = v(a);
   const Value& y = v(b);
   if (x.dtype != y.dtype)
-    fail("parameters '" + a + "' (" + dtype_name(x.dtype) + ") and '" + b + "' (" + dtype_name(y.dtype) + ") must have the same dtype");
+    fail("parameters '" + a + "' (" + dtype_name(x.dtype) + ") and '" + b + "' (" + dtype_name(y.dtype) + ") must have the same dtype (insert a cast)");
 }
 
 std::vector<int> OpCtx::axes_param(int rank, std::vector<int>* given) {
@@ -267,9 +267,15 @@ int OpCtx::norm_axis(int64_t axis, int rank, const std::string& what) const {
 
 Shape OpCtx::broadcast(const Shape& a, const Shape& b, const std::string& an, const std::string& bn) const {
   Shape o;
-  if (!broadcast_shapes(a, b, &o))
-    fail("shapes " + shape_str(a) + " ('" + an + "') and " + shape_str(b) + " ('" + bn + "') are not broadcastable");
-  return o;
+  if (broadcast_shapes(a, b, &o)) return o;
+  const size_t r = std::max(a.size(), b.size());
+  size_t k = 1;  // the first mismatching axis, counted from the right
+  while (k <= std::min(a.size(), b.size()) &&
+         (a[a.size() - k] == b[b.size() - k] || a[a.size() - k] == 1 || b[b.size() - k] == 1))
+    ++k;
+  fail("shapes " + shape_str(a) + " ('" + an + "') and " + shape_str(b) + " ('" + bn + "') are not broadcastable: axis " +
+       std::to_string(r - k) + " (" + std::to_string(k) + " from the right) has " + std::to_string(a[a.size() - k]) +
+       " vs " + std::to_string(b[b.size() - k]) + "; each axis must match or be 1");
 }
 
 int OpCtx::input_id(int id) {

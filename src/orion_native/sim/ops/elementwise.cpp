@@ -124,8 +124,8 @@ RunFn unary_lower(OpCtx& ctx) {
 
 void clip_infer(OpCtx& ctx) {
   const Value& x = ctx.expect_float("x");
-  ctx.f64("alpha", 0);
-  ctx.f64("beta", 0);
+  const double alpha = ctx.f64("alpha", 0), beta = ctx.f64("beta", 0);
+  if (alpha > beta) ctx.fail("alpha " + std::to_string(alpha) + " > beta " + std::to_string(beta) + " (clip to [alpha, beta])");
   if (ctx.v("alpha").dtype != x.dtype || ctx.v("beta").dtype != x.dtype)
     ctx.fail("alpha and beta must have the dtype of x (" + std::string(dtype_name(x.dtype)) + ")");
   ctx.out_dtype = x.dtype;

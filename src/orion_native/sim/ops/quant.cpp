@@ -19,26 +19,28 @@ struct Affine {
   int64_t z(int64_t i) const { return zp.empty() ? 0 : zp[zp.size() == 1 ? 0 : ch(i)]; }
 };
 
-Affine affine(OpCtx& ctx, const Value& x, const char* data_name, DType zp_dtype) {
+// The checks read only types and shapes (infer); `values` also reads the scale and zero point (lower).
+Affine affine(OpCtx& ctx, const Value& x, const char* data_name, DType zp_dtype, bool values) {
   Affine a;
   const Value& s = ctx.c("scale");
   if (!dtype_is_float(s.dtype)) ctx.fail("scale must be fp16 or fp32, got " + type_str(s.dtype, s.shape));
-  bool per_axis = s.numel() > 1 || (ctx.has("zero_point") && ctx.c("zero_point").numel() > 1);
+  const bool has_zp = ctx.has("zero_point");
+  bool per_axis = s.numel() > 1 || (has_zp && ctx.c("zero_point").numel() > 1);
   if (s.rank() > 1) ctx.fail("scale must be a scalar or rank-1, got " + shape_str(s.shape));
-  a.scale = s.floats();
-  if (ctx.has("zero_point")) {
+  if (values) a.scale = s.floats();
+  if (has_zp) {
     const Value& z = ctx.c("zero_point");
     if (z.dtype != zp_dtype) ctx.fail(std::string("zero_point must be ") + dtype_name(zp_dtype) + ", got " + dtype_name(z.dtype));
     if (z.rank() > 1) ctx.fail("zero_point must be a scalar or rank-1, got " + shape_str(z.shape));
-    a.zp = z.ints();
+    if (values) a.zp = z.ints();
   }
   if (per_axis || ctx.has("axis")) {
     if (!ctx.has("axis")) ctx.fail("per-channel scale/zero_point needs axis");
     int ax = ctx.norm_axis(ctx.i64("axis"), x.rank(), "axis");
     a.dim = x.shape[ax];
     a.inner = prod(x.shape, ax + 1, x.rank());
-    for (size_t n : {a.scale.size(), a.zp.size()})
-      if (n > 1 && (int64_t)n != a.dim)
+    for (int64_t n : {s.numel(), has_zp ? ctx.c("zero_point").numel() : 0})
+      if (n > 1 && n != a.dim)
         ctx.fail(std::string("per-channel parameters need ") + std::to_string(a.dim) + " values (dim of axis in '" + data_name + "'), got " + std::to_string(n));
   }
   return a;
@@ -62,14 +64,14 @@ void quantize_infer(OpCtx& ctx) {
   if (od != "int8" && od != "uint8") ctx.fail("output_dtype must be 'int8' or 'uint8', got '" + od + "'");
   DType out = od == "int8" ? DType::int8 : DType::uint8;
   if (ctx.c("scale").dtype != x.dtype) ctx.fail("scale must have the dtype of input");
-  affine(ctx, x, "input", out);
+  affine(ctx, x, "input", out, false);
   ctx.out_dtype = out;
   ctx.out_shape = x.shape;
 }
 
 RunFn quantize_lower(OpCtx& ctx) {
   const Value& x = ctx.v("input");
-  const Affine af = affine(ctx, x, "input", ctx.out_dtype);
+  const Affine af = affine(ctx, x, "input", ctx.out_dtype, true);
   DType out = ctx.out_dtype;
   int64_t lo, hi, n = x.numel();
   range_of(out, &lo, &hi);
@@ -92,14 +94,14 @@ RunFn quantize_lower(OpCtx& ctx) {
 void dequantize_infer(OpCtx& ctx) {
   const Value& q = ctx.v("input");
   if (q.dtype != DType::int8 && q.dtype != DType::uint8) ctx.fail("input must be int8 or uint8, got " + type_str(q.dtype, q.shape));
-  affine(ctx, q, "input", q.dtype);
+  affine(ctx, q, "input", q.dtype, false);
   ctx.out_dtype = ctx.c("scale").dtype;
   ctx.out_shape = q.shape;
 }
 
 RunFn dequantize_lower(OpCtx& ctx) {
   const Value& q = ctx.v("input");
-  const Affine af = affine(ctx, q, "input", q.dtype);
+  const Affine af = affine(ctx, q, "input", q.dtype, true);
   DType qd = q.dtype;
   int64_t n = q.numel();
   int ix = ctx.input("input");

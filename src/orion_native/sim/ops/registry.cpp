@@ -3,6 +3,8 @@
 // output rule, the ANE facts (evidence, constraint IDs, the compiler's lowering) and the family
 // functions implementing it. orion.sim.ops() and orion.ops.schema() expose it; the Python op builders,
 // the compiler's validation and legalisation lists and the ANE test programs are views of it.
+#include <unordered_map>
+
 #include "sim/ops/op.h"
 
 namespace orion::sim::ops {
@@ -142,8 +144,13 @@ const std::vector<OpDef>& registry() {
 }
 
 const OpDef* find_op(const std::string& name) {
-  for (const auto& d : registry()) if (d.name == name) return &d;
-  return nullptr;
+  static const std::unordered_map<std::string, const OpDef*> by_name = [] {  // once per node the IR builds
+    std::unordered_map<std::string, const OpDef*> m;
+    for (const auto& d : registry()) m.emplace(d.name, &d);
+    return m;
+  }();
+  auto it = by_name.find(name);
+  return it == by_name.end() ? nullptr : it->second;
 }
 
 }  // namespace orion::sim::ops
