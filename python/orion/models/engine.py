@@ -37,6 +37,7 @@ from ..errors import BudgetExceeded, CompileError, InputError, ModelFormatError
 from ..ir import Graph, ops
 from ..native.runtime import resolve_device
 from . import host_pages, llama
+from .chain import StepChain, chainable, feed_once, same_feeds
 from .feeds import additive_mask, layer_feeds
 from .fp16_safety import Fp16Plan, Fp16RangeError, replan, resolve_fp16_plan
 from .stages import LayerStage, SplitStage, Stage, capture_layer_weights
@@ -136,6 +137,7 @@ class Engine:
     time; a number is kept, and such an overflow is an :class:`~.fp16_safety.Fp16RangeError`)."""
 
     skip_dead_columns = True    # live_columns hint: padding columns are not computed (simulator; per engine too)
+    use_chain = True            # a step's layers in one native call where the stages allow it (models/chain.py)
 
     def __init__(self, cfg, weights: dict, *, device: str = "auto", profile=None, classifier: str = "cpu",
                  ctx_buckets: Sequence[int] | None = None, prefill_buckets: Sequence[int] = PREFILL_BUCKETS,
@@ -176,6 +178,7 @@ class Engine:
         self.batch_sets: dict[int, tuple] = {}           # region length -> (LoRA slots, stages): models/batch.py
         self.cls_sets: dict[int, list[tuple[int, int, Stage]]] = {}
         self._synced: dict[tuple[int, int], int] = {}
+        self._chains: dict = {}                          # ((S, T), n) -> (stages, StepChain or None)
         self._wcls = None                                # classifier panels (CPU path)
         self.pos = 0
         self.T = self.ctx_buckets[0]
@@ -478,6 +481,7 @@ class Engine:
         the cached text stays in the host mirror."""
         self._catch_up_host()
         self._writer = None
+        self._chains.clear()
         for stages in self.sets.values():
             for s in stages:
                 s.release()
@@ -581,6 +585,13 @@ class Engine:
         x[0, :, 0, :n] = e * np.float32(self.residual_scale) if self.residual_scale != 1.0 else e
         feeds = self._layer_inputs(S, T, p0, n)
         live = n if self.skip_dead_columns else None       # columns >= n are padding: not computed
+        chain = self._step_chain(key, stages, n, feeds) if live is not None else None
+        if chain is not None:                            # the layers in one native call
+            feed_once(stages, {"x": x, **feeds[0]}, feeds)
+            bad = chain.run(p0)
+            if bad >= 0:
+                raise StageOverflow(bad - 1)
+            return self._advance(key, p0, ids, chain.h)
         out = stages[0].run({"x": x, **feeds[0]}, live=live)
         resid = x
         L = len(stages) - 1
@@ -594,10 +605,23 @@ class Engine:
             resid = out["x_out"] if l < L else out["h"]
             if not np.isfinite(resid[0, :, 0, :n]).all():     # d x n values: cheap next to the stage's eval
                 raise StageOverflow(l - 1)
-        self.pos = p0 + n
+        return self._advance(key, p0, ids, out["h"])
+
+    def _advance(self, key, p0: int, ids: Sequence[int], h: np.ndarray) -> np.ndarray:
+        self.pos = p0 + len(ids)
         self._ids[p0:] = ids
         self._synced[key] = self.pos
-        return out["h"]
+        return h
+
+    def _step_chain(self, key, stages, n: int, feeds: list[dict]) -> StepChain | None:
+        """The set's layers as one native call for ``n`` live columns (built once, again after a rebinding), or
+        None where the Python loop must run (:mod:`.chain`)."""
+        if not self.use_chain or not chainable(stages) or not same_feeds(stages, feeds):
+            return None
+        made = self._chains.get((key, n))                # (stages, chain or None: views it cannot copy through)
+        if made is None or made[0] is not stages or (made[1] is not None and not made[1].valid()):
+            made = self._chains[(key, n)] = (stages, StepChain.build(stages, n))
+        return made[1]
 
     def _guarded_block(self, ids: Sequence[int], S: int) -> np.ndarray:
         """:meth:`_block`, re-planning the residual scale (and running again) when a stage's output left

@@ -11,6 +11,7 @@
 #include "bindings/arrays.h"
 #include "bindings/bindings.h"
 #include "runtime/backends.h"
+#include "runtime/chain.h"
 #include "runtime/folders.h"
 #include "runtime/process.h"
 #include "runtime/program.h"
@@ -153,9 +154,103 @@ std::optional<std::vector<int64_t>> live_slots(const Program& p, const nb::handl
   return r;
 }
 
+// A 2-D fp16 view (an engine's [rows, S] view of a surface or array; strides in elements, positive).
+using ViewArray = nb::ndarray<nb::device::cpu, nb::ndim<2>>;
+using ReadView = nb::ndarray<nb::ro, nb::device::cpu, nb::ndim<2>>;  // a source may be read-only
+
+template <class A>
+const uint16_t* view_of(const A& a, const char* what, int64_t* row, int64_t* col, int64_t* cols) {
+  DType t;
+  if (!dtype_of(a.dtype(), &t) || t != DType::fp16)
+    throw_error(ErrorKind::Input, std::string("chain: ") + what + " must be float16, not " + dl_name(a.dtype()));
+  if (a.stride(0) < 0 || a.stride(1) < 0)
+    throw_error(ErrorKind::Input, std::string("chain: ") + what + " has a negative stride");
+  *row = (int64_t)a.stride(0);
+  *col = (int64_t)a.stride(1);
+  *cols = (int64_t)a.shape(1);
+  return (const uint16_t*)a.data();
+}
+
+// The Python face of runtime::Chain: also keeps the programs, surfaces and arrays its steps point into alive.
+struct PyChain {
+  runtime::Chain chain;
+  std::vector<nb::object> keep;
+};
+
 }  // namespace
 
 void bind_runtime(nb::module_& m) {
+  nb::class_<PyChain>(m, "Chain",
+                      "Evaluations run in one call (runtime/chain.h): per step, surfaces bound to input slots, columns "
+                      "copied between fp16 [rows, columns] views, one eval, an optional non-finite check.")
+      .def(nb::init<>())
+      .def(
+          "add_step",
+          [](PyChain& c, nb::handle program, std::vector<std::pair<size_t, SurfacePtr>> binds, nb::list copies,
+             nb::handle live, nb::handle check) {
+            runtime::ChainStep s;
+            s.program = nb::cast<Program*>(program);
+            for (const auto& [slot, surface] : binds) {
+              if (slot >= s.program->inputs().size() || !surface)
+                throw_error(ErrorKind::Input, "chain: bind to input slot " + std::to_string(slot) + " of " +
+                                                  std::to_string(s.program->inputs().size()));
+            }
+            s.binds = std::move(binds);
+            for (nb::handle item : copies) {
+              nb::tuple t = nb::cast<nb::tuple>(item);
+              if (t.size() != 4) throw_error(ErrorKind::Input, "chain: a copy is (src, dst, cols, at_pos)");
+              ReadView src = nb::cast<ReadView>(t[0]);
+              ViewArray dst = nb::cast<ViewArray>(t[1]);
+              runtime::ColumnCopy k;
+              k.src = view_of(src, "a copy's source", &k.src_row, &k.src_col, &k.src_cols);
+              k.dst = const_cast<uint16_t*>(view_of(dst, "a copy's destination", &k.dst_row, &k.dst_col, &k.dst_cols));
+              if (src.shape(0) != dst.shape(0))
+                throw_error(ErrorKind::Input, "chain: a copy's views have " + std::to_string(src.shape(0)) + " and " +
+                                                  std::to_string(dst.shape(0)) + " rows");
+              k.rows = (int64_t)src.shape(0);
+              k.cols = nb::cast<int64_t>(t[2]);
+              k.at_pos = nb::cast<bool>(t[3]);
+              if (k.cols < -1) throw_error(ErrorKind::Input, "chain: a copy's cols must be >= 0 (or -1: n)");
+              s.copies.push_back(k);
+              c.keep.push_back(nb::borrow(t[0]));
+              c.keep.push_back(nb::borrow(t[1]));
+            }
+            auto hint = live_slots(*s.program, live);
+            s.has_live = (bool)hint;
+            if (hint) s.live = *hint;
+            if (!check.is_none()) {
+              ReadView v = nb::cast<ReadView>(check);
+              int64_t row, col, cols;
+              s.check.at = view_of(v, "the checked output", &row, &col, &cols);
+              s.check.row = row;
+              s.check.col = col;
+              s.check.rows = (int64_t)v.shape(0);
+              s.check.cols = cols;
+              c.keep.push_back(nb::borrow(check));
+            }
+            c.keep.push_back(nb::borrow(program));
+            c.chain.add(std::move(s));
+          },
+          nb::arg("program"), nb::arg("binds"), nb::arg("copies"), nb::arg("live") = nb::none(),
+          nb::arg("check") = nb::none(),
+          "Appends a step: binds [(input slot, surface)], copies [(src view, dst view: 2-D fp16, columns or -1 "
+          "for n, at pos)], the program's live-columns hint, an output view to check for non-finite values.")
+      .def(
+          "run",
+          [](PyChain& c, int64_t n, int64_t pos) {
+            std::vector<Warning> w;
+            int64_t bad;
+            {
+              nb::gil_scoped_release nogil;
+              bad = c.chain.run(n, pos, &w);
+            }
+            return nb::make_tuple(bad, warning_list(w));
+          },
+          nb::arg("n"), nb::arg("pos"),
+          "Runs the steps with n live columns at cache position pos: (index of the first step whose check failed "
+          "or -1, warnings).")
+      .def("__len__", [](const PyChain& c) { return c.chain.size(); });
+
   nb::class_<Surface>(m, "Surface", "IOSurface-like flat buffer; tensors are packed [1, C, 1, S] from byte 0.")
       .def(nb::new_([](size_t nbytes) { return std::make_shared<Surface>(nbytes); }), nb::arg("nbytes"))
       .def_prop_ro("alloc_size", &Surface::alloc_size)
