@@ -214,6 +214,15 @@ class StepEngine:
             self._pool.shutdown()
             self._pool = None
 
+    def _wait(self, job) -> None:
+        """Waits for one queued dW job (and so, FIFO, every job before it); a failure drops the queue, as
+        :meth:`_drain` does, so the next microbatch does not raise it again."""
+        try:
+            job.result()
+        except BaseException:
+            self._pending = []
+            raise
+
     def _drain(self) -> None:
         pending, self._pending = self._pending, []
         for f in pending:
@@ -240,7 +249,7 @@ class StepEngine:
                 xi = to_device(x[b])
                 if self.count_clamps:
                     stats.norm_rescues += count_norm_overflow(xi)
-                att.append(self._sublayer("attn_fwd", layer, x=_dev(xi)))
+                att.append(self._sublayer("attn_fwd", layer, b, x=_dev(xi)))
                 if self.count_clamps:
                     stats.score_clamps += count_score_clamps(_flat(att[b]["q"]), _flat(att[b]["k"]),
                                                              cfg.n_heads, cfg.n_kv_heads, scale=cfg.query_scale)
@@ -250,19 +259,20 @@ class StepEngine:
                 hi = to_device(h[b])
                 if self.count_clamps:
                     stats.norm_rescues += count_norm_overflow(hi)
-                ffn.append(self._sublayer("ffn_fwd", layer, x=_dev(hi)))
+                ffn.append(self._sublayer("ffn_fwd", layer, b, x=_dev(hi)))
             x_next = h + np.stack([self._post(_flat(f["f"]), layer, "rms_ffn_post") for f in ffn])
             if keep:
                 saved.append((x, att, h, ffn))
             x = x_next
         return x, saved
 
-    def _sublayer(self, kind: str, layer: int, **inputs) -> dict:
-        """A forward program's outputs in true units: the ones that carry the residual scale
+    def _sublayer(self, kind: str, layer: int, index: int, **inputs) -> dict:
+        """A forward program's outputs (views of the surfaces of ``layer`` and microbatch row ``index``, kept
+        for the backward) in true units: the ones that carry the residual scale
         (:data:`~.programs.SCALED_OUTPUTS`) divided by it. With the fp16 fixes on, a sublayer output
         that left fp16 inside the program is an :class:`~orion.models.fp16_safety.Fp16RangeError` naming
         the layer (a NaN loss would only skip the step, at every step)."""
-        out = self.progs.run(kind, layer, **inputs)
+        out = self.progs.run(kind, layer, buffers=(layer, index), **inputs)
         rs = self.progs.residual_scale
         names = SCALED_OUTPUTS[kind]
         if rs != 1.0:
@@ -349,9 +359,15 @@ class StepEngine:
         if not np.isfinite(total):
             stats.nonfinite_loss += 1
             return self._done(total, n_counted(targets), False, t0, ev0, stats)
+        done_at: dict = {}                      # layer -> the last dW job queued for it (None: none pending)
         for layer in reversed(range(cfg.n_layers)):
             p = f"layers.{layer}."
             x_in, att, h, ffn = saved[layer]
+            # the backward programs write a ring of two output surfaces (layer % 2): the dW worker must be
+            # done with the ones layer + 2 wrote (its dq/dk/dv, dh1/dh3) before this layer overwrites them
+            ring = layer % 2
+            if done_at.get(layer + 2) is not None:
+                self._wait(done_at[layer + 2])
             # ---- FFN: x_next = h + W2(silu(W1 xn2) * W3 xn2), xn2 = rms(h)
             dh = np.empty_like(dx)
             bwd, dfs = [], []
@@ -361,7 +377,7 @@ class StepEngine:
                     stats.grad_overflows += 1
                     return self._done(total, n_counted(targets), False, t0, ev0, stats)
                 dfs.append(df)
-                bwd.append(run("ffn_bwd", layer, df=_dev(df), h1=ffn[b]["h1"], h3=ffn[b]["h3"]))
+                bwd.append(run("ffn_bwd", layer, buffers=(ring, b), df=_dev(df), h1=ffn[b]["h1"], h3=ffn[b]["h3"]))
             for b in range(B):
                 o, f = bwd[b], ffn[b]
                 xn2 = _flat(f["xn"])
@@ -383,7 +399,8 @@ class StepEngine:
                     return self._done(total, n_counted(targets), False, t0, ev0, stats)
                 douts.append(dout)
                 extra = {"ql": a["ql"], "kl": a["kl"]} if cfg.qk_norm else {}
-                bwd.append(run("attn_bwd", layer, dout=_dev(dout), q=a["q"], k=a["k"], v=a["v"], **extra))
+                bwd.append(run("attn_bwd", layer, buffers=(ring, b), dout=_dev(dout), q=a["q"], k=a["k"], v=a["v"],
+                               **extra))
             for b in range(B):
                 o, a = bwd[b], att[b]
                 xn = _flat(a["xn"])
@@ -404,6 +421,7 @@ class StepEngine:
                 dx[b] = dh[b] + dxr
                 self._add(acc, p + "rms_att", dn)
             self._layer_done(acc, layer)
+            done_at[layer] = self._pending[-1] if self._pending else None
         self._drain()                           # the (tied) classifier gradient shares tok_emb's buffer
         if self.lora is None:
             ge = acc.target("tok_emb")
