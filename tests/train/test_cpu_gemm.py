@@ -52,3 +52,27 @@ def test_the_classifier_logits_are_the_native_product_of_w_and_the_final_hidden(
     _native.gemm_f32(W, xf, ref)                                        # W.xf as stored, read back transposed
     assert z.shape == (16, 300)
     np.testing.assert_array_equal(z.view(np.uint32), ref.T.view(np.uint32))
+
+
+def test_row_max_is_numpys_max_in_both_layouts_and_propagates_nan():
+    rng = np.random.default_rng(2)
+    for shape in [(4, 32000), (3, 1001), (5, 64), (7, 65), (2, 127), (4, 50)]:
+        for order in "CF":                         # F: the native classifier's logits (a transposed view)
+            z = np.asarray(rng.standard_normal(shape, dtype=np.float32), order=order)
+            z[0, -1] = 100.0                                    # the maximum in the odd last column
+            np.testing.assert_array_equal(step.row_max(z), z.max(axis=1, keepdims=True))
+            z[-1, shape[1] // 2] = np.nan
+            got = step.row_max(z)
+            assert np.isnan(got[-1, 0]) and got.shape == (shape[0], 1)
+            np.testing.assert_array_equal(got[:-1], z[:-1].max(axis=1, keepdims=True))
+
+
+def test_cross_entropy_of_column_major_logits_is_that_of_the_same_values_row_major():
+    rng = np.random.default_rng(3)
+    logits = (rng.standard_normal((3000, 40), dtype=np.float32) * 4).T          # [S, V] column-major
+    t = rng.integers(0, 3000, 40)
+    loss, prob = step.cross_entropy(logits, t)
+    z = logits.astype(np.float64)
+    ref = np.log(np.exp(z - z.max(1, keepdims=True)).sum(1)) + z.max(1) - z[np.arange(40), t]
+    np.testing.assert_allclose(loss, ref, rtol=1e-6)
+    np.testing.assert_allclose(prob.sum(1), 1.0, rtol=1e-5)

@@ -381,6 +381,8 @@ class LayerPrograms:
         self._progs: dict = {}
         self._staged: dict = {}
         self._graphs: dict = {}
+        self._bound_io: dict = {}          # (program key, buffers key) -> BoundOutputs (run(..., buffers=))
+        self._input_surfaces: dict = {}    # program key -> its activation-input surfaces (BoundOutputs)
         # dynamic: one program per kind and attention variant (window, RoPE), shared by the layers that have it
         variants = [attn_variant(cfg, i) for i in range(cfg.n_layers)]
         self._variant = [variants.index(v) for v in variants]
@@ -458,18 +460,29 @@ class LayerPrograms:
     def program(self, kind: str, layer: int):
         return self._progs[self._key(kind, layer)]
 
-    def run(self, kind: str, layer: int, **inputs) -> dict[str, np.ndarray]:
+    def run(self, kind: str, layer: int, buffers=None, **inputs) -> dict[str, np.ndarray]:
+        """``kind``'s outputs for ``layer`` from ``inputs``. ``buffers``: a key (hashable) of output surfaces
+        owned by (kind, buffers), allocated once and reused at every step: the outputs are views of them,
+        valid until the next run of ``kind`` with the same key - no output copies, no fresh arrays (and pages)
+        at every step. None: fresh arrays (the program's own run)."""
         if self.lora is not None and not self.lora_shared:
             if self._staged[(kind, layer)] != self.version:
                 self._stage_lora(kind, layer)
         elif self.strategy == "dynamic" and self._staged[self._key(kind, layer)] != (layer, self.version):
             self._stage(kind, layer)
         prog = self.program(kind, layer)
+        bound = None if buffers is None else self._bound(kind, layer, buffers)
         t = time.perf_counter()
-        out = prog.run(inputs)
+        out = prog.run(inputs) if bound is None else bound.run(inputs, self._input_surfaces[self._key(kind, layer)])
         self.stats["eval_s"] += time.perf_counter() - t
         self.stats["evals"] += 1
         return out
+
+    def _bound(self, kind: str, layer: int, buffers) -> BoundOutputs | None:
+        key, prog = (self._key(kind, layer), buffers), self._key(kind, layer)
+        if key not in self._bound_io:
+            self._bound_io[key] = BoundOutputs.make(self._progs[prog], self._input_surfaces.setdefault(prog, {}))
+        return self._bound_io[key]
 
     def _stage(self, kind: str, layer: int) -> None:
         """Writes ``layer``'s weights into the shared program's weight surfaces (no compile, no load)."""
@@ -558,3 +571,73 @@ class LayerPrograms:
         for cp in self._progs.values():
             cp.release()
         self._progs.clear()
+        self._bound_io.clear()
+        self._input_surfaces.clear()
+
+
+class BoundOutputs:
+    """One program's outputs in surfaces of their own, evaluated by a raw slot request (``eval_slots``):
+    the outputs are numpy views of those surfaces (no copy out, no fresh array and pages at every eval).
+    The activation inputs are written into ``inputs``, surfaces shared by every BoundOutputs of the program
+    (each eval consumes them; fp32 converted to fp16 by the runtime's converter, as ``run`` does); the
+    weight inputs are the program's own (staged) surfaces. The runtime requires one alloc size for all
+    inputs (C12) and one for all outputs (C02): the program's own. Only for plans that map every user
+    tensor 1:1 onto its MIL tensor (no padding, splitting or widening): :meth:`make` returns None otherwise."""
+
+    def __init__(self, cp, ins: list, outs: dict, out_surfaces: list):
+        self.cp, self.ins, self.outs, self.out_surfaces = cp, ins, outs, out_surfaces
+
+    @classmethod
+    def make(cls, cp, inputs: dict) -> BoundOutputs | None:
+        """``inputs``: the program's activation-input surfaces {MIL name: (surface, view)}, filled on first use."""
+        io, rt = cp.io_plan, cp.program
+        by_mil = {b.mil_name: b for b in io.inputs.values()}
+        ins = []
+        for spec in rt.inputs:                                   # slot order
+            b = by_mil.get(spec.name)
+            if b is None:
+                return None
+            if b.kind != "activation":
+                ins.append((spec.name, None))                    # staged weight: the program's own surface
+                continue
+            if tuple(b.mil_shape) != tuple(b.shape) or b.pad_axis is not None or b.mil_dtype not in _NP_DT:
+                return None
+            if spec.name not in inputs:
+                surf = _native.Surface(rt.input_surface(spec.name).alloc_size)
+                inputs[spec.name] = (surf, surf.view(b.mil_dtype, list(b.shape)))
+            ins.append((spec.name, b))
+        parts = {p.mil_name: (ob, p) for ob in io.outputs.values() for p in ob.parts}
+        outs, surfaces = {}, []
+        for spec in rt.outputs:
+            ob, part = parts.get(spec.name, (None, None))
+            if (ob is None or len(ob.parts) != 1 or part.unpad or tuple(part.mil_shape) != tuple(ob.shape)
+                    or part.mil_dtype != ob.dtype or ob.dtype not in _NP_DT):
+                return None
+            surf = _native.Surface(rt.output_surface(spec.name).alloc_size)
+            outs[ob.name] = surf.view(ob.dtype, list(ob.shape))
+            surfaces.append(surf)
+        return cls(cp, ins, outs, surfaces)
+
+    def run(self, inputs: dict, surfaces: dict) -> dict[str, np.ndarray]:
+        names = {b.name for _, b in self.ins if b is not None}
+        if set(inputs) != names:
+            raise TrainError(f"program inputs {sorted(inputs)} given, it takes {sorted(names)}")
+        rt = self.cp.program                 # looked up at each run: a recompile (set_weights) replaces it
+        slots = []
+        for mil, b in self.ins:
+            if b is None:
+                slots.append(rt.input_surface(mil))
+                continue
+            surf, view = surfaces[mil]
+            arr = inputs[b.name]
+            if tuple(arr.shape) != tuple(b.shape):
+                raise TrainError(f"input {b.name!r}: shape {list(arr.shape)}, the program takes {list(b.shape)}")
+            if arr.dtype == np.float32 and view.dtype == np.float16:
+                arr = _native.convert_fp(np.ascontiguousarray(arr))     # the runtime's fp32 -> fp16 (RNE)
+            np.copyto(view, arr, casting="same_kind")
+            slots.append(surf)
+        rt.eval_slots(slots, self.out_surfaces)
+        return dict(self.outs)
+
+
+_NP_DT = {"fp16": np.float16, "fp32": np.float32}

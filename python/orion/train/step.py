@@ -42,10 +42,15 @@ class MicroResult:
     stats: StabilityStats = field(default_factory=StabilityStats)
 
 
+def rms_scale(x: np.ndarray, eps: float) -> np.ndarray:
+    """x [C, S] -> r [S] = (mean(x^2) + eps)^-1/2 per column (fp32)."""
+    return (1.0 / np.sqrt(np.einsum("cs,cs->s", x, x) / x.shape[0] + eps)).astype(np.float32, copy=False)
+
+
 def rms_forward(x: np.ndarray, w: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
-    """x [C, S] -> (y = x * r * w, r [S]) with r = (mean(x^2) + eps)^-1/2 per column."""
-    r = 1.0 / np.sqrt(np.einsum("cs,cs->s", x, x) / x.shape[0] + eps)
-    return (x * r) * w[:, None], r.astype(np.float32)
+    """x [C, S] -> (y = x * r * w, r [S]) with r = :func:`rms_scale`."""
+    r = rms_scale(x, eps)
+    return (x * r) * w[:, None], r
 
 
 def rms_backward(x: np.ndarray, w: np.ndarray, r: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -59,7 +64,7 @@ def rms_backward(x: np.ndarray, w: np.ndarray, r: np.ndarray, dy: np.ndarray) ->
 
 def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """logits [S, V] fp32 -> (per-token loss [S] float64, softmax probabilities [S, V] fp32)."""
-    m = logits.max(axis=1, keepdims=True)
+    m = row_max(logits)
     e = np.subtract(logits, m)
     np.exp(e, out=e)
     z = e.sum(axis=1, keepdims=True)
@@ -67,6 +72,28 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, 
     loss = lse - logits[np.arange(len(targets)), targets]
     e /= z
     return loss, e
+
+
+def row_max(z: np.ndarray) -> np.ndarray:
+    """``z.max(axis=1, keepdims=True)`` of z [S, V], the same values (a maximum is exact in any order; NaN
+    propagates; only the sign of a zero maximum may differ, and x - (±0) and exp agree on it), by halving
+    the columns with element-wise ``np.maximum``: numpy's max over the outer axis of the column-major
+    logits (the native classifier's layout) ran at ~1 element/ns, 4x slower than the halving."""
+    n = z.shape[1]
+    if n < 64:
+        return z.max(axis=1, keepdims=True)
+    h = n // 2
+    a = np.maximum(z[:, :h], z[:, h:2 * h])
+    if n % 2:
+        np.maximum(a[:, :1], z[:, n - 1:], out=a[:, :1])
+    n = h
+    while n > 1:
+        h = n // 2
+        if n % 2:
+            np.maximum(a[:, :1], a[:, n - 1:n], out=a[:, :1])
+        np.maximum(a[:, :h], a[:, h:2 * h], out=a[:, :h])
+        n = h
+    return a[:, :1].copy()
 
 
 _native_gemm = None          # resolved on first use: orion's fp32 GEMM, or False (numpy's)
@@ -214,6 +241,15 @@ class StepEngine:
             self._pool.shutdown()
             self._pool = None
 
+    def _wait(self, job) -> None:
+        """Waits for one queued dW job (and so, FIFO, every job before it); a failure drops the queue, as
+        :meth:`_drain` does, so the next microbatch does not raise it again."""
+        try:
+            job.result()
+        except BaseException:
+            self._pending = []
+            raise
+
     def _drain(self) -> None:
         pending, self._pending = self._pending, []
         for f in pending:
@@ -240,7 +276,7 @@ class StepEngine:
                 xi = to_device(x[b])
                 if self.count_clamps:
                     stats.norm_rescues += count_norm_overflow(xi)
-                att.append(self._sublayer("attn_fwd", layer, x=_dev(xi)))
+                att.append(self._sublayer("attn_fwd", layer, b, x=_dev(xi)))
                 if self.count_clamps:
                     stats.score_clamps += count_score_clamps(_flat(att[b]["q"]), _flat(att[b]["k"]),
                                                              cfg.n_heads, cfg.n_kv_heads, scale=cfg.query_scale)
@@ -250,19 +286,20 @@ class StepEngine:
                 hi = to_device(h[b])
                 if self.count_clamps:
                     stats.norm_rescues += count_norm_overflow(hi)
-                ffn.append(self._sublayer("ffn_fwd", layer, x=_dev(hi)))
+                ffn.append(self._sublayer("ffn_fwd", layer, b, x=_dev(hi)))
             x_next = h + np.stack([self._post(_flat(f["f"]), layer, "rms_ffn_post") for f in ffn])
             if keep:
                 saved.append((x, att, h, ffn))
             x = x_next
         return x, saved
 
-    def _sublayer(self, kind: str, layer: int, **inputs) -> dict:
-        """A forward program's outputs in true units: the ones that carry the residual scale
+    def _sublayer(self, kind: str, layer: int, index: int, **inputs) -> dict:
+        """A forward program's outputs (views of the surfaces of ``layer`` and microbatch row ``index``, kept
+        for the backward) in true units: the ones that carry the residual scale
         (:data:`~.programs.SCALED_OUTPUTS`) divided by it. With the fp16 fixes on, a sublayer output
         that left fp16 inside the program is an :class:`~orion.models.fp16_safety.Fp16RangeError` naming
         the layer (a NaN loss would only skip the step, at every step)."""
-        out = self.progs.run(kind, layer, **inputs)
+        out = self.progs.run(kind, layer, buffers=(layer, index), **inputs)
         rs = self.progs.residual_scale
         names = SCALED_OUTPUTS[kind]
         if rs != 1.0:
@@ -290,8 +327,7 @@ class StepEngine:
         if not self.cfg.sandwich_norms:
             return dy
         w = self.params[f"layers.{layer}.{name}"]
-        _, r = rms_forward(y, w, self.cfg.norm_eps)
-        dy_in, dn = rms_backward(y, w, r, dy)
+        dy_in, dn = rms_backward(y, w, rms_scale(y, self.cfg.norm_eps), dy)
         self._add(acc, f"layers.{layer}.{name}", dn)
         return dy_in
 
@@ -349,9 +385,15 @@ class StepEngine:
         if not np.isfinite(total):
             stats.nonfinite_loss += 1
             return self._done(total, n_counted(targets), False, t0, ev0, stats)
+        done_at: dict = {}                      # layer -> the last dW job queued for it (None: none pending)
         for layer in reversed(range(cfg.n_layers)):
             p = f"layers.{layer}."
             x_in, att, h, ffn = saved[layer]
+            # the backward programs write a ring of two output surfaces (layer % 2): the dW worker must be
+            # done with the ones layer + 2 wrote (its dq/dk/dv, dh1/dh3) before this layer overwrites them
+            ring = layer % 2
+            if done_at.get(layer + 2) is not None:
+                self._wait(done_at[layer + 2])
             # ---- FFN: x_next = h + W2(silu(W1 xn2) * W3 xn2), xn2 = rms(h)
             dh = np.empty_like(dx)
             bwd, dfs = [], []
@@ -361,14 +403,14 @@ class StepEngine:
                     stats.grad_overflows += 1
                     return self._done(total, n_counted(targets), False, t0, ev0, stats)
                 dfs.append(df)
-                bwd.append(run("ffn_bwd", layer, df=_dev(df), h1=ffn[b]["h1"], h3=ffn[b]["h3"]))
+                bwd.append(run("ffn_bwd", layer, buffers=(ring, b), df=_dev(df), h1=ffn[b]["h1"], h3=ffn[b]["h3"]))
             for b in range(B):
                 o, f = bwd[b], ffn[b]
                 xn2 = _flat(f["xn"])
                 self._mm(acc, p + "w2", dfs[b], _flat(f["g"]).T)                      # [d, h]
                 self._mm(acc, p + "w1", _flat(o["dh1"]), xn2.T)                       # [h, d]
                 self._mm(acc, p + "w3", _flat(o["dh3"]), xn2.T)
-                _, r2 = rms_forward(h[b], P[p + "rms_ffn"], cfg.norm_eps)
+                r2 = rms_scale(h[b], cfg.norm_eps)
                 dxr, dn = rms_backward(h[b], P[p + "rms_ffn"], r2, _flat(o["dxn"]))
                 dh[b] = dx[b] + dxr
                 self._add(acc, p + "rms_ffn", dn)
@@ -383,7 +425,8 @@ class StepEngine:
                     return self._done(total, n_counted(targets), False, t0, ev0, stats)
                 douts.append(dout)
                 extra = {"ql": a["ql"], "kl": a["kl"]} if cfg.qk_norm else {}
-                bwd.append(run("attn_bwd", layer, dout=_dev(dout), q=a["q"], k=a["k"], v=a["v"], **extra))
+                bwd.append(run("attn_bwd", layer, buffers=(ring, b), dout=_dev(dout), q=a["q"], k=a["k"], v=a["v"],
+                               **extra))
             for b in range(B):
                 o, a = bwd[b], att[b]
                 xn = _flat(a["xn"])
@@ -399,11 +442,12 @@ class StepEngine:
                     hd = cfg.head_dim
                     self._add(acc, p + "q_norm", _flat(o["gqn"]).reshape(-1, hd, S).sum(axis=(0, 2)))
                     self._add(acc, p + "k_norm", _flat(o["gkn"]).reshape(-1, hd, S).sum(axis=(0, 2)))
-                _, r1 = rms_forward(x_in[b], P[p + "rms_att"], cfg.norm_eps)
+                r1 = rms_scale(x_in[b], cfg.norm_eps)
                 dxr, dn = rms_backward(x_in[b], P[p + "rms_att"], r1, _flat(o["dxn"]))
                 dx[b] = dh[b] + dxr
                 self._add(acc, p + "rms_att", dn)
             self._layer_done(acc, layer)
+            done_at[layer] = self._pending[-1] if self._pending else None
         self._drain()                           # the (tied) classifier gradient shares tok_emb's buffer
         if self.lora is None:
             ge = acc.target("tok_emb")
