@@ -194,7 +194,7 @@ def test_every_listed_circle_still_exists():
 
 
 # A function-level import is for an optional dependency, start-up cost or an import circle only, and says which
-# on its line: "# optional: ...", "# start-up: ..." or "# circle: ..." (issue 29); anything else goes at the top.
+# on its line: "# optional: ...", "# start-up: ..." or "# circle: ..."; anything else goes at the top.
 LAZY_REASON = re.compile(r"#\s*(optional|start-up|circle):\s*\S")
 
 # files whose function-level imports are not explained yet, each with why (remove a line once it is done: the

@@ -48,7 +48,7 @@ def test_folder_includes_only_its_lower_layers(folder):
 
 
 def test_runtime_includes_no_backend(tmp_path, monkeypatch):
-    # The check itself sees a sim/ include in runtime/ (the rule issue 29 set).
+    # The check itself sees a sim/ include in runtime/ (runtime/ includes nothing of sim/).
     (tmp_path / "runtime").mkdir()
     (tmp_path / "runtime" / "x.cpp").write_text('#include "runtime/backend.h"\n  #include "sim/plan.h"\n')
     monkeypatch.setitem(globals(), "SRC", tmp_path)
