@@ -4,9 +4,8 @@ checking the live columns of an output for values outside fp16's range; bad view
 raised before anything runs."""
 
 import numpy as np
-import pytest
-
 import orion
+import pytest
 from orion import _native
 from runtime_programs import add_program, rand
 
@@ -50,7 +49,7 @@ def test_a_chain_feeds_each_eval_from_the_last_and_writes_at_the_position():
 def test_the_check_stops_the_chain_at_the_first_non_finite_output():
     with orion.compile_mil(add_program(shape=(1, C, 1, W))) as p, orion.compile_mil(add_program(shape=(1, C, 1, W))) as q:
         pa, pb, pz = _views(p)
-        qa, qb, qz = _views(q)
+        qa, _, qz = _views(q)
         pa[...], pb[...] = np.float16(60000), np.float16(60000)  # 120000 leaves fp16: inf
         qa[...] = 7
         ch = _native.Chain()
@@ -64,7 +63,7 @@ def test_the_check_stops_the_chain_at_the_first_non_finite_output():
 
 def test_bad_views_and_sizes_are_input_errors_before_anything_runs():
     with orion.compile_mil(add_program(shape=(1, C, 1, W))) as p:
-        pa, pb, pz = _views(p)
+        pa, _, pz = _views(p)
         ch = _native.Chain()
         with pytest.raises(orion.InputError, match="rows"):
             ch.add_step(p._p, [], [(pz[:10], pa, -1, False)])
