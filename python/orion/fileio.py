@@ -218,7 +218,7 @@ def read_json(path: str, error: type[Exception], missing: str = "no such file", 
     bound); failures raise ``error`` (an orion error class) as "<path>: <missing>" or
     "<path>: <invalid> (<reason>)"."""
     path = os.fspath(path)
-    with _opened(path, error, missing, "a JSON file") as f:
+    with open_for_reading(path, error, missing, "a JSON file") as f:
         size = os.fstat(f.fileno()).st_size
         if size > max_bytes:
             raise error(f"{path}: {invalid} ({size} bytes, more than the {max_bytes} a JSON file of this kind "
@@ -236,12 +236,12 @@ def iter_jsonl(path: str, error: type[Exception], skip_invalid: bool = False,
     naming the file and line, or is skipped with ``skip_invalid`` (a log whose writer was killed mid-line);
     an over-long or over-deep line always raises: no writer produces one."""
     path = os.fspath(path)
-    with _opened(path, error, "no such file", "a JSON Lines file") as f:
+    with open_for_reading(path, error, "no such file", "a JSON Lines file") as f:
         yield from _jsonl_records(f, path, error, skip_invalid, max_line_bytes)
 
 
 @contextlib.contextmanager
-def _opened(path: str, error: type[Exception], missing: str, kind: str):
+def open_for_reading(path: str, error: type[Exception], missing: str, kind: str):
     """``path`` opened for reading bytes; a missing file, a folder or an unreadable file is ``error``."""
     try:
         f = open(path, "rb")

@@ -66,7 +66,7 @@ def test_bad_safetensors(tmp_path, name, spec, needle):
 
 
 def test_a_folder_and_a_missing_file(tmp_path):
-    for p, needle in ((tmp_path, "is a directory"), (tmp_path / "nope.safetensors", "no such file")):
+    for p, needle in ((tmp_path, "is a folder"), (tmp_path / "nope.safetensors", "no such file")):
         with pytest.raises(ModelFormatError) as e:
             SafetensorsFile(str(p))
         assert needle in str(e.value) and str(p) in str(e.value)

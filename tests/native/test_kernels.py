@@ -270,6 +270,19 @@ def test_gemm_panel_route_equals_blocked_route(ta, tb, m, n, k):
     np.testing.assert_array_equal(bits(c32), bits(native.gemm_f16(a, wide_b, ta, tb, f32_out=True)[:, :n]))
 
 
+def assert_equals_wider_product(rng, a, b, ta, tb, n, k, extra):
+    """The product of a and b (and of copies with specials) bit for bit the first n columns of a product with
+    `extra` more random columns of op(b) (which takes another route), fp16 and fp32 out, on every ISA and
+    thread count; and the product right against float64."""
+    sa, sb = with_specials(a, b)
+    for x, y in ((a, b), (sa, sb)):
+        wide = np.concatenate([y, rnd(y.shape[:-2] + ((extra, k) if tb else (k, extra)), rng)], axis=-2 if tb else -1)
+        for f32 in (False, True):
+            c = assert_same_everywhere(lambda: native.gemm_f16(x, y, ta, tb, f32_out=f32))
+            np.testing.assert_array_equal(bits(c), bits(native.gemm_f16(x, wide, ta, tb, f32_out=f32)[..., :n]))
+    check_gemm(native.gemm_f16(a, b, ta, tb), a, b, ta, tb)
+
+
 # op(A) stored k-major in whole 16-row panels (a weight fed as a program input in the panel layout) with 33..128
 # columns (prefill) also takes the panel kernel, A read in place: bit for bit the blocked route, which a wider
 # product (past 128 columns) takes.
@@ -279,13 +292,7 @@ def test_gemm_panel_route_equals_blocked_route(ta, tb, m, n, k):
 def test_gemm_k_major_panels_route_equals_blocked_route(tb, batch, m, n, k):
     rng = np.random.default_rng(batch + m + n + k)
     a, b = make_operands(rng, batch, m, n, k, True, tb)
-    sa, sb = with_specials(a, b)
-    for x, y in ((a, b), (sa, sb)):
-        wide = np.concatenate([y, rnd(y.shape[:-2] + ((140, k) if tb else (k, 140)), rng)], axis=-2 if tb else -1)
-        for f32 in (False, True):
-            c = assert_same_everywhere(lambda: native.gemm_f16(x, y, True, tb, f32_out=f32))
-            np.testing.assert_array_equal(bits(c), bits(native.gemm_f16(x, wide, True, tb, f32_out=f32)[..., :n]))
-    check_gemm(native.gemm_f16(a, b, True, tb), a, b, True, tb)
+    assert_equals_wider_product(rng, a, b, True, tb, n, k, 140)
 
 
 @pytest.mark.parametrize("ta", [False, True])
@@ -378,14 +385,7 @@ def test_one_row_products_sharing_b_equal_each_product_alone(ta, tb, batch, n, k
 def test_gemm_in_place_a_route_equals_the_panel_route(tb, batch, m, n, k):
     rng = np.random.default_rng(m + n + k + batch)
     a, b = make_operands(rng, batch, m, n, k, False, tb)
-    sa, sb = with_specials(a, b)
-    for x, y in ((a, b), (sa, sb)):
-        wide = np.concatenate([y, rnd(y.shape[:-2] + ((5, k) if tb else (k, 5)), rng)], axis=-2 if tb else -1)
-        for f32 in (False, True):
-            c = assert_same_everywhere(lambda: native.gemm_f16(x, y, False, tb, f32_out=f32))
-            ref = native.gemm_f16(x, wide, False, tb, f32_out=f32)[..., :n]
-            np.testing.assert_array_equal(bits(c), bits(ref))
-    check_gemm(native.gemm_f16(a, b, False, tb), a, b, False, tb)
+    assert_equals_wider_product(rng, a, b, False, tb, n, k, 5)
     if not batch:
         c = native.gemm_f16(a, b, False, tb, ldc_pad=3)          # C's row stride past its N columns
         assert (c[:, n:].view(np.uint16) == 0xFFFF).all()

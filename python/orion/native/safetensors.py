@@ -16,7 +16,7 @@ from typing import BinaryIO, Mapping
 import numpy as np
 
 from ..errors import ModelFormatError
-from ..fileio import atomic_write, parse_json
+from ..fileio import atomic_write, open_for_reading, parse_json
 
 __all__ = ["SafetensorsFile", "read_safetensors", "write_safetensors", "write", "load", "DTYPES"]
 
@@ -37,13 +37,7 @@ class SafetensorsFile:
 
     def __init__(self, path: str):
         self.path = path
-        try:
-            f = open(path, "rb")
-        except FileNotFoundError:
-            raise ModelFormatError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise ModelFormatError(f"{path}: is a directory, expected a .safetensors file") from None
-        with f:
+        with open_for_reading(path, ModelFormatError, "no such file", "a .safetensors file") as f:
             size = os.fstat(f.fileno()).st_size
             if size < 8:
                 raise ModelFormatError(f"{path}: truncated safetensors file ({size} bytes; expected at least an "

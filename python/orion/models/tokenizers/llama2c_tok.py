@@ -19,6 +19,7 @@ import struct
 import numpy as np
 
 from ...errors import ModelFormatError
+from ...fileio import open_for_reading
 
 __all__ = ["Llama2cTokenizer"]
 
@@ -28,13 +29,8 @@ _BYTE = re.compile(rb"^<0x([0-9A-Fa-f]{2})>$")
 class Llama2cTokenizer:
     def __init__(self, path: str, vocab_size: int | None = None):
         self.path = path
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            raise ModelFormatError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise ModelFormatError(f"{path}: is a directory, expected a llama2.c tokenizer.bin") from None
+        with open_for_reading(path, ModelFormatError, "no such file", "a llama2.c tokenizer.bin") as f:
+            data = f.read()
         if len(data) < 4:
             raise ModelFormatError(f"{path}: truncated tokenizer.bin ({len(data)} bytes)")
         (self.max_token_length,) = struct.unpack_from("<I", data, 0)
