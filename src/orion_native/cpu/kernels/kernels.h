@@ -4,6 +4,7 @@
 // Vectorised per ISA (cpu/simd, runtime dispatch) and multithreaded (cpu/threadpool.h).
 // All tensors are dense row-major; "strides" are in elements. Shapes up to rank 5.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -81,6 +82,15 @@ void scale_bias(const f16* x, f16* y, size_t n, float scale, float bias);
 // accumulation, one rounding. (The executor folds multi-axis reductions into repeated calls or a
 // transpose.)
 enum class Reduce { sum, mean, max, min, prod, sum_square };
+// The value a reduction starts from (every route: the blocked kernels, each ISA's lanes, the scalar ISA).
+inline float reduce_identity(Reduce op) {
+  switch (op) {
+    case Reduce::max: return -INFINITY;
+    case Reduce::min: return INFINITY;
+    case Reduce::prod: return 1.0f;
+    default: return 0.0f;
+  }
+}
 void reduce(Reduce op, const f16* x, f16* y, int64_t outer, int64_t axis_len, int64_t inner);
 // Softmax over the middle axis of [outer, axis_len, inner]: max-subtracted, fp32 exp and sum, one
 // rounding per output. Rows with -inf everywhere give NaN (as IEEE does).

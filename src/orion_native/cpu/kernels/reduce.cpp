@@ -16,15 +16,6 @@ namespace {
 constexpr int64_t kGrainElems = 1 << 16;  // input elements per chunk before threads are worth waking
 constexpr int64_t kColBlock = 1024;       // inner columns per work item (fp32 accumulators in L1)
 
-float identity_of(Reduce op) {
-  switch (op) {
-    case Reduce::max: return -INFINITY;
-    case Reduce::min: return INFINITY;
-    case Reduce::prod: return 1.0f;
-    default: return 0.0f;
-  }
-}
-
 float finish(Reduce op, float v, int64_t len) { return op == Reduce::mean ? v / (float)len : v; }
 
 }  // namespace
@@ -48,7 +39,7 @@ void reduce(Reduce op, const f16* x, f16* y, int64_t outer, int64_t axis_len, in
     float* acc = scratch_as<float>(ScratchSlot::tmp2, (size_t)kColBlock);
     for (int64_t it = b; it < e; ++it) {
       int64_t r = it / cblocks, c0 = (it % cblocks) * kColBlock, n = std::min(kColBlock, inner - c0);
-      std::fill(acc, acc + n, identity_of(op));
+      std::fill(acc, acc + n, reduce_identity(op));
       const f16* base = x + r * axis_len * inner + c0;
       for (int64_t l = 0; l < axis_len; ++l) o.reduce_step(op, base + l * inner, acc, n);
       if (op == Reduce::mean)

@@ -15,6 +15,7 @@ namespace orion::cpu::simd {
 
 using kernels::Binary;
 using kernels::Reduce;
+using kernels::reduce_identity;
 using kernels::Unary;
 
 // Contiguous-axis reductions sum into kLanes partial accumulators (element i goes to lane i % kLanes,

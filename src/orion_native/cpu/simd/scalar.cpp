@@ -130,15 +130,6 @@ void s_scale_bias(const f16* x, f16* y, size_t n, float scale, float bias) {
   for (size_t i = 0; i < n; ++i) y[i] = f2h(std::fma(h2f(x[i]), scale, bias));
 }
 
-float identity_of(Reduce op) {
-  switch (op) {
-    case Reduce::max: return -INFINITY;
-    case Reduce::min: return INFINITY;
-    case Reduce::prod: return 1.0f;
-    default: return 0.0f;
-  }
-}
-
 inline float combine(Reduce op, float acc, float x) {
   switch (op) {
     case Reduce::sum:
@@ -157,7 +148,7 @@ inline float merge(Reduce op, float a, float b) {
 
 float lanes_reduce(Reduce op, const float* x, int64_t n) {
   float acc[kLanes];
-  for (int j = 0; j < kLanes; ++j) acc[j] = identity_of(op);
+  for (int j = 0; j < kLanes; ++j) acc[j] = reduce_identity(op);
   for (int64_t i = 0; i < n; ++i) acc[i % kLanes] = combine(op, acc[i % kLanes], x[i]);
   for (int w = kLanes / 2; w >= 1; w /= 2)
     for (int j = 0; j < w; ++j) acc[j] = merge(op, acc[j], acc[j + w]);
@@ -166,7 +157,7 @@ float lanes_reduce(Reduce op, const float* x, int64_t n) {
 
 float s_reduce_row(Reduce op, const f16* x, int64_t n) {
   float acc[kLanes];
-  for (int j = 0; j < kLanes; ++j) acc[j] = identity_of(op);
+  for (int j = 0; j < kLanes; ++j) acc[j] = reduce_identity(op);
   for (int64_t i = 0; i < n; ++i) acc[i % kLanes] = combine(op, acc[i % kLanes], h2f(x[i]));
   for (int w = kLanes / 2; w >= 1; w /= 2)
     for (int j = 0; j < w; ++j) acc[j] = merge(op, acc[j], acc[j + w]);

@@ -252,14 +252,6 @@ void i_f32_to_f16(const float* src, f16* dst, size_t n) {
 }
 
 // ---- reductions -------------------------------------------------------------------------------
-inline float s_identity(Reduce op) {
-  switch (op) {
-    case Reduce::max: return -INFINITY;
-    case Reduce::min: return INFINITY;
-    case Reduce::prod: return 1.0f;
-    default: return 0.0f;
-  }
-}
 // Scalar merge of partial lanes, as scalar.cpp's merge().
 inline float s_merge(Reduce op, float a, float b) {
   switch (op) {
@@ -285,7 +277,7 @@ template <Reduce op, typename Load, typename LoadN>
 inline float lanes_reduce(int64_t n, Load load, LoadN load_n) {
   constexpr int Q = kLanes / W;
   F acc[Q];
-  for (int q = 0; q < Q; ++q) acc[q] = k(s_identity(op));
+  for (int q = 0; q < Q; ++q) acc[q] = k(reduce_identity(op));
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int q = 0; q < Q; ++q) acc[q] = comb<op>(acc[q], load(i + q * W));
