@@ -34,7 +34,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..ir.composites import MASK_VALUE
-from .engine import DECODE_S, shared_feeds
+from .chain import shared_feeds
+from .engine import DECODE_S
 from .fp16_safety import Fp16RangeError
 from .sampling import SamplingParams, sample_next
 from .stages import LayerStage

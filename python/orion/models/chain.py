@@ -13,7 +13,7 @@ from .. import _native
 from ..native.runtime import _warn
 from .stages import LayerStage, Stage
 
-__all__ = ["StepChain", "chainable", "feed_once", "same_feeds"]
+__all__ = ["StepChain", "feed_once", "same_feeds", "shared_feeds"]
 
 
 class _NotChainable(Exception):
@@ -41,7 +41,7 @@ def _base(st) -> Stage:
     return st.base if isinstance(st, LayerStage) else st
 
 
-def chainable(stages) -> bool:
+def _chainable(stages) -> bool:
     """Whether the set's stages can run as one chain: plain or shared-layer stages, every input and output read
     and written in place, q / k / v as separate outputs."""
     for st in stages:
@@ -53,12 +53,19 @@ def chainable(stages) -> bool:
     return True
 
 
+def shared_feeds(stages, feeds: list[dict], l: int) -> tuple:
+    """The inputs stage ``l`` is fed exactly as the previous stage was, when both are turns of one shared program:
+    the mask and RoPE tables of a step, written into its surfaces once instead of once a layer."""
+    if not (isinstance(stages[l], LayerStage) and _base(stages[l - 1]) is stages[l].base):
+        return ()
+    prev = feeds[l - 1]
+    return tuple(n for n, a in feeds[l].items() if prev.get(n) is a)
+
+
 def same_feeds(stages, feeds: list[dict]) -> bool:
     """Whether every program's turns take the same feed arrays (written once before the chain runs)."""
-    for l in range(2, len(stages)):
-        if _base(stages[l]) is _base(stages[l - 1]) and any(feeds[l - 1].get(k) is not a for k, a in feeds[l].items()):
-            return False
-    return True
+    return all(len(shared_feeds(stages, feeds, l)) == len(feeds[l]) for l in range(2, len(stages))
+               if _base(stages[l]) is _base(stages[l - 1]))
 
 
 class StepChain:
@@ -93,7 +100,10 @@ class StepChain:
 
     @classmethod
     def build(cls, stages, n: int) -> StepChain | None:
-        """The chain, or None when a view it would copy through has no single row stride."""
+        """The chain, or None where the stages cannot run as one (:func:`_chainable`) or a view it would copy
+        through has no single row stride."""
+        if not _chainable(stages):
+            return None
         try:
             return cls(stages, n)
         except _NotChainable:

@@ -37,7 +37,7 @@ from ..errors import BudgetExceeded, CompileError, InputError, ModelFormatError
 from ..ir import Graph, ops
 from ..native.runtime import resolve_device
 from . import host_pages, llama
-from .chain import StepChain, chainable, feed_once, same_feeds
+from .chain import StepChain, feed_once, same_feeds, shared_feeds
 from .feeds import additive_mask, layer_feeds
 from .fp16_safety import Fp16Plan, Fp16RangeError, replan, resolve_fp16_plan
 from .stages import LayerStage, SplitStage, Stage, capture_layer_weights
@@ -66,16 +66,6 @@ class StageOverflow(Exception):
     def __init__(self, layer: int):
         super().__init__(layer)
         self.layer = layer
-
-
-def shared_feeds(stages, feeds: list[dict], l: int) -> tuple:
-    """The inputs stage ``l`` is fed exactly as the previous stage was, when both are turns of one shared
-    program: the mask and RoPE tables of a step, written into its surfaces once instead of once a layer."""
-    st = stages[l]
-    if not (hasattr(st, "follows") and st.follows(stages[l - 1])):
-        return ()
-    prev = feeds[l - 1]
-    return tuple(n for n, a in feeds[l].items() if prev.get(n) is a)
 
 
 def _family(cfg):
@@ -616,9 +606,9 @@ class Engine:
     def _step_chain(self, key, stages, n: int, feeds: list[dict]) -> StepChain | None:
         """The set's layers as one native call for ``n`` live columns (built once, again after a rebinding), or
         None where the Python loop must run (:mod:`.chain`)."""
-        if not self.use_chain or not chainable(stages) or not same_feeds(stages, feeds):
+        if not self.use_chain or not same_feeds(stages, feeds):
             return None
-        made = self._chains.get((key, n))                # (stages, chain or None: views it cannot copy through)
+        made = self._chains.get((key, n))                # (stages, chain or None: stages it cannot run)
         if made is None or made[0] is not stages or (made[1] is not None and not made[1].valid()):
             made = self._chains[(key, n)] = (stages, StepChain.build(stages, n))
         return made[1]

@@ -286,11 +286,6 @@ class LayerStage:
             view[...] = values
         return self.base.run(feed, live, unchanged)
 
-    def follows(self, other) -> bool:
-        """Whether this layer's turn runs the program ``other`` ran last (the previous layer's turn on
-        the shared program): inputs fed to both alike need not be copied again."""
-        return isinstance(other, LayerStage) and other.base is self.base
-
     @property
     def programs(self) -> list:
         return [self.base.cp] if self.owner else []
