@@ -25,52 +25,45 @@ std::vector<int64_t> batch_offsets(const Shape& part, const Shape& full, int64_t
   return offs;
 }
 
-int64_t saturate_matmul(f16* y, size_t n) {
-  const uint16_t lim = f32_to_f16(32752.0f);  // C36 threshold, exactly representable in fp16
+namespace {
+
+// C36's threshold, 32752 (exactly representable in fp16), as fp16 bits; and whether y's magnitude reaches it
+// (infinities and NaN already are what they are).
+constexpr uint16_t kC36Bits = 0x77ff;
+inline uint16_t c36_hit(f16 y) {
+  const uint16_t a = y & 0x7fffu;
+  return (uint16_t)((a >= kC36Bits) & (a < 0x7c00u));
+}
+
+}  // namespace
+
+int64_t saturate_matmul(f16* y, int64_t rows, int64_t cols, int64_t ld) {
+  if (cols == ld) {  // dense: one span
+    cols *= rows;
+    ld = cols;
+    rows = 1;
+  }
+  // Each block is first only checked (an OR over 16-bit lanes, which the compiler vectorises; a product reaching
+  // the threshold is rare): a fused check-and-count loop did not vectorise and cost 8 % of a prefill. Decode's
+  // one live column of thousands of rows goes through the same loops, with no call per row.
+  constexpr int64_t kBlock = 2048;
   int64_t changed = 0;
-  // Blocks are first only checked (an OR over 16-bit lanes, which the compiler vectorises; a product
-  // reaching the threshold is rare): the fused check-and-count loop did not vectorise and cost 8 % of a
-  // prefill.
-  constexpr size_t kBlock = 2048;
-  for (size_t i0 = 0; i0 < n; i0 += kBlock) {
-    const size_t i1 = std::min(n, i0 + kBlock);
-    uint16_t any = 0;
-    for (size_t i = i0; i < i1; ++i) {
-      const uint16_t a = y[i] & 0x7fffu;
-      any |= (uint16_t)((a >= lim) & (a < 0x7c00u));
-    }
-    if (!any) continue;
-    for (size_t i = i0; i < i1; ++i) {
-      const uint16_t a = y[i] & 0x7fffu;
-      if (a >= lim && a < 0x7c00u) {
-        y[i] = (f16)((y[i] & 0x8000u) | 0x7c00u);
-        ++changed;
+  for (int64_t r = 0; r < rows; ++r) {
+    f16* row = y + r * ld;
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t c1 = std::min(cols, c0 + kBlock);
+      uint16_t any = 0;
+      for (int64_t c = c0; c < c1; ++c) any |= c36_hit(row[c]);
+      if (!any) continue;
+      for (int64_t c = c0; c < c1; ++c) {
+        if (c36_hit(row[c])) {
+          row[c] = (f16)((row[c] & 0x8000u) | 0x7c00u);
+          ++changed;
+        }
       }
     }
   }
   return changed;
-}
-
-int64_t saturate_matmul(f16* y, int64_t rows, int64_t cols, int64_t ld) {
-  if (cols == ld || rows == 1) return saturate_matmul(y, (size_t)((rows - 1) * ld + cols));
-  if (cols >= 64) {
-    int64_t n = 0;
-    for (int64_t i = 0; i < rows; ++i) n += saturate_matmul(y + i * ld, (size_t)cols);
-    return n;
-  }
-  // A few live columns of many rows (decode: one column of each of thousands of rows): one strided pass,
-  // not a call per row.
-  const uint16_t lim = f32_to_f16(32752.0f);
-  uint16_t any = 0;
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      const uint16_t a = y[i * ld + j] & 0x7fffu;
-      any |= (uint16_t)((a >= lim) & (a < 0x7c00u));
-    }
-  if (!any) return 0;
-  int64_t n = 0;
-  for (int64_t i = 0; i < rows; ++i) n += saturate_matmul(y + i * ld, (size_t)cols);
-  return n;
 }
 
 MatmulGeom matmul_geometry(OpCtx& ctx, const std::string& xn, const std::string& yn, bool tx, bool ty) {

@@ -20,9 +20,8 @@ struct MatmulGeom {
 MatmulGeom matmul_geometry(OpCtx& ctx, const std::string& xn, const std::string& yn, bool tx, bool ty);
 // Element offsets (in units of `mat`-sized matrices) of `part` broadcast to `full`, row-major over full.
 std::vector<int64_t> batch_offsets(const Shape& part, const Shape& full, int64_t mat);
-// C36: |y| >= 32752 -> +-inf (NaN kept). Returns how many elements changed.
-int64_t saturate_matmul(f16* y, size_t n);
-// The same on `rows` rows of `cols` entries, row stride `ld` (a product's live columns).
+// C36: |y| >= 32752 -> +-inf (NaN kept), on `rows` rows of `cols` entries, row stride `ld` (a product's live
+// columns). Returns how many elements changed.
 int64_t saturate_matmul(f16* y, int64_t rows, int64_t cols, int64_t ld);
 
 }  // namespace orion::sim::ops
