@@ -71,6 +71,10 @@ def test_bad_views_and_sizes_are_input_errors_before_anything_runs():
             ch.add_step(p._p, [], [(np.zeros((C, W), np.float32), pa, -1, False)])
         with pytest.raises(orion.InputError, match="input slot"):
             ch.add_step(p._p, [(99, p.input_surface("a"))], [])
+        with pytest.raises(orion.InputError, match="2-D arrays"):
+            ch.add_step(p._p, [], [(pz.reshape(1, C, W), pa, -1, False)])
+        with pytest.raises(orion.InputError, match="native Program"):
+            ch.add_step("not a program", [], [])
         ch.add_step(p._p, [], [(pz, np.zeros((C, 8), np.float16), -1, True)])
         evals = orion.counters()["evals"]
         with pytest.raises(orion.InputError, match="do not fit"):

@@ -189,7 +189,8 @@ void bind_runtime(nb::module_& m) {
           [](PyChain& c, nb::handle program, std::vector<std::pair<size_t, SurfacePtr>> binds, nb::list copies,
              nb::handle live, nb::handle check) {
             runtime::ChainStep s;
-            s.program = nb::cast<Program*>(program);
+            if (!nb::try_cast(program, s.program) || !s.program)
+              throw_error(ErrorKind::Input, "chain: a step's program must be a native Program (prog._p)");
             for (const auto& [slot, surface] : binds) {
               if (slot >= s.program->inputs().size() || !surface)
                 throw_error(ErrorKind::Input, "chain: bind to input slot " + std::to_string(slot) + " of " +
@@ -197,10 +198,12 @@ void bind_runtime(nb::module_& m) {
             }
             s.binds = std::move(binds);
             for (nb::handle item : copies) {
-              nb::tuple t = nb::cast<nb::tuple>(item);
-              if (t.size() != 4) throw_error(ErrorKind::Input, "chain: a copy is (src, dst, cols, at_pos)");
-              ReadView src = nb::cast<ReadView>(t[0]);
-              ViewArray dst = nb::cast<ViewArray>(t[1]);
+              nb::tuple t;
+              ReadView src;
+              ViewArray dst;
+              if (!nb::try_cast(item, t) || t.size() != 4 || !nb::try_cast(t[0], src) || !nb::try_cast(t[1], dst))
+                throw_error(ErrorKind::Input, "chain: a copy is (src, dst, cols, at_pos) with src and dst 2-D arrays, "
+                                              "dst writable");
               runtime::ColumnCopy k;
               k.src = view_of(src, "a copy's source", &k.src_row, &k.src_col, &k.src_cols);
               k.dst = const_cast<uint16_t*>(view_of(dst, "a copy's destination", &k.dst_row, &k.dst_col, &k.dst_cols));
@@ -219,7 +222,8 @@ void bind_runtime(nb::module_& m) {
             s.has_live = (bool)hint;
             if (hint) s.live = *hint;
             if (!check.is_none()) {
-              ReadView v = nb::cast<ReadView>(check);
+              ReadView v;
+              if (!nb::try_cast(check, v)) throw_error(ErrorKind::Input, "chain: the checked output must be a 2-D array");
               int64_t row, col, cols;
               s.check.at = view_of(v, "the checked output", &row, &col, &cols);
               s.check.row = row;
