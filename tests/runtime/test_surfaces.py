@@ -112,3 +112,20 @@ def test_views_of_more_than_eight_dimensions_see_the_surface():
     np.testing.assert_array_equal(v.reshape(-1), flat)
     with pytest.raises(orion.InputError, match="at most 32"):
         s.view("uint8", [1] * 40)
+
+
+def test_new_surface_is_the_programs_kind_and_refuses_bad_sizes():
+    """``Program.new_surface(n)``: a zero-filled surface the program's backend binds (the sim's heap surface here,
+    an IOSurface on the ANE); a size that is not a positive int is an InputError, never a nanobind TypeError."""
+    prog = orion.compile_mil(add_program(shape=(1, 64, 1, 256)))
+    size = prog.input_surface("a").alloc_size                   # C04/C12: the program's own input size
+    s = prog.new_surface(size)
+    assert s.alloc_size == size and not s.view("uint8").any()
+    prog.bind_input("a", s)
+    s.view("fp16", [1, 64, 1, 256])[...] = 1
+    prog.input_surface("b").view("fp16", [1, 64, 1, 256])[...] = 2
+    prog.eval()
+    assert (prog.output_surface("z").view("fp16", [1, 64, 1, 256]) == 3).all()
+    for bad in (0, -1, 1.5, True, "64", 1 << 50):
+        with pytest.raises(orion.InputError):
+            prog.new_surface(bad)

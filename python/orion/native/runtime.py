@@ -220,6 +220,8 @@ class Program:
     def new_surface(self, nbytes: int):
         """A zero-filled surface of ``nbytes`` that this program's backend can bind (an IOSurface on the ANE;
         ``_native.Surface`` is heap memory, which only the simulator reads)."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+            raise InputError(f"new_surface: nbytes must be a positive int, got {nbytes!r}")
         return self._p.new_surface(int(nbytes))
 
     def bind_input(self, name: str, surface) -> None:

@@ -258,7 +258,10 @@ void Program::write_input(size_t slot, const void* src, DType src_dtype, size_t 
   counters().bytes_written += (int64_t)io.bytes();
 }
 
-SurfacePtr Program::new_surface(size_t alloc_size) const { return backend_->make_surface(alloc_size); }
+SurfacePtr Program::new_surface(size_t alloc_size) const {
+  check_surface_size(alloc_size);
+  return backend_->make_surface(alloc_size);
+}
 
 std::vector<Warning> Program::eval(const std::vector<int64_t>* live) {
   std::lock_guard<std::mutex> lk(mu_);

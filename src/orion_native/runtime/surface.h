@@ -39,4 +39,7 @@ class Surface {
 
 using SurfacePtr = std::shared_ptr<Surface>;
 
+// Refuses (InputError) a surface size of 0 or beyond any real device (1 TiB), for every backend's surfaces.
+void check_surface_size(size_t alloc_size);
+
 }  // namespace orion::runtime
