@@ -15,6 +15,7 @@
 #include "bindings/bindings.h"
 #include "common/error.h"
 #include "mil/parser.h"
+#include "sim/compact.h"
 #include "sim/plan.h"
 #include "sim/shared_weights.h"
 #include "sim/step_profile.h"
@@ -257,6 +258,14 @@ void bind_sim(nb::module_& m, nb::module_& t) {
     auto [dense, compressed] = sim::shared_weight_counts();
     return nb::make_tuple(dense, compressed);
   }, "Test hook: (packed fp16 weights, compressed weights) held once for every plan that bakes them.");
+  t.def("sim_compact_columns", [](bool on) {
+    const bool was = sim::compact::enabled();
+    sim::compact::set_enabled(on);
+    return was;
+  }, nb::arg("on"), "Test hook: live runs compute element-wise chains in compact form (default on); returns the "
+                    "previous setting.");
+  t.def("sim_compact_steps", [] { return sim::compact::take_steps_run(); },
+        "Test hook: steps that ran in compact form since the last call (process-wide), then reset.");
   m.def("sim_step_profiling", [](bool on) { sim::set_step_profiling(on); }, nb::arg("on"),
         "Per-step timing of simulated evals on (from an empty table) or off.");
   m.def("sim_step_profile", [] {

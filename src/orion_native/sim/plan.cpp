@@ -14,7 +14,10 @@
 
 #include "common/error.h"
 #include "cpu/kernels/kernels.h"
+#include "cpu/kernels/scratch.h"
+#include "sim/compact.h"
 #include "sim/ops/op.h"
+#include "sim/ops/prefix.h"
 #include "sim/step_profile.h"
 
 namespace orion::sim {
@@ -34,6 +37,8 @@ struct Step {
   ops::RunFn run;
   ops::ColumnRule rule;          // dead-column skipping: what a prefix of `out` reads
   ops::PrefixRunFn run_prefix;   // computes only a prefix of `out` (null: run() computes all)
+  ops::CompactRunFn run_compact; // computes a prefix from and into compact forms (sim/compact.h)
+  bool compact_operands = false;
   int64_t scratch_bytes = 0, scratch_off = 0;
   double flops = 0;  // cost model
   int64_t bytes = 0;  // cost model: what it reads and writes
@@ -112,11 +117,18 @@ class PlanImpl : public Plan {
     run(inputs, outputs, warnings, analysis(live).get(), &live);
   }
 
-  std::vector<std::string> live_notes(const std::vector<int64_t>& live) const override { return analysis(live)->notes; }
+  std::vector<std::string> live_notes(const std::vector<int64_t>& live) const override {
+    return analysis(live)->regions.notes;
+  }
 
  private:
   mutable std::mutex live_mu_;
-  mutable std::map<std::vector<int64_t>, std::shared_ptr<const live::Result>> live_cache_;
+  // A live hint's analysis: what each step computes, and which of it in compact form.
+  struct LiveRun {
+    live::Result regions;
+    compact::Plan compact;
+  };
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<const LiveRun>> live_cache_;
 
   // Arenas of finished calls, reused: a fresh one per call cost a page fault per 4 KiB touched (the
   // allocator maps big blocks anew each time) - a measurable share of a decode step. A call takes
@@ -151,20 +163,27 @@ class PlanImpl : public Plan {
   };
 
   // One analysis per distinct hint, kept (a decode loop repeats a handful of them).
-  std::shared_ptr<const live::Result> analysis(const std::vector<int64_t>& live) const {
+  std::shared_ptr<const LiveRun> analysis(const std::vector<int64_t>& live) const {
     std::lock_guard<std::mutex> lk(live_mu_);
     auto it = live_cache_.find(live);
     if (it != live_cache_.end()) return it->second;
     std::vector<live::StepInfo> info;
-    for (const Step& s : steps) info.push_back({s.out, &s.ins, &s.rule});
-    auto r = std::make_shared<const live::Result>(live::analyse(values, info, views, out_ids, live));
+    std::vector<compact::StepInfo> cinfo;
+    for (const Step& s : steps) {
+      info.push_back({s.out, &s.ins, &s.rule});
+      cinfo.push_back({s.out, &s.ins, &s.build_only, (bool)s.run_compact, s.compact_operands});
+    }
+    auto run = std::make_shared<LiveRun>();
+    run->regions = live::analyse(values, info, views, out_ids, live);
+    run->compact = compact::plan(values, cinfo, views, view_off, out_ids, run->regions.step);
+    std::shared_ptr<const LiveRun> r = run;
     if (live_cache_.size() >= 256) live_cache_.clear();
     live_cache_[live] = r;
     return r;
   }
 
   void run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs, std::vector<Warning>* warnings,
-           const live::Result* lp, const std::vector<int64_t>* live = nullptr) const {
+           const LiveRun* lp, const std::vector<int64_t>* live = nullptr) const {
     if (inputs.size() != in_info.size() || outputs.size() != out_info.size())
       throw_error(ErrorKind::Input, "plan takes " + std::to_string(in_info.size()) + " inputs and " +
                                         std::to_string(out_info.size()) + " outputs, got " + std::to_string(inputs.size()) +
@@ -187,9 +206,21 @@ class PlanImpl : public Plan {
     for (const auto& [id, src] : views) ptr[id] = (const uint8_t*)ptr[src] + view_off[(size_t)id];
     ops::WarnSink sink;
     std::vector<const void*> in;
+    // compact forms (sim/compact.h): a per-thread area; `made[v]` once value v's is there
+    const compact::Plan* cp = lp && lp->compact.any() && compact::enabled() ? &lp->compact : nullptr;
+    f16* area = cp ? cpu::kernels::scratch_as<f16>(cpu::kernels::ScratchSlot::compact, (size_t)cp->elems) : nullptr;
+    std::vector<char> made(cp ? values.size() : 0, 0);
+    std::vector<const f16*> cin;
+    int64_t compact_steps = 0;
+    auto box = [&](int v) {
+      const compact::Geometry& g = cp->geometry[(size_t)v];
+      ops::PrefixBox b;
+      b.outer = g.outer, b.chunk = g.chunk, b.stride = g.stride;
+      return b;
+    };
     for (size_t si = 0; si < steps.size(); ++si) {
       const Step& s = steps[si];
-      const ops::Region* reg = lp ? &lp->step[si] : nullptr;
+      const ops::Region* reg = lp ? &lp->regions.step[si] : nullptr;
       if (reg && reg->kind == ops::Region::Kind::none) continue;  // no live entry reads it
       in.resize(s.ins.size());
       for (size_t k = 0; k < s.ins.size(); ++k) in[k] = ptr[s.ins[k]];
@@ -200,15 +231,34 @@ class PlanImpl : public Plan {
       a.warn = &sink;
       const bool timed = step_profiling();
       const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-      if (reg && reg->kind == ops::Region::Kind::prefix && s.run_prefix)
+      if (cp && cp->step[si]) {
+        cin.assign(s.ins.size(), nullptr);
+        for (size_t k = 0; k < s.ins.size(); ++k) {
+          const int v = cp->in[si][k];
+          if (v < 0) continue;
+          f16* slot = area + cp->slot[(size_t)v];
+          if (!made[(size_t)v]) {  // gathered once, by its first compact reader, out of its full layout
+            ops::gather_prefix(box(v), (const f16*)ptr[(size_t)v], slot);
+            made[(size_t)v] = 1;
+          }
+          cin[k] = slot;
+        }
+        f16* slot = area + cp->slot[(size_t)s.out];
+        s.run_compact(a, reg->axis, reg->len, cin.data(), slot);
+        made[(size_t)s.out] = 1;
+        ++compact_steps;
+        if (cp->full[(size_t)s.out]) ops::scatter_prefix(box(s.out), slot, (f16*)ptr[(size_t)s.out]);
+      } else if (reg && reg->kind == ops::Region::Kind::prefix && s.run_prefix) {
         s.run_prefix(a, reg->axis, reg->len);
-      else
+      } else {
         s.run(a);  // whole (a step without a prefix runner computes dead entries too: harmless, proved)
+      }
       if (timed) {  // flops and bytes of the whole step (a prefix computes a part of them)
         const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         add_step_time(s.op, s.name, sec, s.flops, (double)s.bytes);
       }
     }
+    if (compact_steps) compact::count_steps_run(compact_steps);
     for (size_t j = 0; j < out_ids.size(); ++j) {
       const Value& v = values[out_ids[j]];
       if (!outputs[j]) throw_error(ErrorKind::Input, "null output '" + out_info[j].name + "'");
@@ -427,6 +477,8 @@ class Builder : public ops::Env {
     s.run = def->lower(ctx);
     s.rule = ops::column_rule(ctx);
     s.run_prefix = ctx.run_prefix;
+    s.run_compact = ctx.run_compact;
+    s.compact_operands = ctx.compact_operands;
     for (int id : ctx.inputs)  // inputs read as fp16 at run time must be dense
       if (!ctx.compressed_inputs.count(id)) materialize(id);
     s.name = st.out;

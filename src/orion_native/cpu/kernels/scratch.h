@@ -5,8 +5,9 @@
 
 namespace orion::cpu::kernels {
 
-// prefix: an op's dense copy of the part of its output that dead-column skipping computes (ops/prefix.h).
-enum class ScratchSlot { gemm_a, gemm_b, gemm_c, tmp, tmp2, prefix, count };
+// prefix: an op's dense copy of the part of its output that dead-column skipping computes (ops/prefix.h);
+// compact: a live run's compact forms, held across its steps (sim/compact.h).
+enum class ScratchSlot { gemm_a, gemm_b, gemm_c, tmp, tmp2, prefix, compact, count };
 
 // Returns a buffer of at least `bytes` bytes; contents are unspecified.
 void* scratch(ScratchSlot slot, size_t bytes);

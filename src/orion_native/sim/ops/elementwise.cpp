@@ -56,6 +56,7 @@ RunFn binary_lower(OpCtx& ctx) {
   int ix = ctx.input("x"), iy = ctx.input("y");
   k::Binary op = binary_kind(ctx.st.op);
   ctx.flops = (double)shape_numel(out);
+  const std::vector<int64_t> as0 = as, bs0 = bs;  // as stored (a compact run reads consts unexpanded)
   Expanded ex = expand_const(ctx.v("x"), out, &as), ey = expand_const(ctx.v("y"), out, &bs);
   // A prefix box starts at index 0 of every axis: the operands' strides address it as they are.
   ctx.run_prefix = [=](const RunArgs& a, int axis, int64_t len) {
@@ -64,6 +65,21 @@ RunFn binary_lower(OpCtx& ctx) {
     f16* dst = bx.outer == 1 ? a.o<f16>() : k::scratch_as<f16>(k::ScratchSlot::prefix, (size_t)(bx.outer * bx.chunk));
     k::binary(op, ex ? ex->data() : a.at<f16>(ix), as, ey ? ey->data() : a.at<f16>(iy), bs, dst, bx.sub);
     if (bx.outer > 1) scatter_prefix(bx, dst, a.o<f16>());
+  };
+  // An operand given compact is its own box, dense (of the output's rank: sim/compact.cpp's
+  // operand_geometry); the others are read in place as stored - a broadcast const unexpanded: over a box
+  // of short rows (an output widened by a ones const) its one row is gathered once, where its expansion
+  // would be read row by row.
+  ctx.compact_operands = true;
+  ctx.run_compact = [=, xs = ctx.v("x").shape, ys = ctx.v("y").shape](const RunArgs& a, int axis, int64_t len,
+                                                                     const f16* const* in, f16* dst) {
+    PrefixBox bx = prefix_box(out, axis, len);
+    auto box_strides = [&](Shape s) {
+      s[(size_t)axis] = len;
+      return broadcast_strides(s, bx.sub);
+    };
+    k::binary(op, in[ix] ? in[ix] : a.at<f16>(ix), in[ix] ? box_strides(xs) : as0,
+              in[iy] ? in[iy] : a.at<f16>(iy), in[iy] ? box_strides(ys) : bs0, dst, bx.sub);
   };
   return [=](const RunArgs& a) {
     k::binary(op, ex ? ex->data() : a.at<f16>(ix), as, ey ? ey->data() : a.at<f16>(iy), bs, a.o<f16>(), out);
@@ -117,6 +133,17 @@ RunFn unary_lower(OpCtx& ctx) {
   bool cheap = op == k::Unary::relu || op == k::Unary::identity;
   ctx.run_prefix = map_prefix(at_least_1d(ctx.out_shape), [=](const f16* x, f16* y, size_t m) { k::unary(op, x, y, m, eps); },
                               ix, cheap ? 32 : 1);
+  ctx.compact_operands = true;
+  ctx.run_compact = [=, shape = at_least_1d(ctx.out_shape)](const RunArgs& a, int axis, int64_t len,
+                                                            const f16* const* in, f16* dst) {
+    PrefixBox bx = prefix_box(shape, axis, len);
+    const f16* x = in[ix];
+    if (!x) {  // not given compact (a const, a view at an offset): gathered here
+      gather_prefix(bx, a.at<f16>(ix), dst);
+      x = dst;
+    }
+    k::unary(op, x, dst, (size_t)(bx.outer * bx.chunk), eps);
+  };
   return [=](const RunArgs& a) { k::unary(op, a.at<f16>(ix), a.o<f16>(), n, eps); };
 }
 

@@ -249,6 +249,14 @@ RunFn slice_by_size_lower(OpCtx& ctx) {
   bool clamp = ctx.profile().legacy_chip() && !b.empty() && b.back() != 0 && dtype_is_float(x.dtype);
   int64_t n = shape_numel(out);
   std::string name = ctx.st.out;
+  // A prefix of the result straight into its compact form (sim/compact.h): decode's live column of an
+  // input unpadded from C04's width.
+  if (!clamp && es == 2)
+    ctx.run_compact = [=](const RunArgs& a, int axis, int64_t len, const f16* const*, f16* dst) {
+      Shape sub = out;
+      sub[(size_t)axis] = len;
+      cpu::kernels::strided_copy(a.in[ix], dst, es, off, xs, sub);
+    };
   return [=](const RunArgs& a) {
     cpu::kernels::strided_copy(a.in[ix], a.out, es, off, xs, out);
     if (!clamp) return;

@@ -4,6 +4,7 @@
 #include "sim/ops/matmul.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace orion::sim::ops {
 
@@ -145,27 +146,40 @@ RunFn matmul_lower(OpCtx& ctx) {
     *why = "matmul '" + name + "': no column rule for its inner batch axis " + std::to_string(axis);
     return false;
   };
-  // rows x cols of each of the first `batches` [M, N] results (row stride N)
-  auto run = [=](const RunArgs& a, int64_t rows, int64_t cols, int64_t batches) {
+  // rows x cols of each of the first `batches` [M, N] results, written at `out` (row stride ldc, batch
+  // stride bs: the result's own, N and M * N, or a compact form's)
+  auto run_into = [=](const RunArgs& a, int64_t rows, int64_t cols, int64_t batches, f16* out, int64_t ldc,
+                      int64_t bs) {
     const f16* x = a.at<f16>(ix);
     const f16* y = a.at<f16>(iy);
-    f16* out = a.o<f16>();
     std::vector<const f16*> A(batches), B(batches);
     std::vector<f16*> C(batches);
     for (int64_t b = 0; b < batches; ++b) {
       A[b] = x + g.x_off[b];
       B[b] = y + g.y_off[b];
-      C[b] = out + b * mn;
+      C[b] = out + b * bs;
     }
     cpu::kernels::GemmShape gs = g.gs;
     gs.M = rows;
     gs.N = cols;
+    gs.ldc = ldc;
     cpu::kernels::gemm_f16(gs, batches, A.data(), B.data(), C.data());
     int64_t n = 0;
-    for (int64_t b = 0; b < batches; ++b) n += saturate_matmul(C[b], rows, cols, g.N);
+    for (int64_t b = 0; b < batches; ++b) n += saturate_matmul(C[b], rows, cols, ldc);
     if (n && a.warn)
       a.warn->warn("C36", "matmul '" + name + "': outputs with |y| >= 32752 saturated to +-inf (" + std::to_string(n) + " elements)");
   };
+  auto run = [=](const RunArgs& a, int64_t rows, int64_t cols, int64_t batches) {
+    run_into(a, rows, cols, batches, a.o<f16>(), g.N, mn);
+  };
+  // A prefix of the rows or columns straight into its compact form (dense [batches][rows][cols]): decode's
+  // one live column of a projection, which the element-wise steps after it read compact (sim/compact.h).
+  if (m_axis >= 0 && n_axis >= 0)
+    ctx.run_compact = [=](const RunArgs& a, int axis, int64_t len, const f16* const*, f16* dst) {
+      if (axis == n_axis) run_into(a, g.M, len, nb, dst, len, g.M * len);
+      else if (axis == m_axis) run_into(a, len, g.N, nb, dst, g.N, len * g.N);
+      else throw std::logic_error("matmul: a compact form along a batch axis");
+    };
   ctx.run_prefix = [=](const RunArgs& a, int axis, int64_t len) {
     if (axis == 0 && nbatch > 0) {  // batches are in row-major order of the batch axes
       run(a, g.M, g.N, len * (nb / g.batch[0]));

@@ -105,6 +105,10 @@ struct Region {
 using ColumnRule = std::function<bool(int axis, int64_t len, std::vector<std::pair<int, Region>>* in, std::string* why)>;
 // Computes at least the output prefix [0, len) along `axis`, reading only what the rule named.
 using PrefixRunFn = std::function<void(const RunArgs&, int axis, int64_t len)>;
+// Computes the output prefix [0, len) along `axis` into `out`, dense [outer][chunk] (its prefix box,
+// sim/ops/prefix.h), reading input k from in[k] in that same dense form where in[k] is set (an input of
+// the output's shape), else from RunArgs as stored (sim/compact.h: element-wise chains of a live run).
+using CompactRunFn = std::function<void(const RunArgs&, int axis, int64_t len, const f16* const* in, f16* out)>;
 
 // ---- build ----------------------------------------------------------------------------------------
 // Services the builder offers to an op while it is resolved.
@@ -182,6 +186,8 @@ class OpCtx {
   // name) and a runner that computes only an output prefix (else the whole op runs)
   ColumnRule column_rule;
   PrefixRunFn run_prefix;
+  CompactRunFn run_compact;          // optional (element-wise ops, matmul)
+  bool compact_operands = false;     // run_compact takes its operands of the output's shape compact
 
  private:
   const mil::Arg* arg(const std::string& p) const;

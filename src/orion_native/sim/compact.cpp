@@ -1,0 +1,102 @@
+// Which steps of a live run compute in compact form, what each reads compact, and which results must
+// also reach their full layout (compact.h).
+#include "sim/compact.h"
+
+#include <atomic>
+
+#include "sim/ops/prefix.h"
+
+namespace orion::sim::compact {
+
+namespace {
+
+std::atomic<bool> g_enabled{true};
+std::atomic<int64_t> g_steps_run{0};
+
+Geometry geometry_of(const Shape& shape, const ops::Region& r) {
+  ops::PrefixBox b = ops::prefix_box(shape, r.axis, r.len);
+  return {b.outer, b.chunk, b.stride};
+}
+
+// Strided enough that gathering beats computing in place: many blocks, each at most a quarter of its stride
+// (one or a few live columns of 16). A single block is computed in place already.
+bool worth_compact(const Geometry& g) { return g.outer > 1 && 4 * g.chunk <= g.stride; }
+
+// The compact form of an operand of shape `s` read by a step computing region `r` of its output of shape
+// `o`: the operand's own box, when it is the output's along every axis up to the region's and at most
+// broadcast (size 1) inside it - the same shape, or an output widened along an inner axis (C04's padding).
+bool operand_geometry(const Shape& s, const Shape& o, const ops::Region& r, Geometry* g) {
+  if (s.size() != o.size()) return false;
+  for (size_t d = 0; d < s.size(); ++d)
+    if (s[d] != o[d] && ((int)d <= r.axis || s[d] != 1)) return false;
+  *g = geometry_of(s, r);
+  return true;
+}
+
+}  // namespace
+
+bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
+void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
+void count_steps_run(int64_t n) { g_steps_run.fetch_add(n, std::memory_order_relaxed); }
+int64_t take_steps_run() { return g_steps_run.exchange(0, std::memory_order_relaxed); }
+
+Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& steps,
+          const std::vector<std::pair<int, int>>& views, const std::vector<int64_t>& view_off,
+          const std::vector<int>& out_ids, const std::vector<ops::Region>& regions) {
+  const size_t n = values.size(), ns = steps.size();
+  Plan p;
+  p.step.assign(ns, 0);
+  p.in.assign(ns, {});
+  p.full.assign(n, 0);
+  p.slot.assign(n, -1);
+  p.geometry.assign(n, {});
+  std::vector<int> view_of(n, -1), step_of(n, -1);
+  for (const auto& [v, src] : views) view_of[(size_t)v] = src;
+  auto bytes_of = [&](int v) { return view_of[(size_t)v] >= 0 ? view_of[(size_t)v] : v; };  // sources are never views
+  auto two_byte = [&](int v) { return ops::storage_size(values[(size_t)v].dtype) == 2; };
+  auto take_slot = [&](int v, const Geometry& g) {
+    p.geometry[(size_t)v] = g;
+    p.slot[(size_t)v] = p.elems;
+    p.elems += g.outer * g.chunk;
+  };
+
+  for (size_t si = 0; si < ns; ++si) {
+    const StepInfo& s = steps[si];
+    step_of[(size_t)s.out] = (int)si;
+    const ops::Region& r = regions[si];
+    if (r.kind != ops::Region::Kind::prefix || !s.runner || !two_byte(s.out)) continue;
+    Geometry g = geometry_of(values[(size_t)s.out].shape, r);
+    if (!worth_compact(g)) continue;
+    p.step[si] = 1;
+    take_slot(s.out, g);
+  }
+
+  for (size_t si = 0; si < ns; ++si) {
+    const StepInfo& s = steps[si];
+    if (regions[si].kind == ops::Region::Kind::none) continue;  // not run: reads nothing
+    const Shape& out_shape = values[(size_t)s.out].shape;
+    p.in[si].assign(s.ins->size(), -1);
+    for (size_t k = 0; k < s.ins->size(); ++k) {
+      const int v = (*s.ins)[k];
+      if (v < 0 || s.build_only->count(v)) continue;
+      const int src = bytes_of(v);
+      const ops::Value& val = values[(size_t)v];
+      int use = -1;
+      // An operand read over the step's own region (operand_geometry) is read compact; one broadcast
+      // along an outer axis, or a const, is read in place.
+      Geometry g;
+      if (p.step[si] && s.operands && !val.is_const() && two_byte(v) &&
+          (view_of[(size_t)v] < 0 || view_off[(size_t)v] == 0) && operand_geometry(val.shape, out_shape, regions[si], &g)) {
+        const bool made_compact = step_of[(size_t)src] >= 0 && p.step[(size_t)step_of[(size_t)src]];
+        if (p.slot[(size_t)src] < 0 && !made_compact) take_slot(src, g);  // gathered by its first reader
+        if (p.slot[(size_t)src] >= 0 && p.geometry[(size_t)src] == g) use = src;
+      }
+      p.in[si][k] = use;
+      if (use < 0) p.full[(size_t)src] = 1;  // read in its full layout
+    }
+  }
+  for (int id : out_ids) p.full[(size_t)bytes_of(id)] = 1;
+  return p;
+}
+
+}  // namespace orion::sim::compact
