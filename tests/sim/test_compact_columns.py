@@ -16,12 +16,10 @@ import contextlib
 import os
 
 import numpy as np
-import pytest
-
 import orion
+import pytest
 from orion import _native
 from orion.models import load
-
 from simutil import const, program, stmt
 
 C, W = 24, 16
