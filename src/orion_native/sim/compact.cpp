@@ -42,7 +42,7 @@ int64_t take_steps_run() { return g_steps_run.exchange(0, std::memory_order_rela
 
 Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& steps,
           const std::vector<std::pair<int, int>>& views, const std::vector<int64_t>& view_off,
-          const std::vector<int>& out_ids, const std::vector<ops::Region>& regions) {
+          const std::vector<int>& out_ids, const std::vector<ops::Region>& regions, const std::vector<int64_t>& live) {
   const size_t n = values.size(), ns = steps.size();
   Plan p;
   p.step.assign(ns, 0);
@@ -53,6 +53,7 @@ Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& ste
   std::vector<int> view_of(n, -1), step_of(n, -1);
   for (const auto& [v, src] : views) view_of[(size_t)v] = src;
   auto bytes_of = [&](int v) { return view_of[(size_t)v] >= 0 ? view_of[(size_t)v] : v; };  // sources are never views
+  auto offset_of = [&](int v) { return (size_t)v < view_off.size() ? view_off[(size_t)v] : 0; };  // 0: not a view
   auto two_byte = [&](int v) { return ops::storage_size(values[(size_t)v].dtype) == 2; };
   auto take_slot = [&](int v, const Geometry& g) {
     p.geometry[(size_t)v] = g;
@@ -86,7 +87,7 @@ Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& ste
       // along an outer axis, or a const, is read in place.
       Geometry g;
       if (p.step[si] && s.operands && !val.is_const() && two_byte(v) &&
-          (view_of[(size_t)v] < 0 || view_off[(size_t)v] == 0) && operand_geometry(val.shape, out_shape, regions[si], &g)) {
+          offset_of(v) == 0 && operand_geometry(val.shape, out_shape, regions[si], &g)) {
         const bool made_compact = step_of[(size_t)src] >= 0 && p.step[(size_t)step_of[(size_t)src]];
         if (p.slot[(size_t)src] < 0 && !made_compact) take_slot(src, g);  // gathered by its first reader
         if (p.slot[(size_t)src] >= 0 && p.geometry[(size_t)src] == g) use = src;
@@ -95,7 +96,25 @@ Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& ste
       if (use < 0) p.full[(size_t)src] = 1;  // read in its full layout
     }
   }
-  for (int id : out_ids) p.full[(size_t)bytes_of(id)] = 1;
+  // A program output that only the caller reads, whose live columns (the first live[j] of each row of its
+  // last axis) are exactly its compact box, goes there straight from the compact form (one pass, not a
+  // scatter into the arena and a copy out of it: decode's widened outputs).
+  p.direct.assign(out_ids.size(), -1);
+  std::vector<int> outputs_of(n, 0);
+  for (int id : out_ids) ++outputs_of[(size_t)bytes_of(id)];
+  for (size_t j = 0; j < out_ids.size(); ++j) {
+    const int id = out_ids[j], src = bytes_of(id);
+    const ops::Value& v = values[(size_t)id];
+    const int si = step_of[(size_t)src];
+    const int64_t w = v.shape.empty() ? 1 : v.shape.back();
+    const bool made_compact = si >= 0 && p.step[(size_t)si];
+    if (made_compact && !p.full[(size_t)src] && outputs_of[(size_t)src] == 1 && v.dtype == DType::fp16 &&
+        j < live.size() && live[j] >= 0 && offset_of(id) == 0 &&
+        p.geometry[(size_t)src] == Geometry{v.numel() / w, live[j], w})
+      p.direct[j] = src;
+  }
+  for (size_t j = 0; j < out_ids.size(); ++j)
+    if (p.direct[j] < 0) p.full[(size_t)bytes_of(out_ids[j])] = 1;
   return p;
 }
 

@@ -35,6 +35,9 @@ struct Plan {
   std::vector<char> step;             // per step: computes its region in compact form
   std::vector<std::vector<int>> in;   // per step and input: the value whose compact form it reads, or -1
   std::vector<char> full;             // per value: also written in its full layout (compact steps' results)
+  // per program output: the value whose compact form is scattered straight into the caller's output (its
+  // live columns are that form's box, and nothing else reads it whole), or -1: copied out of the arena
+  std::vector<int> direct;
   std::vector<int64_t> slot;          // per value: element offset of its compact form in the area, or -1
   std::vector<Geometry> geometry;     // per value with a slot
   int64_t elems = 0;                  // the area's size in fp16 elements
@@ -48,9 +51,10 @@ void set_enabled(bool on);
 void count_steps_run(int64_t n);
 int64_t take_steps_run();
 
-// `regions`: live::Result::step; `views`: (view, source) pairs and each view's byte offset (by value id).
+// `regions`: live::Result::step; `views`: (view, source) pairs and each view's byte offset (by value id);
+// `live`: the hint per output (Plan::execute_live).
 Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& steps,
           const std::vector<std::pair<int, int>>& views, const std::vector<int64_t>& view_off,
-          const std::vector<int>& out_ids, const std::vector<ops::Region>& regions);
+          const std::vector<int>& out_ids, const std::vector<ops::Region>& regions, const std::vector<int64_t>& live);
 
 }  // namespace orion::sim::compact

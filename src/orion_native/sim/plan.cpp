@@ -175,7 +175,7 @@ class PlanImpl : public Plan {
     }
     auto run = std::make_shared<LiveRun>();
     run->regions = live::analyse(values, info, views, out_ids, live);
-    run->compact = compact::plan(values, cinfo, views, view_off, out_ids, run->regions.step);
+    run->compact = compact::plan(values, cinfo, views, view_off, out_ids, run->regions.step, live);
     std::shared_ptr<const LiveRun> r = run;
     if (live_cache_.size() >= 256) live_cache_.clear();
     live_cache_[live] = r;
@@ -263,7 +263,10 @@ class PlanImpl : public Plan {
       const Value& v = values[out_ids[j]];
       if (!outputs[j]) throw_error(ErrorKind::Input, "null output '" + out_info[j].name + "'");
       const int64_t w = v.shape.empty() ? 1 : v.shape.back(), n = live ? (*live)[j] : -1;
-      if (out_info[j].dtype == DType::fp32) {  // the fp16 value, widened
+      const int direct = cp ? cp->direct[j] : -1;
+      if (direct >= 0 && out_info[j].dtype == DType::fp16 && made[(size_t)direct]) {  // its live columns, compact
+        ops::scatter_prefix(box(direct), area + cp->slot[(size_t)direct], (f16*)outputs[j]);
+      } else if (out_info[j].dtype == DType::fp32) {  // the fp16 value, widened
         cpu::kernels::f16_to_f32((const f16*)ptr[out_ids[j]], (float*)outputs[j], (size_t)v.numel());
       } else if (n >= 0 && n < w && ops::storage_size(v.dtype) == 2) {
         // only the live columns are read (the rest is unspecified): a decode output is 1 of 48 columns
