@@ -167,3 +167,18 @@ def test_shared_layer_decode_identical_either_way(name, tmp_path):
         assert (ran > 0) if on else ran == 0, (on, ran)
     assert np.array_equal(_bits(runs[True]), _bits(runs[False]))
     assert batches[True] == batches[False]
+
+
+def test_attention_reads_its_queries_compact():
+    """Attention over a cache: the scaled queries (compact) are the transposed x of the score matmul, read
+    compact; the scores' rows come out compact; softmax and the value matmul read them whole."""
+    params = {"x": X, "kc": ("fp16", [1, C, 1, 32])}
+    body = [const("qs", 0.25, "fp16"), stmt("qm", "fp16", [1, C, 1, W], "mul", x="x", y="qs"),
+            const("sq", [1, 1, C, W], tensor=True), stmt("q", "fp16", [1, 1, C, W], "reshape", x="qm", shape="sq"),
+            const("sk", [1, 1, C, 32], tensor=True), stmt("k", "fp16", [1, 1, C, 32], "reshape", x="kc", shape="sk"),
+            const("f", False, "bool"), const("t", True, "bool"),
+            stmt("sc", "fp16", [1, 1, W, 32], "matmul", x="q", y="k", transpose_x="t", transpose_y="f"),
+            const("a3", 3), stmt("p", "fp16", [1, 1, W, 32], "softmax", x="sc", axis="a3"),
+            stmt("o", "fp16", [1, 1, C, W], "matmul", x="k", y="p", transpose_x="f", transpose_y="t"),
+            const("so", [1, C, 1, W], tensor=True), stmt("y", "fp16", [1, C, 1, W], "reshape", x="o", shape="so")]
+    _check(body, ["y"], params, [1, 2, 4], min_steps=2)

@@ -22,17 +22,6 @@ Geometry geometry_of(const Shape& shape, const ops::Region& r) {
 // (one or a few live columns of 16). A single block is computed in place already.
 bool worth_compact(const Geometry& g) { return g.outer > 1 && 4 * g.chunk <= g.stride; }
 
-// The compact form of an operand of shape `s` read by a step computing region `r` of its output of shape
-// `o`: the operand's own box, when it is the output's along every axis up to the region's and at most
-// broadcast (size 1) inside it - the same shape, or an output widened along an inner axis (C04's padding).
-bool operand_geometry(const Shape& s, const Shape& o, const ops::Region& r, Geometry* g) {
-  if (s.size() != o.size()) return false;
-  for (size_t d = 0; d < s.size(); ++d)
-    if (s[d] != o[d] && ((int)d <= r.axis || s[d] != 1)) return false;
-  *g = geometry_of(s, r);
-  return true;
-}
-
 }  // namespace
 
 bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
@@ -72,10 +61,13 @@ Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& ste
     take_slot(s.out, g);
   }
 
+  std::vector<std::pair<int, ops::Region>> parts;
   for (size_t si = 0; si < ns; ++si) {
     const StepInfo& s = steps[si];
-    if (regions[si].kind == ops::Region::Kind::none) continue;  // not run: reads nothing
-    const Shape& out_shape = values[(size_t)s.out].shape;
+    const ops::Region& r = regions[si];
+    if (r.kind == ops::Region::Kind::none) continue;  // not run: reads nothing
+    parts.clear();
+    if (p.step[si] && *s.inputs) (*s.inputs)(r.axis, r.len, &parts);
     p.in[si].assign(s.ins->size(), -1);
     for (size_t k = 0; k < s.ins->size(); ++k) {
       const int v = (*s.ins)[k];
@@ -83,13 +75,12 @@ Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& ste
       const int src = bytes_of(v);
       const ops::Value& val = values[(size_t)v];
       int use = -1;
-      // An operand read over the step's own region (operand_geometry) is read compact; one broadcast
-      // along an outer axis, or a const, is read in place.
-      Geometry g;
-      if (p.step[si] && s.operands && !val.is_const() && two_byte(v) &&
-          offset_of(v) == 0 && operand_geometry(val.shape, out_shape, regions[si], &g)) {
+      // An input the op takes compact over the part it reads (a const never: read in place, as stored).
+      for (const auto& [idx, part] : parts) {
+        if (idx != (int)k || val.is_const() || !two_byte(v) || offset_of(v) != 0) continue;
+        const Geometry g = geometry_of(val.shape, part);
         const bool made_compact = step_of[(size_t)src] >= 0 && p.step[(size_t)step_of[(size_t)src]];
-        if (p.slot[(size_t)src] < 0 && !made_compact) take_slot(src, g);  // gathered by its first reader
+        if (p.slot[(size_t)src] < 0 && !made_compact && worth_compact(g)) take_slot(src, g);  // gathered by its first reader
         if (p.slot[(size_t)src] >= 0 && p.geometry[(size_t)src] == g) use = src;
       }
       p.in[si][k] = use;

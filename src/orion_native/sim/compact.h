@@ -28,7 +28,7 @@ struct StepInfo {
   const std::vector<int>* ins;
   const std::set<int>* build_only;
   bool runner;    // the op has a compact runner (ops::OpCtx::run_compact)
-  bool operands;  // which takes its operands of the output's shape compact (ops::OpCtx::compact_operands)
+  const ops::CompactInputsFn* inputs;  // which inputs it takes compact (ops::OpCtx::compact_inputs)
 };
 
 struct Plan {

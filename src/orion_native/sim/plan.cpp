@@ -38,7 +38,7 @@ struct Step {
   ops::ColumnRule rule;          // dead-column skipping: what a prefix of `out` reads
   ops::PrefixRunFn run_prefix;   // computes only a prefix of `out` (null: run() computes all)
   ops::CompactRunFn run_compact; // computes a prefix from and into compact forms (sim/compact.h)
-  bool compact_operands = false;
+  ops::CompactInputsFn compact_inputs;
   int64_t scratch_bytes = 0, scratch_off = 0;
   double flops = 0;  // cost model
   int64_t bytes = 0;  // cost model: what it reads and writes
@@ -171,7 +171,7 @@ class PlanImpl : public Plan {
     std::vector<compact::StepInfo> cinfo;
     for (const Step& s : steps) {
       info.push_back({s.out, &s.ins, &s.rule});
-      cinfo.push_back({s.out, &s.ins, &s.build_only, (bool)s.run_compact, s.compact_operands});
+      cinfo.push_back({s.out, &s.ins, &s.build_only, (bool)s.run_compact, &s.compact_inputs});
     }
     auto run = std::make_shared<LiveRun>();
     run->regions = live::analyse(values, info, views, out_ids, live);
@@ -481,7 +481,7 @@ class Builder : public ops::Env {
     s.rule = ops::column_rule(ctx);
     s.run_prefix = ctx.run_prefix;
     s.run_compact = ctx.run_compact;
-    s.compact_operands = ctx.compact_operands;
+    s.compact_inputs = ctx.compact_inputs;
     for (int id : ctx.inputs)  // inputs read as fp16 at run time must be dense
       if (!ctx.compressed_inputs.count(id)) materialize(id);
     s.name = st.out;

@@ -66,11 +66,14 @@ RunFn binary_lower(OpCtx& ctx) {
     k::binary(op, ex ? ex->data() : a.at<f16>(ix), as, ey ? ey->data() : a.at<f16>(iy), bs, dst, bx.sub);
     if (bx.outer > 1) scatter_prefix(bx, dst, a.o<f16>());
   };
-  // An operand given compact is its own box, dense (of the output's rank: sim/compact.cpp's
-  // operand_geometry); the others are read in place as stored - a broadcast const unexpanded: over a box
-  // of short rows (an output widened by a ones const) its one row is gathered once, where its expansion
-  // would be read row by row.
-  ctx.compact_operands = true;
+  // An operand given compact is its own box, dense (reads_own_prefix); the others are read in place as
+  // stored - a broadcast const unexpanded: over a box of short rows (an output widened by a ones const) its
+  // one row is gathered once, where its expansion would be read row by row.
+  ctx.compact_inputs = [=, xs = ctx.v("x").shape, ys = ctx.v("y").shape](int axis, int64_t len,
+                                                                         std::vector<std::pair<int, Region>>* in) {
+    if (reads_own_prefix(xs, out, axis)) in->push_back({ix, Region::prefix(axis, len)});
+    if (reads_own_prefix(ys, out, axis)) in->push_back({iy, Region::prefix(axis, len)});
+  };
   ctx.run_compact = [=, xs = ctx.v("x").shape, ys = ctx.v("y").shape](const RunArgs& a, int axis, int64_t len,
                                                                      const f16* const* in, f16* dst) {
     PrefixBox bx = prefix_box(out, axis, len);
@@ -133,7 +136,9 @@ RunFn unary_lower(OpCtx& ctx) {
   bool cheap = op == k::Unary::relu || op == k::Unary::identity;
   ctx.run_prefix = map_prefix(at_least_1d(ctx.out_shape), [=](const f16* x, f16* y, size_t m) { k::unary(op, x, y, m, eps); },
                               ix, cheap ? 32 : 1);
-  ctx.compact_operands = true;
+  ctx.compact_inputs = [=](int axis, int64_t len, std::vector<std::pair<int, Region>>* in) {
+    in->push_back({ix, Region::prefix(axis, len)});
+  };
   ctx.run_compact = [=, shape = at_least_1d(ctx.out_shape)](const RunArgs& a, int axis, int64_t len,
                                                             const f16* const* in, f16* dst) {
     PrefixBox bx = prefix_box(shape, axis, len);

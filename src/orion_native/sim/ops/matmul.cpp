@@ -148,21 +148,25 @@ RunFn matmul_lower(OpCtx& ctx) {
   };
   // rows x cols of each of the first `batches` [M, N] results, written at `out` (row stride ldc, batch
   // stride bs: the result's own, N and M * N, or a compact form's)
+  // (x, y: an operand's own layout, or its compact form - cx / cy, that operand's rows of `rows` / `cols`
+  // entries - read with its leading dimension and batch offsets scaled to that width)
   auto run_into = [=](const RunArgs& a, int64_t rows, int64_t cols, int64_t batches, f16* out, int64_t ldc,
-                      int64_t bs) {
-    const f16* x = a.at<f16>(ix);
-    const f16* y = a.at<f16>(iy);
+                      int64_t bs, const f16* cx = nullptr, const f16* cy = nullptr) {
+    const f16* x = cx ? cx : a.at<f16>(ix);
+    const f16* y = cy ? cy : a.at<f16>(iy);
     std::vector<const f16*> A(batches), B(batches);
     std::vector<f16*> C(batches);
     for (int64_t b = 0; b < batches; ++b) {
-      A[b] = x + g.x_off[b];
-      B[b] = y + g.y_off[b];
+      A[b] = x + (cx ? g.x_off[b] / g.M * rows : g.x_off[b]);
+      B[b] = y + (cy ? g.y_off[b] / g.N * cols : g.y_off[b]);
       C[b] = out + b * bs;
     }
     cpu::kernels::GemmShape gs = g.gs;
     gs.M = rows;
     gs.N = cols;
     gs.ldc = ldc;
+    if (cx) gs.lda = rows;  // op(x) = x^T stored [K][rows]
+    if (cy) gs.ldb = cols;  // y stored [K][cols]
     cpu::kernels::gemm_f16(gs, batches, A.data(), B.data(), C.data());
     int64_t n = 0;
     for (int64_t b = 0; b < batches; ++b) n += saturate_matmul(C[b], rows, cols, ldc);
@@ -174,12 +178,20 @@ RunFn matmul_lower(OpCtx& ctx) {
   };
   // A prefix of the rows or columns straight into its compact form (dense [batches][rows][cols]): decode's
   // one live column of a projection, which the element-wise steps after it read compact (sim/compact.h).
-  if (m_axis >= 0 && n_axis >= 0)
-    ctx.run_compact = [=](const RunArgs& a, int axis, int64_t len, const f16* const*, f16* dst) {
-      if (axis == n_axis) run_into(a, g.M, len, nb, dst, len, g.M * len);
-      else if (axis == m_axis) run_into(a, len, g.N, nb, dst, g.N, len * g.N);
+  // The operand holding that prefix along its last axis is taken compact too: y (not transposed) for the
+  // columns - the projection's input, the element-wise chain's last result -, x transposed for the rows -
+  // attention's queries. (Batch offsets scale to the compact width: each batch of an operand is whole.)
+  if (m_axis >= 0 && n_axis >= 0) {
+    ctx.compact_inputs = [=](int axis, int64_t len, std::vector<std::pair<int, Region>>* in) {
+      if (axis == n_axis && !ty) in->push_back({iy, Region::prefix(ry - 1, len)});
+      if (axis == m_axis && tx) in->push_back({ix, Region::prefix(rx - 1, len)});
+    };
+    ctx.run_compact = [=](const RunArgs& a, int axis, int64_t len, const f16* const* in, f16* dst) {
+      if (axis == n_axis) run_into(a, g.M, len, nb, dst, len, g.M * len, nullptr, in[iy]);
+      else if (axis == m_axis) run_into(a, len, g.N, nb, dst, g.N, len * g.N, in[ix], nullptr);
       else throw std::logic_error("matmul: a compact form along a batch axis");
     };
+  }
   ctx.run_prefix = [=](const RunArgs& a, int axis, int64_t len) {
     if (axis == 0 && nbatch > 0) {  // batches are in row-major order of the batch axes
       run(a, g.M, g.N, len * (nb / g.batch[0]));

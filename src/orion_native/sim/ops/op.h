@@ -109,6 +109,9 @@ using PrefixRunFn = std::function<void(const RunArgs&, int axis, int64_t len)>;
 // sim/ops/prefix.h), reading input k from in[k] in that same dense form where in[k] is set (an input of
 // the output's shape), else from RunArgs as stored (sim/compact.h: element-wise chains of a live run).
 using CompactRunFn = std::function<void(const RunArgs&, int axis, int64_t len, const f16* const* in, f16* out)>;
+// The inputs a CompactRunFn can take compact for the output prefix [0, len) along `axis`: (input index, the
+// part of that input it reads); the input's compact form is its prefix box over that part.
+using CompactInputsFn = std::function<void(int axis, int64_t len, std::vector<std::pair<int, Region>>* in)>;
 
 // ---- build ----------------------------------------------------------------------------------------
 // Services the builder offers to an op while it is resolved.
@@ -186,8 +189,8 @@ class OpCtx {
   // name) and a runner that computes only an output prefix (else the whole op runs)
   ColumnRule column_rule;
   PrefixRunFn run_prefix;
-  CompactRunFn run_compact;          // optional (element-wise ops, matmul)
-  bool compact_operands = false;     // run_compact takes its operands of the output's shape compact
+  CompactRunFn run_compact;          // optional (element-wise ops, matmul, slice_by_size)
+  CompactInputsFn compact_inputs;    // optional: the inputs run_compact takes compact (else none)
 
  private:
   const mil::Arg* arg(const std::string& p) const;

@@ -24,6 +24,17 @@ inline bool worth_a_box(const PrefixBox& b, int64_t min_chunk) {
   return b.outer == 1 || (b.chunk >= min_chunk && 4 * b.chunk <= b.stride) || 16 * b.chunk <= b.stride;
 }
 
+// An operand of shape `s` read by an element-wise op with output shape `out` over the output prefix along
+// `axis` reads its own prefix box along that axis when it has the output's rank, equals it along every
+// axis up to `axis` and is at most broadcast (size 1) inside it - the same shape, or an output widened
+// along an inner axis (C04's padding). Other operands (broadcast along outer axes) are read in place.
+inline bool reads_own_prefix(const Shape& s, const Shape& out, int axis) {
+  if (s.size() != out.size()) return false;
+  for (size_t d = 0; d < s.size(); ++d)
+    if (s[d] != out[d] && ((int)d <= axis || s[d] != 1)) return false;
+  return true;
+}
+
 inline PrefixBox prefix_box(const Shape& s, int axis, int64_t len) {
   PrefixBox b;
   b.sub = s;
