@@ -11,6 +11,9 @@ from typing import Iterable
 
 import numpy as np
 
+from ..quant import QuantizedArray
+from ..quant.store import tensor_arrays
+
 __all__ = ["file_maps", "map_of", "release", "release_maps", "resident_bytes"]
 
 _PAGE = mmap.PAGESIZE
@@ -32,12 +35,15 @@ def map_of(a) -> mmap.mmap | None:
 
 
 def file_maps(arrays: Iterable) -> list[mmap.mmap]:
-    """The distinct file mappings among ``arrays``' bases."""
+    """The distinct file mappings among ``arrays``' bases (a compressed weight's: its operands', memory-mapped
+    from the compressed-weight cache by :func:`orion.models.quantize.quantize_model`)."""
     out: dict[int, mmap.mmap] = {}
     for a in arrays:
-        m = map_of(a) if isinstance(a, np.ndarray) else None
-        if m is not None and not m.closed:
-            out[id(m)] = m
+        parts = tensor_arrays(a.quant) if isinstance(a, QuantizedArray) else [a] if isinstance(a, np.ndarray) else []
+        for p in parts:
+            m = map_of(p)
+            if m is not None and not m.closed:
+                out[id(m)] = m
     return list(out.values())
 
 

@@ -32,19 +32,23 @@ class Model:
 
     >>> m = orion.models.load("stories260K.bin")
     >>> for tok in m.stream([1], max_tokens=20): print(tok.id)
+
+    ``quantize``: a scheme of :data:`~orion.models.quantize.MODEL_SCHEMES` for the layers' linears;
+    ``weights_cache``: the weight cache entry ``weights`` came from (:func:`load` passes it), beside which the
+    compressed weights are kept and memory-mapped (:func:`~orion.models.quantize.quantize_model`).
     """
 
     def __init__(self, config, weights: dict, tokenizer=None, *, device: str = "auto", profile=None,
                  name: str | None = None, stop_tokens: Iterable[int] | None = None, add_bos: bool | None = None,
                  quantize: str | None = None, activations: str | None = None, calibration=None,
-                 calibration_method: str = "max", **engine_options):
+                 calibration_method: str = "max", weights_cache: str | None = None, **engine_options):
         self.quantization = None     # orion.quant.WeightReport of the compressed linears, None when fp16
         self.activation_scales = None  # W8A8: orion.quant.activations.ActivationScales, None for fp16 inputs
         fp16_weights = weights
         if activations is not None or calibration is not None:
             check_w8a8(quantize, activations, calibration)
         if quantize is not None:
-            weights, self.quantization = quantize_model(weights, quantize)
+            weights, self.quantization = quantize_model(weights, quantize, cache_file=weights_cache)
         self.config, self.weights, self.tokenizer = config, weights, tokenizer
         self.name = name or config.family
         self.device, self.profile = device, profile
@@ -369,4 +373,5 @@ def load(path_or_name, *, tokenizer=None, device: str = "auto", profile=None, ca
     if options.get("activations") is not None and options.get("calibration") is None:
         check_w8a8(options.get("quantize"), options["activations"], None)
         options["calibration"] = ActivationScales.load(path)
-    return Model(ck.config, ck.weights, tok, device=device, profile=profile, name=name, stop_tokens=stop, **options)
+    return Model(ck.config, ck.weights, tok, device=device, profile=profile, name=name, stop_tokens=stop,
+                 weights_cache=ck.cache_file, **options)

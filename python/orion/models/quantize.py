@@ -17,25 +17,76 @@ calibrated on the fp16 model (:mod:`orion.quant.activations`); ``Model.activatio
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import time
+
 import numpy as np
 
-from ..errors import InputError
+from .._version import __version__
+from ..errors import InputError, ModelFormatError
 from ..quant import SCHEMES, QuantizedArray, quantize_weights
 from ..quant.activations import ACTIVATION_DTYPES, ActivationScales
+from ..quant.store import STORE_FORMAT, read_quantized, write_quantized
 from .calibration import calibrate
+from .loaders import prune_cache
 
-__all__ = ["MODEL_SCHEMES", "ACTIVATION_SCHEMES", "quantize_model", "check_w8a8", "activation_scales",
+log = logging.getLogger("orion")
+
+__all__ = ["MODEL_SCHEMES", "ACTIVATION_SCHEMES", "quantize_model", "quantized_cache_entry", "check_w8a8", "activation_scales",
            "ExperimentalWarning"]
 
 #: the schemes ``load(quantize=...)`` and every ``--quantize`` flag take: each weight scheme of orion.quant
 MODEL_SCHEMES = tuple(SCHEMES)
 
 
-def quantize_model(weights: dict, scheme: str, *, seed: int = 0):
-    """``(weights with the layers' linears quantized, WeightReport)``; the input dict is not modified."""
+def quantized_cache_entry(weights_entry: str, scheme: str, seed: int = 0) -> str:
+    """Where the compressed weights of the weight cache entry ``weights_entry`` (``<key>.safetensors``) are kept:
+    beside it, named by scheme, seed, store format and orion version (a new release quantizes afresh), so
+    the cache's size cap and LRU pruning cover them too."""
+    stem = os.path.basename(weights_entry).removesuffix(".safetensors")
+    return os.path.join(os.path.dirname(weights_entry),
+                        f"{stem}.{scheme}-s{seed}-q{STORE_FORMAT}-{__version__}.safetensors")
+
+
+def _read_cached(entry: str, weights: dict):
+    """``(quantized, report)`` from a cache entry, or None when it is missing or unreadable (rebuilt)."""
+    if not os.path.exists(entry):
+        return None
+    try:
+        q, report, _ = read_quantized(entry, shapes={n: tuple(np.shape(a)) for n, a in weights.items()})
+    except ModelFormatError as e:
+        log.warning("orion: rebuilding corrupt compressed-weight cache entry %s (%s)", entry, e)
+        return None
+    with contextlib.suppress(OSError):           # last use in the access time, for prune_cache's LRU order
+        os.utime(entry, (time.time(), os.stat(entry).st_mtime))
+    return q, report
+
+
+def quantize_model(weights: dict, scheme: str, *, seed: int = 0, cache_file: str | None = None):
+    """``(weights with the layers' linears quantized, WeightReport)``; the input dict is not modified.
+
+    ``cache_file``: the weight cache entry ``weights`` were read from (:func:`orion.models.loaders.load_weights`).
+    The compressed weights are then computed once and kept beside it (:func:`quantized_cache_entry`, atomic
+    writes, a corrupt entry rebuilt); the ones returned are memory-mapped views of that file, whose pages the
+    engine gives back once the programs hold the weights - a compressed model holds no anonymous copy of
+    them - and a later load skips the quantization (lut4 k-means: seconds per 100 MB)."""
     if scheme not in MODEL_SCHEMES:
         raise InputError(f"quantize must be one of {', '.join(MODEL_SCHEMES)} (or None for fp16), got {scheme!r}")
-    q, report = quantize_weights(weights, scheme, fit=True, seed=seed, names=lambda n: n.startswith("layers."))
+    entry = quantized_cache_entry(cache_file, scheme, seed) if cache_file else None
+    got = _read_cached(entry, weights) if entry else None
+    if got is not None:
+        q, report = got
+    else:
+        q, report = quantize_weights(weights, scheme, fit=True, seed=seed, names=lambda n: n.startswith("layers."))
+        if q and entry:
+            try:
+                write_quantized(entry, q, report, {"orion_source": os.path.basename(cache_file)})
+                q, report, _ = read_quantized(entry)   # the mapped file's views: no anonymous copy kept
+                prune_cache(os.path.dirname(entry), keep=entry)
+            except OSError as e:
+                log.warning("orion: could not write the compressed-weight cache %s (%s)", entry, e)
     if not q:   # GPT-2 (h.N.*): its stages cannot be split into parts, and int8 operands exceed C18
         raise InputError(f"quantize={scheme!r}: this model has no layers.N linears to compress (compressed "
                          "weights are available for the Llama-style families, not GPT-2); load it without quantize")
