@@ -5,7 +5,9 @@ Shapes: ``--shape 1b`` (default) a Llama-3.2-1B-shaped random Llama (16 layers, 
 vocab 128,256, tied; shape of benchmarks/bench_families.py), weights drawn in the process; ``--shape smollm``
 SmolLM2-135M's (30 layers, d 576, 9/3 heads, vocab 32,000, tied: bench_llamacpp.py's ``--family smollm``), a
 transformers-made random fp16 checkpoint loaded as users load it - ``orion.models.load`` through the weight
-cache (warmed once in the parent, so every child memory-maps it).
+cache and the compressed-weight cache beside it (both warmed once in the parent, so every child memory-maps
+them, as a user's second load does: ``quantize s`` is then that load's own time; the parent prints each
+scheme's first quantization).
 
 Per row: ``Model(..., quantize=scheme)`` (quantization time), compile of the program sets the generation uses,
 prefill of ``--prompt`` tokens, ``--tokens`` greedy decode steps (decode tok/s: the median step), then
@@ -149,7 +151,14 @@ def main() -> None:
         sys.path.insert(0, os.path.join(HERE, "..", "python"))
         from orion.models.loaders import load_weights
         ckpt, cache = smollm_checkpoint(os.path.join(args.work, "smollm-random")), os.path.join(args.work, "cache")
-        load_weights(ckpt, cache=cache)          # converted once: the children map the cached fp16 file
+        ck = load_weights(ckpt, cache=cache)     # converted once: the children map the cached fp16 file
+        from orion.models.quantize import quantize_model
+        for s in args.schemes:                   # and compressed once: they map the compressed weights too
+            if s != "fp16":
+                t = time.perf_counter()
+                quantize_model(ck.weights, s, cache_file=ck.cache_file)
+                print(f"{s}: compressed-weight cache ready in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+        del ck
         common += ["--ckpt", ckpt, "--cache", cache]
     rows = []
     for mode in args.layer_modes:
