@@ -337,6 +337,13 @@ void store_panels(const PanelTile& t, __m512 (&acc)[P][NC]) {
       }
       continue;
     }
+    if (NC == 1 && t.cols == 1 && t.ldo == 1) {  // one column into a dense one (decode's compact GEMV): lanes = rows
+      if (t.o16)
+        _mm256_mask_storeu_epi16(t.o16 + 16 * q, m, _mm512_cvtps_ph(acc[q][0], kRound));
+      else
+        _mm512_mask_storeu_ps(t.o32 + 16 * q, m, acc[q][0]);
+      continue;
+    }
     __m512 r[16];
     for (int j = 0; j < 16; ++j) r[j] = j < NC ? acc[q][j] : _mm512_setzero_ps();
     transpose16(r);

@@ -169,7 +169,10 @@ RunFn matmul_lower(OpCtx& ctx) {
     if (cy) gs.ldb = cols;  // y stored [K][cols]
     cpu::kernels::gemm_f16(gs, batches, A.data(), B.data(), C.data());
     int64_t n = 0;
-    for (int64_t b = 0; b < batches; ++b) n += saturate_matmul(C[b], rows, cols, ldc);
+    if (bs == rows * ldc)  // the batches' results back to back (a compact form): one pass over all of them
+      n = saturate_matmul(out, batches * rows, cols, ldc);
+    else
+      for (int64_t b = 0; b < batches; ++b) n += saturate_matmul(C[b], rows, cols, ldc);
     if (n && a.warn)
       a.warn->warn("C36", "matmul '" + name + "': outputs with |y| >= 32752 saturated to +-inf (" + std::to_string(n) + " elements)");
   };
