@@ -426,6 +426,25 @@ def test_gemm_tiny_route_equals_blocked_route(ta, tb, batch, m, n, k):
     check_gemm(native.gemm_f16(a, b, ta, tb), a, b, ta, tb)
 
 
+# Many one-column products sharing A whose columns of B and C lie back to back (RoPE's 2x2 pair swap on decode's
+# compact live column) are computed as one product: bit for bit each product alone (a second column makes it
+# take the per-product route), with specials, fp16 and fp32 out, every ISA and thread count.
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("batch,m,k", [(288, 2, 2), (96, 2, 2), (16, 4, 3), (40, 1, 8), (20, 8, 1)])
+def test_gemm_shared_a_columns_equal_each_product_alone(ta, tb, batch, m, k):
+    rng = np.random.default_rng(batch + m * 7 + k)
+    a = rnd((k, m) if ta else (m, k), rng)
+    b = rnd((batch, 1, k) if tb else (batch, k, 1), rng)
+    sa, sb = with_specials(a, b)
+    for x, y in ((a, b), (sa, sb)):
+        wide = np.concatenate([y, rnd((batch, 1, k) if tb else (batch, k, 1), rng)], axis=1 if tb else 2)
+        for f32 in (False, True):
+            c = assert_same_everywhere(lambda: native.gemm_f16(x, y, ta, tb, f32_out=f32))
+            np.testing.assert_array_equal(bits(c), bits(native.gemm_f16(x, wide, ta, tb, f32_out=f32)[..., :1]))
+    check_gemm(native.gemm_f16(a, b, ta, tb), a, b, ta, tb)
+
+
 def test_gemm_panel_batches_shared_operand_and_specials():
     rng = np.random.default_rng(11)
     # the CPU classifier's layout: 16-row panels stored k-major, one hidden-state matrix for all batches

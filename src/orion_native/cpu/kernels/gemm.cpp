@@ -400,6 +400,36 @@ void via_transposed(const GemmShape& g, int64_t batch, const f16* const* A, cons
 }
 
 template <typename T>
+void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16* const* B, T* const* C);
+
+// Many one-column products that share A, each B a column of K and each C a column of M, both back to back in
+// memory (RoPE's pair swap on decode's compact live column: one 2 x 2 matrix against 288 pairs): they are one
+// product C_all [batch][M] = B_all [batch][K] * op(A)^T, which the panel routes take at once instead of a
+// microkernel call per pair. Same fma chain per element.
+template <typename T>
+bool shared_a_columns(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
+  if (g.N != 1 || batch < 16 || g.M * g.K > 64) return false;
+  for (int64_t b = 1; b < batch; ++b)
+    if (A[b] != A[0] || B[b] != B[0] + b * g.K || C[b] != C[0] + b * g.M) return false;
+  if (!g.trans_b && g.ldb != 1 && g.K > 1) return false;  // each column's K values contiguous (a row's are)
+  if (g.ldc != 1 && g.M > 1) return false;
+  GemmShape s;
+  s.M = batch;
+  s.N = g.M;
+  s.K = g.K;
+  s.trans_a = false;
+  s.lda = g.K;
+  s.trans_b = !g.trans_a;  // op(B') = op(A)^T: A stored [M][K] (row-major) is op(B') transposed
+  s.ldb = g.lda;
+  s.ldc = g.M;
+  const f16* a = B[0];
+  const f16* b = A[0];
+  T* c = C[0];
+  gemm_any(s, 1, &a, &b, &c);
+  return true;
+}
+
+template <typename T>
 void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16* const* B, T* const* C) {
   if (g0.M < 0 || g0.N < 0 || g0.K < 0 || batch < 0) throw std::invalid_argument("gemm: negative size");
   if (batch == 0 || g0.M == 0 || g0.N == 0) return;
@@ -410,6 +440,7 @@ void gemm_any(const GemmShape& g0, int64_t batch, const f16* const* A, const f16
   if (g.lda < (g.trans_a ? g.M : g.K) || g.ldb < (g.trans_b ? g.K : g.N) || g.ldc < g.N)
     throw std::invalid_argument("gemm: leading dimension smaller than the row length");
   if (g.M * g.N * g.K <= kTinyMacs) {
+    if (shared_a_columns(g, batch, A, B, C)) return;
     gemm_tiny(g, batch, A, B, C);
     return;
   }
