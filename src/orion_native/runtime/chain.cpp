@@ -12,12 +12,24 @@ namespace {
 void copy_columns(const ColumnCopy& c, int64_t cols, int64_t pos) {
   const uint16_t* s = c.src;
   uint16_t* d = c.dst + (c.at_pos ? pos * c.dst_col : 0);
-  if (c.src_col == 1 && c.dst_col == 1 && cols > 1) {
-    for (int64_t r = 0; r < c.rows; ++r) std::memcpy(d + r * c.dst_row, s + r * c.src_row, (size_t)cols * 2);
+  const int64_t rows = c.rows, sr = c.src_row, dr = c.dst_row, sc = c.src_col, dc = c.dst_col;
+  if (sc == 1 && dc == 1 && cols > 1) {
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(d + r * dr, s + r * sr, (size_t)cols * 2);
     return;
   }
-  for (int64_t r = 0; r < c.rows; ++r)
-    for (int64_t j = 0; j < cols; ++j) d[r * c.dst_row + j * c.dst_col] = s[r * c.src_row + j * c.src_col];
+  if (cols == 1) {  // decode's one live column: an element per row on both sides, lines fetched ahead
+    constexpr int64_t kAhead = 16;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (r + kAhead < rows) {
+        __builtin_prefetch(s + (r + kAhead) * sr, 0, 3);
+        __builtin_prefetch(d + (r + kAhead) * dr, 1, 3);
+      }
+      d[r * dr] = s[r * sr];
+    }
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) d[r * dr + j * dc] = s[r * sr + j * sc];
 }
 
 bool all_finite(const FiniteCheck& f, int64_t cols) {
