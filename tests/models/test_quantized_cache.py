@@ -72,3 +72,19 @@ def test_schemes_have_entries_of_their_own_and_use_cache_false_writes_none(tmp_p
     m = load(FX, cache=other, use_cache=False, quantize="int8")
     assert not os.path.exists(os.path.join(other, "weights"))
     assert m.generate(IDS, max_tokens=2, temperature=0).tokens
+
+
+def test_an_entry_made_from_other_weights_is_not_used(tmp_path, caplog):
+    """Passed a weight cache entry that is not where these weights came from, the entry beside it (made from
+    the entry's own weights) is refused - its fingerprint differs - and rebuilt from the weights given."""
+    from orion.models import Model
+    from orion.models.loaders import load_weights
+    cache = str(tmp_path)
+    ck = load_weights(FX, cache=cache)
+    load(FX, cache=cache, quantize="int8")                        # the entry of the checkpoint's own weights
+    other = {k: (np.asarray(v) * np.float16(0.5)).astype(np.float16) for k, v in ck.weights.items()}
+    want = _operands(Model(ck.config, other, quantize="int8"))      # no cache: quantized from `other`
+    with caplog.at_level(logging.WARNING, logger="orion"):
+        m = Model(ck.config, other, quantize="int8", weights_cache=ck.cache_file)
+    assert any("made from other weights" in r.message for r in caplog.records)
+    assert _operands(m) == want

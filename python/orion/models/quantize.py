@@ -18,6 +18,7 @@ calibrated on the fp16 model (:mod:`orion.quant.activations`); ``Model.activatio
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import time
@@ -50,12 +51,32 @@ def quantized_cache_entry(weights_entry: str, scheme: str, seed: int = 0) -> str
                         f"{stem}.{scheme}-s{seed}-q{STORE_FORMAT}-{__version__}.safetensors")
 
 
+# elements of each fp16 tensor a compressed-weight cache entry is checked against: a few pages a tensor
+FINGERPRINT_SAMPLES = 16
+
+
+def fingerprint(weights: dict, names) -> str:
+    """A hash of ``FINGERPRINT_SAMPLES`` evenly spaced values of each named weight (and the names and shapes):
+    what ties a compressed-weight cache entry to the fp16 weights it was made from, reading a few pages of
+    each instead of all of them."""
+    h = hashlib.sha256()
+    for n in sorted(names):
+        a = np.asarray(weights[n]).reshape(-1)
+        idx = np.linspace(0, a.size - 1, min(a.size, FINGERPRINT_SAMPLES)).astype(np.int64)
+        h.update(f"{n}:{list(np.shape(weights[n]))}:".encode())
+        h.update(np.ascontiguousarray(a[idx], dtype=np.float16).tobytes())
+    return h.hexdigest()
+
+
 def _read_cached(entry: str, weights: dict):
-    """``(quantized, report)`` from a cache entry, or None when it is missing or unreadable (rebuilt)."""
+    """``(quantized, report)`` from a cache entry, or None when it is missing, unreadable or made from other
+    weights (then rebuilt)."""
     if not os.path.exists(entry):
         return None
     try:
-        q, report, _ = read_quantized(entry, shapes={n: tuple(np.shape(a)) for n, a in weights.items()})
+        q, report, meta = read_quantized(entry, shapes={n: tuple(np.shape(a)) for n, a in weights.items()})
+        if meta.get("orion_fingerprint") != fingerprint(weights, q):
+            raise ModelFormatError(f"{entry}: made from other weights than these (fingerprint differs)")
     except ModelFormatError as e:
         log.warning("orion: rebuilding corrupt compressed-weight cache entry %s (%s)", entry, e)
         return None
@@ -82,7 +103,8 @@ def quantize_model(weights: dict, scheme: str, *, seed: int = 0, cache_file: str
         q, report = quantize_weights(weights, scheme, fit=True, seed=seed, names=lambda n: n.startswith("layers."))
         if q and entry:
             try:
-                write_quantized(entry, q, report, {"orion_source": os.path.basename(cache_file)})
+                write_quantized(entry, q, report, {"orion_source": os.path.basename(cache_file),
+                                                   "orion_fingerprint": fingerprint(weights, q)})
                 q, report, _ = read_quantized(entry)   # the mapped file's views: no anonymous copy kept
                 prune_cache(os.path.dirname(entry), keep=entry)
             except OSError as e:
