@@ -182,3 +182,36 @@ def test_attention_reads_its_queries_compact():
             stmt("o", "fp16", [1, 1, C, W], "matmul", x="k", y="p", transpose_x="f", transpose_y="t"),
             const("so", [1, C, 1, W], tensor=True), stmt("y", "fp16", [1, C, 1, W], "reshape", x="o", shape="so")]
     _check(body, ["y"], params, [1, 2, 4], min_steps=2)
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident set from /proc")
+def test_compact_forms_reuse_the_space_of_values_no_longer_read():
+    """A chain of 100 element-wise steps over [1, 256, 1, 1024] with 128 live columns: each compact form is 64 KB,
+    all of them 6.4 MB; slots reused once a value is no longer read keep the run's compact area to a few
+    (the area is per thread: measured on a fresh thread, whose other first-use costs are ~1 MB)."""
+    import threading
+    shape = [1, 256, 1, 1024]
+    body = [stmt("v0", "fp16", shape, "tanh", x="x")]
+    for i in range(1, 100):
+        body.append(stmt(f"v{i}", "fp16", shape, "mul" if i % 2 else "add", x=f"v{i - 1}", y="x"))
+    prog = _compile(body, ["v99"], {"x": ("fp16", shape)})
+    x = {"x": np.random.default_rng(0).standard_normal(shape).astype(np.float16)}
+    want = np.array(prog.run(x)["v99"])
+    out, grew = {}, {}
+
+    def run():
+        before = _rss_bytes()
+        out["y"] = np.array(prog.run(x, live_columns=128)["v99"])
+        grew["bytes"] = _rss_bytes() - before
+    _native.testing.sim_compact_steps()
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert _native.testing.sim_compact_steps() == 100
+    assert np.array_equal(_bits(out["y"][..., :128]), _bits(want[..., :128]))
+    assert grew["bytes"] < 3 << 20, grew          # 100 forms would be 6.4 MB

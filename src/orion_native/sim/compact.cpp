@@ -2,6 +2,7 @@
 // also reach their full layout (compact.h).
 #include "sim/compact.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "sim/ops/prefix.h"
@@ -44,10 +45,14 @@ Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& ste
   auto bytes_of = [&](int v) { return view_of[(size_t)v] >= 0 ? view_of[(size_t)v] : v; };  // sources are never views
   auto offset_of = [&](int v) { return (size_t)v < view_off.size() ? view_off[(size_t)v] : 0; };  // 0: not a view
   auto two_byte = [&](int v) { return ops::storage_size(values[(size_t)v].dtype) == 2; };
-  auto take_slot = [&](int v, const Geometry& g) {
+  // Slots are placed once every value's compact life is known (first - made or gathered - to last read), reusing
+  // the space of values no longer read: a program's compact forms would otherwise add up to a copy of all of
+  // its values' live boxes (hundreds of MB for a long sequence).
+  std::vector<int> first(n, -1), last(n, -1);
+  auto take_slot = [&](int v, const Geometry& g, int at) {
     p.geometry[(size_t)v] = g;
-    p.slot[(size_t)v] = p.elems;
-    p.elems += g.outer * g.chunk;
+    p.slot[(size_t)v] = 0;  // placed below
+    first[(size_t)v] = last[(size_t)v] = at;
   };
 
   for (size_t si = 0; si < ns; ++si) {
@@ -58,7 +63,7 @@ Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& ste
     Geometry g = geometry_of(values[(size_t)s.out].shape, r);
     if (!worth_compact(g)) continue;
     p.step[si] = 1;
-    take_slot(s.out, g);
+    take_slot(s.out, g, (int)si);
   }
 
   std::vector<std::pair<int, ops::Region>> parts;
@@ -80,8 +85,11 @@ Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& ste
         if (idx != (int)k || val.is_const() || !two_byte(v) || offset_of(v) != 0) continue;
         const Geometry g = geometry_of(val.shape, part);
         const bool made_compact = step_of[(size_t)src] >= 0 && p.step[(size_t)step_of[(size_t)src]];
-        if (p.slot[(size_t)src] < 0 && !made_compact && worth_compact(g)) take_slot(src, g);  // gathered by its first reader
-        if (p.slot[(size_t)src] >= 0 && p.geometry[(size_t)src] == g) use = src;
+        if (p.slot[(size_t)src] < 0 && !made_compact && worth_compact(g)) take_slot(src, g, (int)si);  // gathered by its first reader
+        if (p.slot[(size_t)src] >= 0 && p.geometry[(size_t)src] == g) {
+          use = src;
+          last[(size_t)src] = std::max(last[(size_t)src], (int)si);
+        }
       }
       p.in[si][k] = use;
       if (use < 0) p.full[(size_t)src] = 1;  // read in its full layout
@@ -104,8 +112,34 @@ Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& ste
         p.geometry[(size_t)src] == Geometry{v.numel() / w, live[j], w})
       p.direct[j] = src;
   }
-  for (size_t j = 0; j < out_ids.size(); ++j)
+  for (size_t j = 0; j < out_ids.size(); ++j) {
     if (p.direct[j] < 0) p.full[(size_t)bytes_of(out_ids[j])] = 1;
+    else last[(size_t)p.direct[j]] = (int)ns;  // read after the last step
+  }
+  // First fit in order of first use; a slot is free again after its last read (a step's result never shares
+  // with what that step reads: their lives overlap at it).
+  std::vector<int> order;
+  for (size_t v = 0; v < n; ++v)
+    if (p.slot[v] >= 0) order.push_back((int)v);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return first[(size_t)a] < first[(size_t)b]; });
+  struct Live { int64_t off, size; int end; };
+  std::vector<Live> live_slots;
+  for (int v : order) {
+    const int start = first[(size_t)v];
+    live_slots.erase(std::remove_if(live_slots.begin(), live_slots.end(), [&](const Live& l) { return l.end < start; }),
+                     live_slots.end());
+    std::sort(live_slots.begin(), live_slots.end(), [](const Live& a, const Live& b) { return a.off < b.off; });
+    const Geometry& g = p.geometry[(size_t)v];
+    const int64_t size = (g.outer * g.chunk + 31) / 32 * 32;  // 64-byte aligned slots
+    int64_t at = 0;
+    for (const Live& l : live_slots) {
+      if (l.off - at >= size) break;
+      at = std::max(at, l.off + l.size);
+    }
+    live_slots.push_back({at, size, last[(size_t)v]});
+    p.slot[(size_t)v] = at;
+    p.elems = std::max(p.elems, at + size);
+  }
   return p;
 }
 
