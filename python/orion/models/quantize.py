@@ -30,6 +30,7 @@ from ..errors import InputError, ModelFormatError
 from ..quant import SCHEMES, QuantizedArray, quantize_weights
 from ..quant.activations import ACTIVATION_DTYPES, ActivationScales
 from ..quant.store import STORE_FORMAT, read_quantized, write_quantized
+from . import host_pages
 from .calibration import calibrate
 from .loaders import prune_cache
 
@@ -52,7 +53,7 @@ def quantized_cache_entry(weights_entry: str, scheme: str, seed: int = 0) -> str
 
 
 # elements of each fp16 tensor a compressed-weight cache entry is checked against: a few pages a tensor
-FINGERPRINT_SAMPLES = 16
+FINGERPRINT_SAMPLES = 8
 
 
 def fingerprint(weights: dict, names) -> str:
@@ -109,6 +110,9 @@ def quantize_model(weights: dict, scheme: str, *, seed: int = 0, cache_file: str
                 prune_cache(os.path.dirname(entry), keep=entry)
             except OSError as e:
                 log.warning("orion: could not write the compressed-weight cache %s (%s)", entry, e)
+    # The pages the quantizer or the fingerprint read (with the kernel's fault-around, up to 64 KB a sample) go
+    # back at once: the compressed weights replace the fp16 ones these linears were.
+    host_pages.release([weights[n] for n in q if n in weights])
     if not q:   # GPT-2 (h.N.*): its stages cannot be split into parts, and int8 operands exceed C18
         raise InputError(f"quantize={scheme!r}: this model has no layers.N linears to compress (compressed "
                          "weights are available for the Llama-style families, not GPT-2); load it without quantize")
