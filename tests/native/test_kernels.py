@@ -763,12 +763,16 @@ def test_strided_copy():
 # gemm_f32 (the trainer's CPU weight gradients): fp32 operands on the same blocked route and microkernels.
 # With fp16-representable operands its result equals gemm_f16's fp32 output bit for bit (widening is exact,
 # so each element is the same in-order fma chain over k), on every ISA and thread count; transposed views
-# (numpy's .T) are read in place; K past one k block (384) keeps partial sums between blocks.
+# (numpy's .T) are read in place; K past one k block (384) keeps partial sums between blocks, a K past two chunks
+# of packed B (kPackedBBytes) between chunks, in C.
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("m,n,k", [(1, 1, 1), (3, 70, 5), (40, 33, 500), (130, 257, 256), (12, 32, 800),
                                    # row tiles resized to split evenly over 2 threads (3 -> 4, 6 -> 6 of 132)
-                                   (300, 64, 500), (768, 40, 100)])
+                                   (300, 64, 500), (768, 40, 100),
+                                   # a long K in chunks, each continuing the partial sums in C (the classifier's
+                                   # gradient products: K = the vocabulary), edge tiles on both sides
+                                   (20, 770, 2500), (9, 100, 24000)])
 def test_gemm_f32_is_the_f16_gemms_fma_chain(ta, tb, m, n, k):
     rng = np.random.default_rng(m + 3 * n + 7 * k)
     a16, b16 = make_operands(rng, 0, m, n, k, ta, tb)

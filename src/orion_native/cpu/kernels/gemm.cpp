@@ -50,6 +50,7 @@ struct Plan {
   const GemmShape& g;
   const simd::IsaOps& o;
   int64_t mr, nr, mc, nc, ncb;
+  bool accumulate = false;  // fp32 C holds the partial sums of earlier k: each chain continues from them
 };
 
 // Packs op(B)[0:K, j0:j0+cols] into panels of nr columns, each [K][nr].
@@ -120,7 +121,12 @@ void tile(const Plan& p, const TI* A, const TI* B, const float* bp, int64_t jb, 
           int64_t j0, int64_t nc, T* C) {
   const GemmShape& g = p.g;
   int64_t mc_pad = round_up(mc, p.mr), nc_pad = round_up(nc, p.nr);
-  float* cbuf = g.K > kKC ? scratch_as<float>(ScratchSlot::gemm_c, (size_t)(mc_pad * nc_pad)) : nullptr;
+  float* cbuf = g.K > kKC || p.accumulate ? scratch_as<float>(ScratchSlot::gemm_c, (size_t)(mc_pad * nc_pad)) : nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    if (p.accumulate)  // the tile's partial sums so far, padded as the microkernels read them
+      for (int64_t i = 0; i < mc_pad; ++i)
+        for (int64_t j = 0; j < nc_pad; ++j) cbuf[i * nc_pad + j] = i < mc && j < nc ? C[(i0 + i) * g.ldc + j0 + j] : 0.0f;
+  }
   // Panel row stride: padded so the mr rows read per k do not share L1 sets (not a multiple of 1 KiB).
   int64_t lda_p = round_up(std::min(kKC, g.K), 16) + 16;
   float* ap = scratch_as<float>(ScratchSlot::gemm_a, (size_t)(mc_pad * lda_p));
@@ -142,7 +148,7 @@ void tile(const Plan& p, const TI* A, const TI* B, const float* bp, int64_t jb, 
             t.bcols = (int)std::min(p.nr, nc - jr);
           }
         }
-        t.cin = p0 > 0 ? cbuf + ir * nc_pad + jr : nullptr;
+        t.cin = p0 > 0 || p.accumulate ? cbuf + ir * nc_pad + jr : nullptr;
         t.ldcin = nc_pad;
         t.rows = (int)std::min(p.mr, mc - ir);
         if (last) {
@@ -204,9 +210,10 @@ void gemm_one(const Plan& p, const TI* A, const TI* B, T* C) {
 }
 
 template <typename TI, typename T>
-void gemm_run(const GemmShape& g, int64_t batch, const TI* const* A, const TI* const* B, T* const* C) {
+void gemm_run(const GemmShape& g, int64_t batch, const TI* const* A, const TI* const* B, T* const* C,
+              bool accumulate = false) {
   const simd::IsaOps& o = simd::ops();
-  Plan p{g, o, o.gemm_mr, o.gemm_nr, 0, 0, 0};
+  Plan p{g, o, o.gemm_mr, o.gemm_nr, 0, 0, 0, accumulate};
   p.mc = p.mr * std::max<int64_t>(1, kMC / p.mr);
   p.nc = p.nr * std::max<int64_t>(1, kNC / p.nr);
   int64_t cols_fit = kPackedBBytes / (int64_t)(sizeof(float) * std::max<int64_t>(g.K, 1));
@@ -505,7 +512,21 @@ void gemm_f32(const GemmShape& g0, const float* A, const float* B, float* C) {
   if (g.ldc <= 0) g.ldc = g.N;
   if (g.lda < (g.trans_a ? g.M : g.K) || g.ldb < (g.trans_b ? g.K : g.N) || g.ldc < g.N)
     throw std::invalid_argument("gemm_f32: leading dimension smaller than the row length");
-  gemm_run(g, 1, &A, &B, &C);
+  // A long K (the trainer's classifier: K = 32,000 positions of the vocabulary) in chunks whose packed B stays
+  // within kPackedBBytes, each continuing the fp32 partial sums the chunk before left in C (the same in-order
+  // chain per element): one block of B shared by all tiles instead of a K-long one each tile streams again.
+  const int64_t chunk = std::max<int64_t>(kKC, kPackedBBytes / (int64_t)(sizeof(float) * std::max<int64_t>(g.N, 1)) / kKC * kKC);
+  if (g.K <= 2 * chunk) {
+    gemm_run(g, 1, &A, &B, &C);
+    return;
+  }
+  for (int64_t p0 = 0; p0 < g.K; p0 += chunk) {
+    GemmShape s = g;
+    s.K = std::min(chunk, g.K - p0);
+    const float* a = A + (g.trans_a ? p0 * g.lda : p0);
+    const float* b = B + (g.trans_b ? p0 : p0 * g.ldb);
+    gemm_run(s, 1, &a, &b, &C, p0 > 0);
+  }
 }
 
 void gemm_f16(const GemmShape& g, int64_t batch, const f16* const* A, const f16* const* B, f16* const* C) {
