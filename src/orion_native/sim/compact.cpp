@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "sim/first_fit.h"
 #include "sim/ops/prefix.h"
 
 namespace orion::sim::compact {
@@ -122,24 +123,12 @@ Plan plan(const std::deque<ops::Value>& values, const std::vector<StepInfo>& ste
   for (size_t v = 0; v < n; ++v)
     if (p.slot[v] >= 0) order.push_back((int)v);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return first[(size_t)a] < first[(size_t)b]; });
-  struct Live { int64_t off, size; int end; };
-  std::vector<Live> live_slots;
+  FirstFit area;
   for (int v : order) {
-    const int start = first[(size_t)v];
-    live_slots.erase(std::remove_if(live_slots.begin(), live_slots.end(), [&](const Live& l) { return l.end < start; }),
-                     live_slots.end());
-    std::sort(live_slots.begin(), live_slots.end(), [](const Live& a, const Live& b) { return a.off < b.off; });
     const Geometry& g = p.geometry[(size_t)v];
-    const int64_t size = (g.outer * g.chunk + 31) / 32 * 32;  // 64-byte aligned slots
-    int64_t at = 0;
-    for (const Live& l : live_slots) {
-      if (l.off - at >= size) break;
-      at = std::max(at, l.off + l.size);
-    }
-    live_slots.push_back({at, size, last[(size_t)v]});
-    p.slot[(size_t)v] = at;
-    p.elems = std::max(p.elems, at + size);
+    p.slot[(size_t)v] = area.place(first[(size_t)v], last[(size_t)v], (g.outer * g.chunk + 31) / 32 * 32);  // 64-byte aligned
   }
+  p.elems = area.peak();
   return p;
 }
 

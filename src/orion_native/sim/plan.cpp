@@ -16,6 +16,7 @@
 #include "cpu/kernels/kernels.h"
 #include "cpu/kernels/scratch.h"
 #include "sim/compact.h"
+#include "sim/first_fit.h"
 #include "sim/ops/op.h"
 #include "sim/ops/prefix.h"
 #include "sim/step_profile.h"
@@ -523,21 +524,8 @@ class Builder : public ops::Env {
     for (auto it = P.views.rbegin(); it != P.views.rend(); ++it)  // a source outlives its views
       last[it->second] = std::max(last[it->second], last[it->first]);
     P.arena_off.assign(n, -1);
-    struct Block { int64_t off, size; int end; };
-    std::vector<Block> live;
-    int64_t peak = 0;
-    auto alloc = [&](int start, int end, int64_t bytes) {
-      live.erase(std::remove_if(live.begin(), live.end(), [&](const Block& b) { return b.end < start; }), live.end());
-      std::sort(live.begin(), live.end(), [](const Block& a, const Block& b) { return a.off < b.off; });
-      int64_t size = align_up(std::max<int64_t>(bytes, 1)), at = 0;
-      for (const Block& b : live) {
-        if (b.off - at >= size) break;
-        at = std::max(at, b.off + b.size);
-      }
-      live.push_back({at, size, end});
-      peak = std::max(peak, at + size);
-      return at;
-    };
+    FirstFit arena;
+    auto alloc = [&](int start, int end, int64_t bytes) { return arena.place(start, end, align_up(std::max<int64_t>(bytes, 1))); };
     for (int id : P.param_ids)
       if (P.values[id].dtype == DType::fp32 && last[id] >= 0) P.arena_off[id] = alloc(-1, last[id], P.values[id].bytes());
     for (int i = 0; i < ns; ++i) {
@@ -548,7 +536,7 @@ class Builder : public ops::Env {
     // fp32 parameters that are returned directly (or unused) still need their fp16 copy.
     for (int id : P.param_ids)
       if (P.values[id].dtype == DType::fp32 && P.arena_off[id] < 0) P.arena_off[id] = alloc(-1, ns, P.values[id].bytes());
-    P.arena_size = peak;
+    P.arena_size = arena.peak();
   }
 
   // Constants that every consumer packed while lowering (the weights of the linears' convs) are never
