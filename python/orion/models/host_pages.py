@@ -14,7 +14,7 @@ import numpy as np
 from ..quant import QuantizedArray
 from ..quant.store import tensor_arrays
 
-__all__ = ["file_maps", "map_of", "release", "release_maps", "resident_bytes"]
+__all__ = ["backing_arrays", "file_maps", "map_of", "release", "release_maps", "resident_bytes"]
 
 _PAGE = mmap.PAGESIZE
 
@@ -34,13 +34,17 @@ def map_of(a) -> mmap.mmap | None:
     return None
 
 
-def file_maps(arrays: Iterable) -> list[mmap.mmap]:
-    """The distinct file mappings among ``arrays``' bases (a compressed weight's: its operands', memory-mapped
+def backing_arrays(a) -> list:
+    """The numpy arrays holding a weight's bytes: the array itself, or a compressed weight's operands (memory-mapped
     from the compressed-weight cache by :func:`orion.models.quantize.quantize_model`)."""
+    return tensor_arrays(a.quant) if isinstance(a, QuantizedArray) else [a] if isinstance(a, np.ndarray) else []
+
+
+def file_maps(arrays: Iterable) -> list[mmap.mmap]:
+    """The distinct file mappings among the bases of ``arrays`` (:func:`backing_arrays` of each)."""
     out: dict[int, mmap.mmap] = {}
     for a in arrays:
-        parts = tensor_arrays(a.quant) if isinstance(a, QuantizedArray) else [a] if isinstance(a, np.ndarray) else []
-        for p in parts:
+        for p in backing_arrays(a):
             m = map_of(p)
             if m is not None and not m.closed:
                 out[id(m)] = m

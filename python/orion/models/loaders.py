@@ -609,6 +609,12 @@ def cache_limit_bytes() -> int:
     return int(gb * 2 ** 30)
 
 
+def mark_used(entry: str) -> None:
+    """Records a cache entry's use in its access time, which orders :func:`prune_cache`'s LRU removals."""
+    with contextlib.suppress(OSError):
+        os.utime(entry, (time.time(), os.stat(entry).st_mtime))
+
+
 def prune_cache(root: str, keep: str | None = None) -> list[str]:
     """Removes temp files of killed writes, then the least recently used entries until the weight cache
     fits :func:`cache_limit_bytes` (``keep``: an entry never removed, the one just written). Returns the
@@ -710,8 +716,7 @@ def load_weights(path: str, *, cache: str | None = None, use_cache: bool = True)
             kind = st.metadata.get("orion_kind", "cached")
             w = {n: st.get(n) for n in st.names}
             check_weights(cfg, w, entry)
-            with contextlib.suppress(OSError):       # last use in the access time, for prune_cache's LRU order
-                os.utime(entry, (time.time(), os.stat(entry).st_mtime))
+            mark_used(entry)
             return Checkpoint(cfg, w, kind, path, files, cache_file=entry)
         except (ModelFormatError, KeyError, ValueError, TypeError) as e:
             log.warning("orion: rebuilding corrupt weight cache entry %s (%s)", entry, e)

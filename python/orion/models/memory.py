@@ -12,7 +12,6 @@ import numpy as np
 from ..compiler.driver import check
 from ..errors import InputError
 from ..quant import QuantizedArray
-from ..quant.store import tensor_arrays
 from . import host_pages
 from .engine import AS_INPUTS, DECODE_S
 from .stages import CACHE_INPUTS, fed_per_eval
@@ -59,8 +58,8 @@ def _host_weights(model, resident: bool = True) -> dict[str, int]:
     ``resident=False``: none of them, as after the programs took them), and zero for the program-side kinds."""
     ws = list(model.weights.values())
     maps = host_pages.file_maps(ws)
-    parts = [p for a in ws for p in (tensor_arrays(a.quant) if isinstance(a, QuantizedArray) else [a])]
-    anon = sum(int(p.nbytes) for p in parts if not isinstance(p, np.ndarray) or host_pages.map_of(p) is None)
+    anon = sum(int(a.nbytes) for a in ws if not isinstance(a, (np.ndarray, QuantizedArray)))   # other array types
+    anon += sum(int(p.nbytes) for a in ws for p in host_pages.backing_arrays(a) if host_pages.map_of(p) is None)
     held = sum((host_pages.resident_bytes(m) if resident else 0) or 0 for m in maps)
     return {"weights": sum(int(a.nbytes) for a in ws),
             "weights_compressed": sum(int(a.nbytes) for a in ws if isinstance(a, QuantizedArray)),

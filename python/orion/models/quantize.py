@@ -17,11 +17,9 @@ calibrated on the fp16 model (:mod:`orion.quant.activations`); ``Model.activatio
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
-import time
 
 import numpy as np
 
@@ -32,7 +30,7 @@ from ..quant.activations import ACTIVATION_DTYPES, ActivationScales
 from ..quant.store import STORE_FORMAT, read_quantized, write_quantized
 from . import host_pages
 from .calibration import calibrate
-from .loaders import prune_cache
+from .loaders import mark_used, prune_cache
 
 log = logging.getLogger("orion")
 
@@ -81,8 +79,7 @@ def _read_cached(entry: str, weights: dict):
     except ModelFormatError as e:
         log.warning("orion: rebuilding corrupt compressed-weight cache entry %s (%s)", entry, e)
         return None
-    with contextlib.suppress(OSError):           # last use in the access time, for prune_cache's LRU order
-        os.utime(entry, (time.time(), os.stat(entry).st_mtime))
+    mark_used(entry)
     return q, report
 
 
