@@ -53,6 +53,8 @@ SCHEMES = {
     "lut2": lambda w: palettize(w, 2),
     "lut3": lambda w: palettize(w, 3, group_size=16),
     "lut4": lambda w: palettize(w, 4, group_size=16),
+    "lut4_tensor": lambda w: palettize(w, 4),          # one table for every panel
+    "lut4_rows": lambda w: palettize(w, 4, group_size=1),  # a table a row: the per-row lookups
     "lut6": lambda w: palettize(w, 6, group_size=48),
     "lut8": lambda w: palettize(w, 8),
     "int4": lambda w: quantize_blockwise(w, 4, block_size=8),
@@ -121,13 +123,13 @@ def test_blockwise_scale_must_divide_the_data():
 
 
 @pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512", "neon"])
-@pytest.mark.parametrize("scheme", ["int8", "uint8", "int8_block", "lut4"])
+@pytest.mark.parametrize("scheme", ["int8", "uint8", "int8_block", "lut4", "lut4_tensor", "lut4_rows"])
 @pytest.mark.parametrize("shape", [(208, 80), (208, 77)])
 def test_decode_width_constexpr_conv_is_bit_equal_on_every_isa(isa, scheme, shape):
     # the decode shape: 1-4 live columns, rows spanning several multi-panel tiles and a short last group, an
-    # odd K (the AVX512-FP16 decoder takes two k at a time), rows whose values decode to fp16 subnormals and
-    # large ones, so the 8-bit fused decoders (decode_ss8, in fp32 or in fp16 arithmetic) and the
-    # multi-panel GEMV run in every kernel table
+    # odd K (the AVX512-FP16 decoder and decode_lut4 take two k at a time), rows whose values decode to fp16
+    # subnormals and large ones, so the 8-bit fused decoders (decode_ss8, in fp32 or in fp16 arithmetic), the
+    # 4-bit LUT decoder (decode_lut4) and the multi-panel GEMV run in every kernel table
     from orion import _native
     if not _native.testing.force_isa(isa):
         pytest.skip(f"{isa} not available on this CPU")

@@ -1,7 +1,8 @@
 // Decoding of compressed constant weights (compressed.h), one 16-row panel at a time: per k, the 16
 // codes come from 2 * bits consecutive bytes; a LUT is a per-row table lookup, scale/offset is applied
 // in fp32 (exact for integer codes and offsets) and rounded once by the vectorised f32 -> f16 conversion
-// (8-bit codes: the ISA's decode_ss8, one pass from codes to fp16).
+// (8-bit codes: the ISA's decode_ss8, one pass from codes to fp16; 4-bit LUTs shared by a panel's rows: the
+// ISA's decode_lut4).
 #include "cpu/kernels/compressed.h"
 
 #include <algorithm>
@@ -120,6 +121,10 @@ void CompressedWeight::panel(int64_t p, f16* dst) const {
       const int64_t kb = k0 / cols_per_block, k1 = std::min(K, k0 + cols_per_block);
       for (int64_t j = 0; j < kR; ++j) tab[j] = lut.data() + ((size_t)(rowbase[j] + kb) << bits);
       const bool one_table = std::all_of(tab, tab + kR, [&](const f16* t) { return t == tab[0]; });
+      if (one_table && bits == 4) {  // the lut4 linears (tables per >= 16 rows): the ISA's vector lookup
+        simd::ops().decode_lut4(src + k0 * rb, k1 - k0, tab[0], dst + k0 * kR);
+        continue;
+      }
       for (int64_t k = k0; k < k1; ++k) {
         if (bits == 4) unpack16_t<4, false>(src + k * rb, c);
         else if (bits == 6) unpack16_t<6, false>(src + k * rb, c);

@@ -303,6 +303,32 @@ void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc
   }
 }
 
+// Two k-rows (16 bytes, 32 codes) at a time: the nibbles interleaved into one code a byte, looked up by
+// pshufb in the table's low bytes and its high bytes, the two halves zipped back into fp16 values.
+void decode_lut4(const uint8_t* codes, int64_t n, const f16* table, f16* dst) {
+  alignas(16) uint8_t lo[16], hi[16];
+  for (int i = 0; i < 16; ++i) {
+    uint16_t v;
+    std::memcpy(&v, table + i, sizeof v);
+    lo[i] = (uint8_t)(v & 0xFF);
+    hi[i] = (uint8_t)(v >> 8);
+  }
+  const __m128i tl = _mm_load_si128((const __m128i*)lo), th = _mm_load_si128((const __m128i*)hi);
+  const __m128i m = _mm_set1_epi8(0x0F);
+  int64_t k = 0;
+  for (; k + 2 <= n; k += 2) {
+    const __m128i b = _mm_loadu_si128((const __m128i*)(codes + 8 * k));
+    const __m128i c_lo = _mm_and_si128(b, m), c_hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+    const __m128i c[2] = {_mm_unpacklo_epi8(c_lo, c_hi), _mm_unpackhi_epi8(c_lo, c_hi)};  // codes 0-15, 16-31
+    for (int h = 0; h < 2; ++h) {
+      const __m128i vl = _mm_shuffle_epi8(tl, c[h]), vh = _mm_shuffle_epi8(th, c[h]);
+      _mm_storeu_si128((__m128i*)(dst + 16 * k + 16 * h), _mm_unpacklo_epi8(vl, vh));
+      _mm_storeu_si128((__m128i*)(dst + 16 * k + 16 * h + 8), _mm_unpackhi_epi8(vl, vh));
+    }
+  }
+  if (k < n) decode_lut4_ref(codes + 8 * k, n - k, table, dst + 16 * k);
+}
+
 void gemm_panel(const PanelTile& t) {
   if (t.panels > 1 && t.panels == panel_group(t.cols)) {
     if (t.cols == 1) return panels<1, 4>(t);

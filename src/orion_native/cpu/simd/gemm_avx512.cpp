@@ -534,6 +534,20 @@ void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc
   }
 }
 
+// Two k-rows (16 bytes, 32 codes) at a time: each byte widened to a 32-bit lane whose low and high halves
+// take its low and high nibble - 32 codes in order as 16-bit lanes - then one 16-bit permute through the table.
+void decode_lut4(const uint8_t* codes, int64_t n, const f16* table, f16* dst) {
+  const __m512i tab = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i*)table));
+  const __m512i m_lo = _mm512_set1_epi32(0x0F), m_hi = _mm512_set1_epi32(0xF0);
+  int64_t k = 0;
+  for (; k + 2 <= n; k += 2) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(codes + 8 * k)));
+    const __m512i idx = _mm512_or_si512(_mm512_and_si512(b, m_lo), _mm512_slli_epi32(_mm512_and_si512(b, m_hi), 12));
+    _mm512_storeu_si512(dst + 16 * k, _mm512_permutexvar_epi16(idx, tab));
+  }
+  if (k < n) decode_lut4_ref(codes + 8 * k, n - k, table, dst + 16 * k);
+}
+
 void gemm_panel(const PanelTile& t) {
   if (t.panels > 1 && t.panels == panel_group(t.cols)) {
     switch (t.cols) {

@@ -175,4 +175,6 @@ void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc
   decode_ss8_ref(codes, n, is_signed, sc, of, dst);
 }
 
+void decode_lut4(const uint8_t* codes, int64_t n, const f16* table, f16* dst) { decode_lut4_ref(codes, n, table, dst); }
+
 }  // namespace orion::cpu::simd::neon

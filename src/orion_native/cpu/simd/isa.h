@@ -95,6 +95,13 @@ inline void decode_ss8_ref(const uint8_t* codes, int64_t n, bool is_signed, cons
     }
 }
 
+// decode_lut4 in plain C++ (the scalar table, and NEON's): n k-rows of 16 4-bit codes (8 bytes, LSB-first)
+// looked up in one 16-entry fp16 table.
+inline void decode_lut4_ref(const uint8_t* codes, int64_t n, const f16* table, f16* dst) {
+  for (int64_t k = 0; k < n; ++k, codes += 8, dst += 16)
+    for (int j = 0; j < 16; ++j) dst[j] = table[(codes[j >> 1] >> ((j & 1) * 4)) & 15];
+}
+
 // Runs a multi-panel tile one panel at a time through `one` (for kernels without a multi-panel loop).
 template <typename F>
 inline void for_each_panel(const PanelTile& t, F&& one) {
@@ -155,6 +162,9 @@ struct IsaOps {
   // parameter pair per row lane: dst[16 k + j] = fp16((code - of[j]) * sc[j]) (exact in fp32, one
   // rounding), in one pass (compressed weights at decode width: the int8 linears).
   void (*decode_ss8)(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst);
+  // Decodes n k-rows of a 4-bit LUT panel whose 16 rows share one table: dst[16 k + j] = table[code]
+  // (codes LSB-first, two a byte; a pure lookup: the lut4 linears at decode width).
+  void (*decode_lut4)(const uint8_t* codes, int64_t n, const f16* table, f16* dst);
   // Panel GEMM on 8-bit codes decoded in registers (PanelTile::q8; cols <= 4, panels ==
   // panel_group(cols)): the same values and fma chains as decode_ss8 + gemm_panel, without the fp16
   // round trip through memory. Null where not implemented (then decode_ss8 + gemm_panel run).

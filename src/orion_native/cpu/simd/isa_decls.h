@@ -28,7 +28,8 @@ namespace orion::cpu::simd {
   void div_to_f16(const float* e, const float* s, f16* y, int64_t n);                                     \
   void gemm_panel(const PanelTile& t);                                                                    \
   int panel_group(int cols);                                                                               \
-  void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst);
+  void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst); \
+  void decode_lut4(const uint8_t* codes, int64_t n, const f16* table, f16* dst);
 
 namespace avx2 { ORION_ISA_DECLS }
 namespace avx512 { ORION_ISA_DECLS void gemm_panel_q8(const PanelTile& t); void gemm_rows(const GemmTile& t); }

@@ -11,7 +11,7 @@ namespace orion::cpu::simd {
         isa::cvt_transpose,                                                                        \
         isa::binary_vv, isa::binary_vs, isa::binary_sv, isa::unary, isa::clip, isa::scale_bias,    \
         isa::reduce_row, isa::reduce_step, isa::softmax_row, isa::exp_sub_acc, isa::div_to_f16,    \
-        isa::gemm_panel, isa::panel_group, isa::decode_ss8, q8, rows,                               \
+        isa::gemm_panel, isa::panel_group, isa::decode_ss8, isa::decode_lut4, q8, rows,             \
   }
 
 const IsaOps* avx512_ops() {
