@@ -85,21 +85,27 @@ LLAMA_SHAPES = {
                   num_key_value_heads=12, tie_word_embeddings=False),
     "smollm": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
                    num_key_value_heads=3, tie_word_embeddings=True),
+    # Llama-3.2-1B's shape and vocabulary size (the Llama-2 tokenizer.model padded to it by the GGUF converter):
+    # benchmarks/bench_quantized_decode.py's default
+    "1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+               num_key_value_heads=8, tie_word_embeddings=True, vocab_size=128256, rope_theta=500000.0,
+               max_position_embeddings=2048),
 }
 
 
-def write_llama_checkpoint(out: str, seed: int, family: str = "llama") -> None:
-    """A random Llama of :data:`LLAMA_SHAPES` ``family`` (the Llama-2 SentencePiece vocabulary of 32,000) in fp16
-    safetensors with the Llama-2 tokenizer.model: the family orion compresses (``quantize="int8"``), for orion
-    int8 next to llama.cpp q8_0."""
+def write_llama_checkpoint(out: str, seed: int, family: str = "llama", **overrides) -> None:
+    """A random Llama of :data:`LLAMA_SHAPES` ``family`` (the Llama-2 SentencePiece vocabulary of 32,000 unless the
+    shape says otherwise) in fp16 safetensors with the Llama-2 tokenizer.model: the family orion compresses
+    (``quantize="int8"``), for orion int8 next to llama.cpp q8_0. ``overrides``: more ``LlamaConfig`` fields
+    (``num_hidden_layers=8``)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     spm = os.path.join(DATA, "llama2-tokenizer.model")
     if not os.path.exists(spm):
         raise SystemExit(f"{spm} missing: the GGUF converter needs the Llama-2 tokenizer.model")
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=32000, max_position_embeddings=1024, bos_token_id=1, eos_token_id=2,
-                      **LLAMA_SHAPES[family])
+    cfg = LlamaConfig(**{"vocab_size": 32000, "max_position_embeddings": 1024, "bos_token_id": 1, "eos_token_id": 2,
+                         **LLAMA_SHAPES[family], **overrides})
     model = LlamaForCausalLM(cfg).to(torch.float16)
     model.save_pretrained(out, safe_serialization=True)
     shutil.copyfile(spm, os.path.join(out, "tokenizer.model"))

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Build llama.cpp's llama-bench and llama-batched-bench (CPU only) from the llama.cpp sources that the
+# Build llama.cpp's llama-bench, llama-batched-bench and llama-quantize (CPU only) from the llama.cpp sources that the
 # llama-cpp-python sdist on PyPI vendors, and unpack its gguf-py next to them for convert_hf_to_gguf.py.
 # Used by benchmarks/bench_llamacpp.py; nothing of llama.cpp is committed.
 #
 #   scripts/build_llamacpp.sh DIR [VERSION]
 #
-# DIR gets: src/ (the unpacked sdist), build/bin/llama-bench, build/bin/llama-batched-bench,
+# DIR gets: src/ (the unpacked sdist), build/bin/llama-bench, build/bin/llama-batched-bench, build/bin/llama-quantize,
 # and llama.cpp -> the vendored tree (convert_hf_to_gguf.py, gguf-py/).
 set -euo pipefail
 
@@ -42,7 +42,7 @@ cmake -S "$LLAMA" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
     -DCMAKE_C_FLAGS="$EXTRA_FLAGS" -DCMAKE_CXX_FLAGS="$EXTRA_FLAGS" \
     -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=ON \
     -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
-cmake --build "$DIR/build" --config Release -j "$JOBS" --target llama-bench llama-batched-bench
+cmake --build "$DIR/build" --config Release -j "$JOBS" --target llama-bench llama-batched-bench llama-quantize
 
 # convert_hf_to_gguf.py imports `gguf` from gguf-py; the benchmark puts this dir on PYTHONPATH
 # rather than installing it over whatever gguf the venv may have.
@@ -50,4 +50,5 @@ test -f "$LLAMA/gguf-py/gguf/__init__.py"
 echo "llama-cpp-python: $SDIST"
 echo "llama-bench:         $DIR/build/bin/llama-bench"
 echo "llama-batched-bench: $DIR/build/bin/llama-batched-bench"
+echo "llama-quantize:      $DIR/build/bin/llama-quantize"
 echo "convert:             $LLAMA/convert_hf_to_gguf.py (PYTHONPATH=$LLAMA/gguf-py)"
