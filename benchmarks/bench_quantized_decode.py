@@ -10,7 +10,9 @@ Each is loaded as users load it - ``orion.models.load`` through the weight cache
 beside it (both warmed once in the parent, so every child memory-maps them, as a user's second load does:
 ``quantize s`` is then that load's own time; the parent prints each scheme's first quantization).
 
-Per row: ``load(..., quantize=scheme)`` (load time), compile of the program sets the generation uses, prefill
+Per row: ``load(..., quantize=scheme, stream_weights=...)`` (load time; ``--stream-modes auto off``: compressed rows
+with each layer's weights kept compressed and decoded before its evals - the default - and with an fp16 copy of
+every layer; the layers column says "streamed" where that applies), compile of the program sets the generation uses, prefill
 of ``--prompt`` tokens, ``--tokens`` greedy decode steps (decode tok/s: the median step), then
 ``Model.memory()``. ``weight MB`` is what the stage programs' weight files hold (``Model.weight_bytes``; the
 tied classifier runs on the CPU in every row). The memory target (issue 30): peak RSS <= 1.3 x (stored
@@ -24,7 +26,7 @@ llama.cpp (``--llamacpp DIR``, built by scripts/build_llamacpp.sh): the same che
 
     PYTHONPATH=python:BUILD python benchmarks/bench_quantized_decode.py [--shape 1b|smollm]
         [--schemes fp16 int8 lut4] [--layer-modes auto] [--prompt 16] [--tokens 16] [--layers 16]
-        [--llamacpp DIR] [--threads 2] [--json out.json]
+        [--stream-modes auto off] [--llamacpp DIR] [--threads 2] [--json out.json]
 """
 
 from __future__ import annotations
@@ -108,7 +110,8 @@ def child(scheme: str, args) -> dict:
     orion._native.set_num_threads(args.threads)
     quantize = None if scheme == "fp16" else scheme
     t = time.perf_counter()
-    m = load(args.ckpt, cache=args.cache, device="sim", quantize=quantize, layers=args.layer_mode)
+    stream = {"auto": "auto", "off": False}[args.stream_mode]
+    m = load(args.ckpt, cache=args.cache, device="sim", quantize=quantize, layers=args.layer_mode, stream_weights=stream)
     quant_s = time.perf_counter() - t
     cfg, eng = m.config, m.engine
     prompt = [int(i) for i in np.random.default_rng(1).integers(3, cfg.vocab_size, args.prompt)]
@@ -126,7 +129,8 @@ def child(scheme: str, args) -> dict:
         steps.append(time.perf_counter() - t)
         toks.append(int(np.argmax(logits)))
     mem = {k: v / 2**20 for k, v in m.memory().items() if isinstance(v, int)}
-    return dict(scheme=scheme, layers=eng.compile_plan()["layers"], quant_s=quant_s, compile_s=compile_s,
+    return dict(scheme=scheme, layers=eng.compile_plan()["layers"] + (" streamed" if eng.streaming and
+                                                                     eng.shared_layers else ""), quant_s=quant_s, compile_s=compile_s,
                 compiles=eng.compiles, prefill_s=prefill_s, step_s=float(np.median(steps)),
                 weight_mb=m.weight_bytes / 2**20, tokens=toks, rss_mb=_peak_rss_mb(), mem=mem)
 
@@ -150,7 +154,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="threads of both sides")
     ap.add_argument("--json")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--stream-modes", nargs="+", default=["auto"], choices=["auto", "off"],
+                    help="stream_weights of the compressed rows: auto (shared layers keep their weights compressed) "
+                         "and/or off (an fp16 copy of every layer)")
     ap.add_argument("--layer-mode", default="auto", help=argparse.SUPPRESS)
+    ap.add_argument("--stream-mode", default="auto", help=argparse.SUPPRESS)
     ap.add_argument("--ckpt", help=argparse.SUPPRESS)
     ap.add_argument("--cache", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -181,23 +189,26 @@ def main() -> None:
                                              args.threads)
             print(f"llama.cpp {GGUF_TYPES[s]}: peak RSS {llama_rss[s]:,.0f} MB", file=sys.stderr, flush=True)
     rows = []
-    for mode in args.layer_modes:
-        for s in args.schemes:
-            p = subprocess.run([sys.executable, __file__, "--child", s, "--layer-mode", mode, *common],
-                               capture_output=True, text=True)
-            line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
-            if line is None:
-                print(f"{s} ({mode}): failed\n{p.stderr[-3000:]}", file=sys.stderr)
-                continue
-            r = json.loads(line[7:])
-            rows.append(r)
-            print(f"{s} ({mode}): " + json.dumps({k: v for k, v in r.items() if k != "tokens"}), file=sys.stderr, flush=True)
+    runs = [(mode, s, sm) for mode in args.layer_modes for s in args.schemes for sm in args.stream_modes
+            if s != "fp16" or sm == args.stream_modes[0]]               # fp16 has nothing to stream: one row
+    for mode, s, sm in runs:
+        p = subprocess.run([sys.executable, __file__, "--child", s, "--layer-mode", mode, "--stream-mode", sm,
+                            *common], capture_output=True, text=True)
+        line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
+        if line is None:
+            print(f"{s} ({mode}, stream {sm}): failed\n{p.stderr[-3000:]}", file=sys.stderr)
+            continue
+        r = json.loads(line[7:])
+        rows.append(r)
+        print(f"{s} ({mode}, stream {sm}): " + json.dumps({k: v for k, v in r.items() if k != "tokens"}),
+              file=sys.stderr, flush=True)
     print("| weights | layers | weight MB (programs) | quantize s | compile s (programs) | prefill tok/s | "
           "decode tok/s | stored weights MB | KV cache MB | peak RSS MB | target MB | peak / target | "
           "greedy ids = fp16 | llama.cpp | llama.cpp peak RSS MB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        ref = next((x["tokens"] for x in rows if x["scheme"] == "fp16" and x["layers"] == r["layers"]), None)
+        ref = next((x["tokens"] for x in rows if x["scheme"] == "fp16" and
+                    x["layers"].split()[0] == r["layers"].split()[0]), None)
         same = "–" if ref is None or r["scheme"] == "fp16" else \
             f"{sum(a == b for a, b in zip(r['tokens'], ref))}/{len(ref)}"
         ll = f"{GGUF_TYPES[r['scheme']]} | {llama_rss[r['scheme']]:,.0f}" if r["scheme"] in llama_rss else "– | –"

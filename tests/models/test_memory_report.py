@@ -16,7 +16,8 @@ from orion.models.stages import LayerStage
 from orion.quant import QuantizedArray
 
 FX = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models", "qwen3")
-KINDS = ("weights", "layer_weight_surfaces", "kv_cache", "program_surfaces", "classifier_panels")
+KINDS = ("weights", "layer_weight_surfaces", "layer_weights_streamed", "kv_cache", "program_surfaces",
+         "classifier_panels")
 COUNTED = ("weights_resident",) + KINDS[1:]
 
 
@@ -103,7 +104,8 @@ def test_the_plan_before_generating_is_what_a_generation_of_that_size_counts(lay
     m = load(FX, layers=layers, quantize=quantize)
     plan = memory_plan(m, n_prompt=20, n_new=6)
     assert m.engine.compiles == 0                                      # lowering only
-    assert set(plan["estimated"]) == {"weights_resident", "layer_weight_surfaces", "kv_cache", "program_surfaces"}
+    assert set(plan["estimated"]) == {"weights_resident", "layer_weight_surfaces", "layer_weights_streamed", "kv_cache",
+                                      "program_surfaces"}
     m.generate(list(range(3, 23)), max_tokens=6, stop_tokens=[])
     mem = m.memory()
     assert {k: plan[k] for k in KINDS + ("weights_compressed",)} == {k: mem[k] for k in KINDS + ("weights_compressed",)}

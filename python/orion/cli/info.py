@@ -80,7 +80,8 @@ def _print_memory(mem: dict, n_prompt: int, n_new: int) -> None:
     print(f"    host weights as stored: {mb(mem['weights'])}"
           + (f" ({mb(mem['weights_compressed'])} of them compressed)" if mem["weights_compressed"] else "")
           + f"; resident once the programs hold them: ~{mb(mem['weights_resident'])}")
-    for kind, label in (("layer_weight_surfaces", "shared layers' weight surfaces"), ("kv_cache", "KV cache"),
+    for kind, label in (("layer_weight_surfaces", "shared layers' weight surfaces"),
+                        ("layer_weights_streamed", "shared layers' streamed compressed weights"), ("kv_cache", "KV cache"),
                         ("program_surfaces", "program surfaces"), ("classifier_panels", "CPU classifier panels")):
         print(f"    {label}: {'~' if kind in mem['estimated'] else ''}{mb(mem[kind])}")
     print(f"    counted: ~{mb(mem['counted'])}")

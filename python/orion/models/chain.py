@@ -88,15 +88,16 @@ class StepChain:
                       (_rows(out["v"]), st.cache["v_cache"], -1, True),
                       (_rows(src_x), _rows(base.in_views["x"]), -1, False),
                       (_rows(out["q"]), _rows(base.in_views["q_attn"]), -1, False)]
-            binds = []
+            binds, fills = [], []
             if isinstance(st, LayerStage):
                 binds = list(st._bind)
+                fills = list(st._fill)                       # streamed weights (models/streamed.py)
                 for view, values in st._feed:                # small weight inputs fed per eval
                     v2 = _rows(view)
                     a2 = np.ascontiguousarray(values, np.float16).reshape(v2.shape)  # the layer's array: kept
                     copies.append((a2, v2, v2.shape[1], False))
             check = base.out_arrays["x_out" if l < L else "h"]
-            self.chain.add_step(base.prog._p, binds, copies, base.live_columns(n), _rows(check))
+            self.chain.add_step(base.prog._p, binds, copies, base.live_columns(n), _rows(check), fills)
 
     @classmethod
     def build(cls, stages, n: int) -> StepChain | None:
@@ -121,7 +122,11 @@ class StepChain:
     def run(self, pos: int) -> int:
         """Runs the layers at cache position ``pos``; the index of the first stage whose residual output left
         fp16's range, or -1."""
-        bad, warnings = self.chain.run(self.n, pos)
+        try:
+            bad, warnings = self.chain.run(self.n, pos)
+        finally:
+            for st in self.stages:               # the streamed layers' fills ran natively: no record of whose
+                _base(st).fill_state["weights"] = None   # weights the programs' own surfaces hold now
         if warnings:
             _warn(warnings)
         return bad

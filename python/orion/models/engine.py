@@ -35,6 +35,7 @@ from ..compiler.driver import check
 from ..compiler.driver import compile as compile_graph
 from ..errors import BudgetExceeded, CompileError, InputError, ModelFormatError
 from ..ir import Graph, ops
+from ..quant import QuantizedArray
 from ..native.runtime import resolve_device
 from . import host_pages, llama
 from .chain import StepChain, feed_once, same_feeds, shared_feeds
@@ -115,6 +116,11 @@ def _take_values(g: Graph) -> dict:
     return {n: (v, np.asarray(v.node.attrs.pop("value"))) for n, v in g.weights.items()}
 
 
+class _LayerValues(dict):
+    """A shared stage's weight values by graph name; ``stored``: the compressed ones as stored (QuantizedArray)."""
+    stored: dict = {}
+
+
 class Engine:
     """Runs one model on a device: ``reset()``, ``prefill(ids)``, ``step(token)`` → logits.
 
@@ -132,12 +138,17 @@ class Engine:
     def __init__(self, cfg, weights: dict, *, device: str = "auto", profile=None, classifier: str = "cpu",
                  ctx_buckets: Sequence[int] | None = None, prefill_buckets: Sequence[int] = PREFILL_BUCKETS,
                  classifier_chunk: int = 16384, compile_options: dict | None = None, residual_scale="auto",
-                 probe_ids=None, layers: str = "auto"):
+                 probe_ids=None, layers: str = "auto", stream_weights="auto"):
         if classifier not in ("cpu", "device"):
             raise InputError(f"classifier must be 'cpu' or 'device', got {classifier!r}")
         if layers not in LAYER_MODES:
             raise InputError(f"layers must be one of {', '.join(LAYER_MODES)}, got {layers!r}")
+        if stream_weights not in ("auto", True, False):
+            raise InputError(f"stream_weights must be 'auto', True or False, got {stream_weights!r}")
         self.layers = layers
+        self.stream_weights = stream_weights
+        self._natives: dict = {}        # streamed layers: id(QuantizedArray) -> (it, its native form), models/streamed.py
+        self._own_pool: dict = {}       # streamed layers: the weight surfaces they decode into, shared by the sets
         self.fp16 = resolve_fp16_plan(cfg, weights, residual_scale, probe_ids)
         self.residual_scale = self.fp16.scale
         self._scale_spec = residual_scale
@@ -193,6 +204,16 @@ class Engine:
                 self.graph_options.get("activations") is not None or self.fam.n_stages(self.cfg) < 3:
             return False
         return self.layers == "shared" or self._baked_set_cost() > BAKED_SET_LIMIT
+
+    @property
+    def streaming(self) -> bool:
+        """Whether programs that take their weights as inputs (shared layers) keep each layer's compressed weights
+        compressed and decode them into the program's own surfaces before each of its evals (models/streamed.py),
+        instead of an fp16 copy of the layer in surfaces of its own: ``stream_weights=True``, or "auto" when the
+        model has compressed weights (the reason to compress them is memory)."""
+        if self.stream_weights != "auto":
+            return bool(self.stream_weights)
+        return any(isinstance(a, QuantizedArray) for a in self.w.values())
 
     def _programs_of(self, i: int, **extra) -> int:
         """Compiles stage ``i`` costs (one per part of a split; the split does not depend on S and T)."""
@@ -259,7 +280,9 @@ class Engine:
         ``set_weights`` takes them), read off that stage's own shared graph: the model definition applies
         every host-side fold (Gemma's scaled post-norms, adapters) once, for every layer alike."""
         g = self.fam.stage_graph(self.cfg, self.w, stage, S, T, shared=True, **{**self.graph_options, **extra})
-        return {n: a.reshape(v.node.attrs.get("user_shape", v.shape)) for n, (v, a) in _take_values(g).items()}
+        out = _LayerValues((n, a.reshape(v.node.attrs.get("user_shape", v.shape))) for n, (v, a) in _take_values(g).items())
+        out.stored = {n: v.node.attrs.pop("stored") for n, v in g.weights.items() if "stored" in v.node.attrs}
+        return out
 
     def _shared_stages(self, S: int, T: int, **extra) -> list:
         n = self.fam.n_stages(self.cfg)
@@ -269,7 +292,8 @@ class Engine:
         out: list = []
         try:
             for i in range(1, n - 1):
-                lw = capture_layer_weights(base, partial(self._layer_weights, i, S, T, **extra), self._layer_surf.get(i))
+                lw = capture_layer_weights(base, partial(self._layer_weights, i, S, T, **extra), self._layer_surf.get(i),
+                                           self._natives if self.streaming else None, self._own_pool)
                 self._layer_surf[i] = lw
                 self.release_host_pages()            # layer by layer: at most one layer's pages resident
                 out.append(LayerStage(base, i, lw, owner=(i == 1), build=(S, T, extra),
@@ -293,7 +317,8 @@ class Engine:
                 if isinstance(st, LayerStage) and st.lora is self.graph_options.get("lora"):  # else rebuilt at use
                     S, T, extra = st.build
                     st.set_weights(capture_layer_weights(st.base, partial(self._layer_weights, st.layer, S, T, **extra),
-                                                         self._layer_surf.get(st.layer)))
+                                                         self._layer_surf.get(st.layer),
+                                                         self._natives if self.streaming else None, self._own_pool))
                     self._layer_surf[st.layer] = st.weights
                     bases.append(st.base)
         for base in bases:
@@ -311,7 +336,10 @@ class Engine:
             return stage
         if split == AS_INPUTS:                 # no split fits: the stage's own program with weights as inputs
             base = Stage(self._compile(build(self.cfg, self.w, i, S, T, shared=True, **opts), shared=True), caches=False)
-            return LayerStage(base, i, capture_layer_weights(base, self._layer_weights(i, S, T, **extra)), owner=True,
+            return LayerStage(base, i, capture_layer_weights(base, self._layer_weights(i, S, T, **extra),
+                                                             natives=self._natives if self.streaming else None,
+                                                             pool=self._own_pool),
+                              owner=True,
                               build=(S, T, extra), lora=self.graph_options.get("lora"))
         done: list[Stage] = []
         try:

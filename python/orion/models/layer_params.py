@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lora import graph_linear
+from ..quant import QuantizedArray
 
 __all__ = ["BakedLayer", "SharedLayer", "layer_view"]
 
@@ -57,7 +58,11 @@ class SharedLayer(_LayerView):
     def _input(self, g, key: str, shape=None, factor: float | None = None):
         # the values as held (a view of the weight cache's mapping; a compressed weight decoded once): a float32
         # copy of every layer's weights would double what capturing a layer reads - staging rounds to fp16 alike
-        return g.weight(key, np.asarray(self.array(key, factor)), shape=shape, dynamic=True)
+        held = self.array(key, factor)
+        v = g.weight(key, np.asarray(held), shape=shape, dynamic=True)
+        if isinstance(held, QuantizedArray):       # the weight as stored: what a streamed layer decodes (streamed.py)
+            v.node.attrs["stored"] = held
+        return v
 
     def vec(self, g, key: str, factor: float | None = None, axis: int = 1):
         n = np.shape(self.w[self.canonical(key)])[0]

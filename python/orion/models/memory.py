@@ -14,7 +14,7 @@ from ..errors import InputError
 from ..quant import QuantizedArray
 from . import host_pages
 from .engine import AS_INPUTS, DECODE_S
-from .stages import CACHE_INPUTS, fed_per_eval
+from .stages import CACHE_INPUTS, fed_per_eval, streamable
 
 __all__ = ["PLAN_NEW", "PLAN_PROMPT", "memory_plan", "memory_report", "process_rss"]
 
@@ -64,11 +64,13 @@ def _host_weights(model, resident: bool = True) -> dict[str, int]:
     return {"weights": sum(int(a.nbytes) for a in ws),
             "weights_compressed": sum(int(a.nbytes) for a in ws if isinstance(a, QuantizedArray)),
             "weights_resident": anon + held,
-            "layer_weight_surfaces": 0, "kv_cache": 0, "program_surfaces": 0, "classifier_panels": 0}
+            "layer_weight_surfaces": 0, "layer_weights_streamed": 0, "kv_cache": 0, "program_surfaces": 0,
+            "classifier_panels": 0}
 
 
 # what `counted` adds up: the resident part of the weights and the program-side kinds
-COUNTED = ("weights_resident", "layer_weight_surfaces", "kv_cache", "program_surfaces", "classifier_panels")
+COUNTED = ("weights_resident", "layer_weight_surfaces", "layer_weights_streamed", "kv_cache", "program_surfaces",
+           "classifier_panels")
 
 
 def memory_report(model) -> dict[str, int | None]:
@@ -84,10 +86,16 @@ def memory_report(model) -> dict[str, int | None]:
                 seen.add(key)
                 out[kind] += int(surface.alloc_size)
 
+        streamed: set[int] = set()
         for layer in eng._layer_surf.values():
             for s in layer.surfaces.values():
                 count("layer_weight_surfaces", s)
             out["layer_weight_surfaces"] += sum(int(a.nbytes) for a in layer.fed.values())
+            for parts in layer.streamed.values():           # compressed, one native copy however many sets use it
+                for cw, _, _ in parts:
+                    if id(cw) not in streamed:
+                        streamed.add(id(cw))
+                        out["layer_weights_streamed"] += int(cw.nbytes)
         progs, caches = _programs(eng)
         for s in caches:                                     # shared stages: each layer's own cache
             count("kv_cache", s)
@@ -105,11 +113,12 @@ def memory_report(model) -> dict[str, int | None]:
     return out
 
 
-def _lowered_surfaces(lowered) -> dict[str, int]:
+def _lowered_surfaces(lowered, streamed=()) -> dict[str, int]:
     """Bytes of one program's surfaces by kind, as the runtime allocates them: every surface of a direction
     at one size, max(largest tensor, the minimum surface) (C02/C04/C12). ``weight``: the weight inputs bound
     per layer in a shared program; ``fed``: the values of those written into the program's own surfaces
-    before each eval instead (stages.fed_per_eval), whose own surfaces are in ``other``."""
+    before each eval instead (stages.fed_per_eval), whose own surfaces are in ``other``, as are those of the
+    ``streamed`` inputs (mil names: decoded into the program's own surface before each eval)."""
     def size(shape, dtype) -> int:
         return int(np.prod(shape)) * (2 if dtype == "fp16" else 4)
     floor = int(lowered.options.min_surface_bytes)
@@ -117,17 +126,32 @@ def _lowered_surfaces(lowered) -> dict[str, int]:
     outs = [p for o in lowered.io.outputs.values() for p in o.parts]
     in_alloc = max([floor] + [size(b.mil_shape, b.mil_dtype) for b in ins.values()])
     out_alloc = max([floor] + [size(p.mil_shape, p.mil_dtype) for p in outs])
-    kinds = {"weight": 0, "fed": 0, "kv_cache": 0, "other": len(outs) * out_alloc}
+    kinds = {"weight": 0, "fed": 0, "kv_cache": 0, "other": len(outs) * out_alloc, "streamed_surfaces": set()}
     for b in ins.values():
-        if b.kind == "weight" and fed_per_eval(b, in_alloc):
+        fed = b.kind == "weight" and fed_per_eval(b, in_alloc)
+        if fed:
             kinds["fed"] += size(b.shape, b.mil_dtype)
-        kind = "kv_cache" if b.name in CACHE_INPUTS else "weight" if b.kind == "weight" and \
-            not fed_per_eval(b, in_alloc) else "other"
+        if b.mil_name in streamed and not fed:           # one surface for every program set (stages.py's pool)
+            kinds["streamed_surfaces"].add((b.mil_name, tuple(b.mil_shape), b.mil_dtype, in_alloc))
+            continue
+        kind = "kv_cache" if b.name in CACHE_INPUTS else "weight" if b.kind == "weight" and not fed else "other"
         kinds[kind] += in_alloc
     # how its caches are laid out: shared-layer program sets with the same layout share the cache surfaces
     kinds["kv_layout"] = tuple(sorted((b.name, tuple(b.mil_shape), b.mil_dtype, in_alloc) for b in ins.values()
                                       if b.name in CACHE_INPUTS))
     return kinds
+
+
+def _lowered_middle(eng, i: int, S: int, T: int) -> dict:
+    """:func:`_lowered_surfaces` of the shared middle-stage program, with ``streamed``: the bytes one layer's
+    streamed weights take natively (every middle stage holds the same tensors, compressed alike)."""
+    g = eng.fam.stage_graph(eng.cfg, eng.w, i, S, T, shared=True, **eng.graph_options)
+    stored = {n: v.node.attrs.pop("stored") for n, v in g.weights.items() if "stored" in v.node.attrs}
+    lowered = check(g, **eng.program_options(True))
+    parts = streamable(lowered.io, stored, {}) if eng.streaming else {}
+    p = _lowered_surfaces(lowered, parts)
+    p["streamed"] = sum(int(cw.nbytes) for ps in parts.values() for cw, _, _ in ps)
+    return p
 
 
 def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> dict:
@@ -151,18 +175,22 @@ def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> di
                                         **eng.program_options(extra.get("shared", False))))]
 
     shared_kv: set = set()
+    pooled: set = set()                                   # streamed layers' surfaces, shared by the program sets
     for k, (S, _) in enumerate(sets):
         for i in (0, 1, n - 1) if n > 2 else range(n):       # the middle stages hold the same tensors: one for all
             middle = 0 < i < n - 1
             copies = n - 2 if middle else 1
             if middle and eng.shared_layers:
                 # one program; each layer binds its own weight surfaces (the same for every set) and cache; the
-                # program's own weight and cache surfaces are replaced by them (its fed inputs' stay, in "other")
-                p = lower(i, S, shared=True)[0]
-                out["program_surfaces"] += p["other"]
+                # program's own weight and cache surfaces are replaced by them (its fed and streamed inputs' stay,
+                # in "other"); a streamed layer holds its compressed weights natively (the same for every set)
+                p = _lowered_middle(eng, i, S, T)
+                out["program_surfaces"] += p["other"] + sum(k[3] for k in p["streamed_surfaces"] - pooled)
+                pooled |= p["streamed_surfaces"]
                 out["kv_cache"] += p["kv_cache"] * copies if p["kv_layout"] not in shared_kv else 0
                 shared_kv.add(p["kv_layout"])
                 out["layer_weight_surfaces"] += (p["weight"] + p["fed"]) * copies if k == 0 else 0
+                out["layer_weights_streamed"] += p["streamed"] * copies if k == 0 else 0
                 continue
             split = eng._split_of(i, S, T)
             parts = (lower(i, S, shared=True) if split == AS_INPUTS else
@@ -174,6 +202,7 @@ def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> di
         V, d = eng.cfg.vocab_size, eng.cfg.d_model
         out["classifier_panels"] = -(-V // 16) * 16 * d * 2
     out["counted"] = sum(out[k] for k in COUNTED)
-    out["estimated"] = ["weights_resident", "layer_weight_surfaces", "kv_cache", "program_surfaces"]
+    out["estimated"] = ["weights_resident", "layer_weight_surfaces", "layer_weights_streamed", "kv_cache",
+                        "program_surfaces"]
     out["sets"] = sets
     return out

@@ -152,7 +152,9 @@ class Model:
         weight cache are views of its mapped file, whose pages go back to the OS once programs hold them),
         ``layer_weight_surfaces`` (shared layer programs: each layer's weights in the program's
         input layout, every input as large as the largest, C12 - but the few-KB inputs written into the
-        program's own surface before each eval, at their own size), ``kv_cache`` (a shared layer: one
+        program's own surface before each eval, at their own size), ``layer_weights_streamed`` (shared layer
+        programs with compressed weights, ``stream_weights``: each layer's weights kept compressed in the
+        kernels' form, decoded into the program's own surfaces before each eval), ``kv_cache`` (a shared layer: one
         C12-sized surface for its keys and values), ``program_surfaces`` (the
         programs' other inputs and outputs), ``classifier_panels`` (the CPU classifier's copy);
         ``counted`` (weights_resident and the program-side kinds), ``process_rss`` and ``other`` - the resident

@@ -1,14 +1,17 @@
 """One stage of a model as compiled programs, called by graph names: :class:`Stage` (one program; the KV
 cache inputs are written in place through zero-copy surface views), :class:`SplitStage` (the parts of
 a stage too big for one program, run in turn) and :class:`LayerStage` (one layer's turn on a program
-that every layer shares: its weights and KV cache in surfaces of its own, bound before each eval)."""
+that every layer shares: its weights and KV cache in surfaces of its own, bound before each eval - or its
+compressed weights decoded into the program's own surfaces, models/streamed.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from .streamed import native_weight
+
 __all__ = ["Stage", "SplitStage", "LayerStage", "LayerWeights", "KV_INPUT", "CACHE_INPUTS", "fed_per_eval",
-           "capture_layer_weights"]
+           "capture_layer_weights", "streamable"]
 
 _NP_FLOAT = {"fp16": np.float16, "fp32": np.float32}
 
@@ -95,6 +98,9 @@ class Stage:
         self.out_arrays: dict[str, np.ndarray] = {}      # outputs whose final shape is a view of one surface
         self.fed_views: dict[str, np.ndarray] = {}   # shared programs: weight inputs fed per eval (LayerStage)
         self.spare_surfaces: dict[str, object] = {}  # shared programs: capture_layer_weights' surfaces to reuse
+        self.own_surfaces: dict[str, object] = {}    # shared programs: the surfaces streamed layers decode their
+        #                                              weights into (models/streamed.py), and whose weights those
+        self.fill_state: dict = {"weights": None}    # hold now (shared with the programs sharing the surfaces)
         self._live: dict[int, dict] = {}
         self.zero_copy = not self.host and self._bind_views()
 
@@ -217,17 +223,26 @@ class SplitStage:
 
 class LayerWeights:
     """One layer's values of a shared program's weight inputs, in the program's layout: ``surfaces`` ({mil
-    input name: Surface}, bound before each eval) and ``fed`` ({mil input name: array}: the inputs
-    :func:`fed_per_eval` picks, written into the program's own surface before each eval)."""
+    input name: Surface}, bound before each eval), ``fed`` ({mil input name: array}: the inputs
+    :func:`fed_per_eval` picks, written into the program's own surface before each eval) and ``streamed``
+    ({mil input name: [(native CompressedWeight, its region of the input's surface: (first panel, panels),
+    panel width)]}: inputs whose every weight is compressed, decoded into the program's own surface before each
+    eval - models/streamed.py)."""
 
-    __slots__ = ("fed", "surfaces")
+    __slots__ = ("fed", "streamed", "surfaces")
 
-    def __init__(self, surfaces: dict, fed: dict):
-        self.surfaces, self.fed = surfaces, fed
+    def __init__(self, surfaces: dict, fed: dict, streamed: dict | None = None):
+        self.surfaces, self.fed, self.streamed = surfaces, fed, streamed or {}
 
     @property
     def nbytes(self) -> int:
+        """Bytes of its fp16 surfaces and fed arrays (the streamed weights: :attr:`streamed_bytes`)."""
         return sum(s.alloc_size for s in self.surfaces.values()) + sum(int(a.nbytes) for a in self.fed.values())
+
+    @property
+    def streamed_bytes(self) -> int:
+        """Bytes of its streamed weights as the kernels hold them (codes and tables / scales)."""
+        return sum(int(cw.nbytes) for parts in self.streamed.values() for cw, _, _ in parts)
 
 
 class LayerStage:
@@ -269,9 +284,16 @@ class LayerStage:
     def set_weights(self, weights: LayerWeights) -> None:
         """This layer's weights from now on (:func:`capture_layer_weights` on this program)."""
         self.weights = weights
-        native = self.base.prog._p
-        self._bind = [(native.input_slot(n), s) for n, s in {**weights.surfaces, **self.caches}.items()]
-        self._feed = [(self.base.fed_views[n], a) for n, a in weights.fed.items()]
+        base = self.base
+        native = base.prog._p
+        own = {n: base.own_surfaces[n] for n in weights.streamed}     # streamed: decoded into the program's own
+        self._bind = [(native.input_slot(n), s) for n, s in {**weights.surfaces, **own, **self.caches}.items()]
+        self._feed = [(base.fed_views[n], a) for n, a in weights.fed.items()]
+        self._fill = []                      # (CompressedWeight, destination panels, width): LayerStage.run, chains
+        for n, parts in weights.streamed.items():
+            b = base.cp.io_plan.inputs[_key_of(base.cp, n)]
+            view = own[n].view("fp16", list(b.mil_shape))[0]
+            self._fill += [(cw, view[p0:p0 + np_], w) for cw, (p0, np_), w in parts]
 
     @property
     def surface_bytes(self) -> int:
@@ -282,6 +304,11 @@ class LayerStage:
         bind = self.base.prog._p.bind_input
         for slot, surf in self._bind:
             bind(slot, surf)
+        state = self.base.fill_state
+        if self._fill and state["weights"] is not self.weights:
+            for cw, dst, width in self._fill:
+                cw.panels_into(dst, width)
+            state["weights"] = self.weights
         for view, values in self._feed:
             view[...] = values
         return self.base.run(feed, live, unchanged)
@@ -293,7 +320,7 @@ class LayerStage:
     def release(self):
         self.views.clear()
         self.caches.clear()
-        self._bind, self._feed = [], []
+        self._bind, self._feed, self._fill = [], [], []
         if self.owner:
             self.base.release()
 
@@ -304,7 +331,34 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(bits), b.view(bits))
 
 
-def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None) -> LayerWeights:
+def streamable(io, stored: dict, natives: dict) -> dict:
+    """The weight inputs of a program (``io``: its IOPlan) whose every weight is a compressed weight stored in a
+    column-panel layout: {mil input name: [(native CompressedWeight, (first panel, panels), width)]}
+    (models/streamed.py); ``natives``: id(QuantizedArray) -> (it, its native form), shared by the program sets
+    (one copy a weight)."""
+    members: dict[str, list] = {}
+    for name, dw in io.dynamic.items():
+        members.setdefault(dw.input_key, []).append((name, dw))
+    out = {}
+    for key, ms in members.items():
+        parts = []
+        for name, dw in ms:
+            qa = stored.get(name)
+            if qa is None or dw.layout != "conv_p" or (dw.pack_axis != 1 and len(ms) > 1):
+                break
+            hit = natives.get(id(qa))
+            if hit is None:
+                hit = natives[id(qa)] = (qa, native_weight(qa))
+            if hit[1] is None:
+                break
+            parts.append((hit[1], (dw.offset, dw.surface_shape[1]), dw.surface_shape[3]))
+        else:
+            out[io.inputs[key].mil_name] = parts
+    return out
+
+
+def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None, natives: dict | None = None,
+                          pool: dict | None = None) -> LayerWeights:
     """Stages ``values`` (every dynamic weight of the shared program ``base``, graph name -> array) through the
     program's ``set_weights`` into new surfaces bound to its weight inputs - one layer's weights in the program's
     own layout (packed inputs included), no copy - and returns them; the inputs :func:`fed_per_eval` picks are
@@ -315,22 +369,58 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
     back when those are freed instead of keeping them as holes between one layer's surfaces and the next's.
     ``reuse``: the same layer's weights captured before (program sets of other sequence lengths hold the same
     values); a surface or array with the same name, size and bytes is kept instead, and the new surface kept
-    in ``base.spare_surfaces`` for the next capture (the caller clears it after the last)."""
+    in ``base.spare_surfaces`` for the next capture (the caller clears it after the last).
+
+    ``natives`` (streaming, models/streamed.py): the values' ``stored`` ({graph name: QuantizedArray}, the
+    weights as stored) name the compressed ones; an input holding only such weights gets no surface of its own
+    but is decoded into the program's own surface before each eval - kept only where that decode gives the
+    staged values bit for bit. ``pool``: surfaces to decode into that programs with the same weight inputs share
+    ({(mil name, shape, dtype, size): surface}; never two programs' evals at once)."""
     cp, prog = base.cp, base.prog
     inputs = [b for b in cp.io_plan.inputs.values() if b.kind == "weight"]
     if not inputs:
         return LayerWeights({}, {})
+    base.fill_state["weights"] = None                    # staging below may write the program's own surfaces
     alloc = prog.input_surface(inputs[0].mil_name).alloc_size
+    stream: dict = {}
+    if natives is not None:
+        values = values() if callable(values) else values
+        stream = streamable(cp.io_plan, getattr(values, "stored", {}), natives)
     fresh = {}
     for b in inputs:
         if b.mil_name not in base.fed_views and fed_per_eval(b, alloc):
             base.fed_views[b.mil_name] = _region(prog.input_surface(b.mil_name), b)
-        if b.mil_name not in base.fed_views:
+        if b.mil_name in stream and b.mil_name not in base.fed_views:
+            if b.mil_name not in base.own_surfaces:      # the program's own surface, or the pool's like it
+                key = (b.mil_name, tuple(b.mil_shape), b.mil_dtype, alloc)
+                own = pool.setdefault(key, prog.input_surface(b.mil_name)) if pool is not None else \
+                    prog.input_surface(b.mil_name)
+                base.own_surfaces[b.mil_name] = own
+                if pool is not None:
+                    base.fill_state = pool.setdefault("fill_state", {"weights": None})
+            prog.bind_input(b.mil_name, base.own_surfaces[b.mil_name])
+        elif b.mil_name not in base.fed_views:
             # a surface left over by a capture that kept the old one (same input: its padding is still zero)
             spare = base.spare_surfaces.pop(b.mil_name, None)
             fresh[b.mil_name] = spare if spare is not None else prog.new_surface(alloc)
             prog.bind_input(b.mil_name, fresh[b.mil_name])
     cp.set_weights(**(values() if callable(values) else values))
+    streamed = {}
+    for name, parts in stream.items():
+        if name in base.fed_views:
+            continue
+        view = base.own_surfaces[name].view("fp16", list(cp.io_plan.inputs[_key_of(cp, name)].mil_shape))[0]
+        exact = True
+        for cw, (p0, n), width in parts:
+            got = np.zeros_like(view[p0:p0 + n])          # padding past the panel width stays zero
+            cw.panels_into(got, width)
+            exact = exact and _same_bytes(got, view[p0:p0 + n])
+        if exact:
+            streamed[name] = parts
+        else:                                            # not the staged values: this layer keeps a surface
+            fresh[name] = prog.new_surface(alloc)
+            fresh[name].view("uint8")[...] = base.own_surfaces[name].view("uint8")
+            prog.bind_input(name, fresh[name])
     old = reuse or LayerWeights({}, {})
     surfaces, fed = {}, {}
     for name, s in fresh.items():
@@ -342,4 +432,8 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
     for name, view in base.fed_views.items():
         o = old.fed.get(name)
         fed[name] = o if o is not None and _same_bytes(o, view) else view.copy()
-    return LayerWeights(surfaces, fed)
+    return LayerWeights(surfaces, fed, streamed)
+
+
+def _key_of(cp, mil_name: str) -> str:
+    return next(k for k, b in cp.io_plan.inputs.items() if b.mil_name == mil_name)

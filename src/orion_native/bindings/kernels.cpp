@@ -3,6 +3,7 @@
 // (leading dimensions); outputs are fresh dense arrays. Kernels run with the GIL released. The hooks
 // tests and benchmarks use to reach single kernels are in testing_kernels.cpp (_native.testing).
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -15,6 +16,7 @@
 
 #include "bindings/bindings.h"
 #include "bindings/half_arrays.h"
+#include "cpu/kernels/compressed.h"
 #include "cpu/kernels/kernels.h"
 #include "cpu/threadpool.h"
 
@@ -207,9 +209,79 @@ nb::object convert(const AnyArr& x) {
   throw std::invalid_argument("convert: expects float16 or float32");
 }
 
+using U8In = nb::ndarray<const uint8_t, nb::device::cpu, nb::c_contig>;
+using HIn = nb::ndarray<const half_t, nb::device::cpu, nb::c_contig>;
+using HOut = nb::ndarray<half_t, nb::device::cpu, nb::c_contig>;
+
+// A compressed weight as the constexpr ops' kernels hold it (cpu/kernels/compressed.h), from its codes (one
+// byte per element, row-major [M][K]) and the parameter grid: checked here, so no size is taken on trust.
+std::shared_ptr<k::CompressedWeight> compressed_weight(const std::string& kind, const U8In& codes, int64_t M, int64_t K,
+                                                       unsigned bits, bool is_signed, int64_t rows_per_block,
+                                                       int64_t blocks_per_row, const HIn& lut, const F32FlatIn& scale,
+                                                       const F32FlatIn& offset) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("compressed_weight: " + what); };
+  if (kind != "lut" && kind != "shift_scale") fail("kind must be 'lut' or 'shift_scale', got '" + kind + "'");
+  if (bits < 1 || bits > 8) fail("bits must be 1..8, got " + std::to_string(bits));
+  if (M < 1 || K < 1 || (int64_t)codes.size() != M * K)
+    fail("codes must hold M x K = " + std::to_string(M) + " x " + std::to_string(K) + " bytes, got " + std::to_string(codes.size()));
+  if (rows_per_block < 1 || M % rows_per_block || blocks_per_row < 1 || K % blocks_per_row)
+    fail("rows_per_block must divide M and blocks_per_row must divide K");
+  const int64_t blocks = M / rows_per_block * blocks_per_row;
+  auto w = std::make_shared<k::CompressedWeight>();
+  w->kind = kind == "lut" ? k::CompressedWeight::Kind::lut : k::CompressedWeight::Kind::shift_scale;
+  w->M = M;
+  w->K = K;
+  w->bits = bits;
+  w->is_signed = kind != "lut" && is_signed;
+  w->rows_per_block = rows_per_block;
+  w->blocks_per_row = blocks_per_row;
+  w->cols_per_block = K / blocks_per_row;
+  if (kind == "lut") {
+    if ((int64_t)lut.size() != blocks << bits) fail("lut must hold " + std::to_string(blocks << bits) + " fp16 entries");
+    const f16* t = reinterpret_cast<const f16*>(lut.data());
+    w->lut.assign(t, t + lut.size());
+  } else {
+    if ((int64_t)scale.size() != blocks || (offset.size() && (int64_t)offset.size() != blocks))
+      fail("scale (and offset, if any) must hold one value per block (" + std::to_string(blocks) + ")");
+    w->scale.assign(scale.data(), scale.data() + scale.size());
+    w->offset.assign(offset.data(), offset.data() + offset.size());
+  }
+  {
+    nb::gil_scoped_release nogil;
+    w->set_codes(codes.data());
+  }
+  return w;
+}
+
+void panels_into(const k::CompressedWeight& w, HOut& dst, int64_t width) {
+  if (width < 16 || width % 16) throw std::invalid_argument("panels_into: width must be a multiple of 16");
+  const int64_t ld = dst.ndim() ? (int64_t)dst.shape(dst.ndim() - 1) : 0;
+  const int64_t need = (w.M + width - 1) / width * w.K * ld;
+  if (dst.ndim() != 3 || ld < width || (int64_t)dst.size() != need)
+    throw std::invalid_argument("panels_into: dst must be [ceil(M / width), K, ld >= width] = [" +
+                                std::to_string((w.M + width - 1) / width) + ", " + std::to_string(w.K) + ", >= " +
+                                std::to_string(width) + "] fp16 values");
+  f16* out = reinterpret_cast<f16*>(dst.data());
+  nb::gil_scoped_release nogil;
+  w.panels_into(out, width, ld);
+}
+
 }  // namespace
 
 void bind_kernels(nb::module_& m) {
+  nb::class_<k::CompressedWeight>(m, "CompressedWeight",
+                                  "A compressed [M, K] weight as the simulator's kernels hold it (codes in 16-row panel "
+                                  "order + tables or scales per block); decodes exactly as the constexpr op.")
+      .def_prop_ro("nbytes", [](const k::CompressedWeight& w) { return w.bytes(); })
+      .def_prop_ro("shape", [](const k::CompressedWeight& w) { return std::vector<int64_t>{w.M, w.K}; })
+      .def("panels_into", &panels_into, nb::arg("dst").noconvert(), nb::arg("width"),
+           "Decodes every row into dst, C-contiguous fp16 [ceil(M / width), K, ld >= width] (a weight input's "
+           "column panels, rows padded to ld: only [..., :width] is written), with the GIL released.");
+  m.def("compressed_weight", &compressed_weight, nb::arg("kind"), nb::arg("codes").noconvert(), nb::arg("M"),
+        nb::arg("K"), nb::arg("bits"), nb::arg("is_signed"), nb::arg("rows_per_block"), nb::arg("blocks_per_row"),
+        nb::arg("lut").noconvert(), nb::arg("scale").noconvert(), nb::arg("offset").noconvert(),
+        "A CompressedWeight from codes (uint8, one a element, row-major [M][K]; two's complement when signed) and "
+        "its parameter grid: 'lut' tables (fp16 [blocks << bits]) or 'shift_scale' scale/offset (float32 [blocks]).");
   m.def("gemm_f16", &gemm, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("trans_a") = false,
         nb::arg("trans_b") = false, nb::arg("f32_out") = false, nb::arg("ldc_pad") = 0,
         "C = op(a) @ op(b) on fp16 arrays (2-D or 3-D; batch 1 broadcasts) with the simulator's GEMM: fp32 "

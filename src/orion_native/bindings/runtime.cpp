@@ -10,6 +10,8 @@
 
 #include "bindings/arrays.h"
 #include "bindings/bindings.h"
+#include "bindings/half_arrays.h"
+#include "cpu/kernels/compressed.h"
 #include "runtime/backends.h"
 #include "runtime/chain.h"
 #include "runtime/folders.h"
@@ -187,7 +189,7 @@ void bind_runtime(nb::module_& m) {
       .def(
           "add_step",
           [](PyChain& c, nb::handle program, std::vector<std::pair<size_t, SurfacePtr>> binds, nb::list copies,
-             nb::handle live, nb::handle check) {
+             nb::handle live, nb::handle check, nb::list fills) {
             runtime::ChainStep s;
             if (!nb::try_cast(program, s.program) || !s.program)
               throw_error(ErrorKind::Input, "chain: a step's program must be a native Program (prog._p)");
@@ -197,6 +199,22 @@ void bind_runtime(nb::module_& m) {
                                                   std::to_string(s.program->inputs().size()));
             }
             s.binds = std::move(binds);
+            for (nb::handle item : fills) {
+              nb::tuple t;
+              cpu::kernels::CompressedWeight* w = nullptr;
+              nb::ndarray<half_t, nb::device::cpu, nb::c_contig> dst;
+              if (!nb::try_cast(item, t) || t.size() != 3 || !nb::try_cast(t[0], w) || !w || !nb::try_cast(t[1], dst))
+                throw_error(ErrorKind::Input, "chain: a fill is (CompressedWeight, dst: C-contiguous 3-D fp16 array, width)");
+              const int64_t width = nb::cast<int64_t>(t[2]);
+              const int64_t ld = dst.ndim() == 3 ? (int64_t)dst.shape(2) : 0;
+              if (width < 16 || width % 16 || ld < width || (int64_t)dst.size() != (w->M + width - 1) / width * w->K * ld)
+                throw_error(ErrorKind::Input, "chain: a fill's dst must be [ceil(M / width), K, ld >= width] with "
+                                              "width a multiple of 16");
+              f16* out = reinterpret_cast<f16*>(dst.data());
+              s.fills.push_back([w, out, width, ld] { w->panels_into(out, width, ld); });
+              c.keep.push_back(nb::borrow(t[0]));
+              c.keep.push_back(nb::borrow(t[1]));
+            }
             for (nb::handle item : copies) {
               nb::tuple t;
               ReadView src;
@@ -236,8 +254,9 @@ void bind_runtime(nb::module_& m) {
             c.chain.add(std::move(s));
           },
           nb::arg("program"), nb::arg("binds"), nb::arg("copies"), nb::arg("live") = nb::none(),
-          nb::arg("check") = nb::none(),
-          "Appends a step: binds [(input slot, surface)], copies [(src view, dst view: 2-D fp16, columns or -1 "
+          nb::arg("check") = nb::none(), nb::arg("fills") = nb::list(),
+          "Appends a step: binds [(input slot, surface)], fills [(CompressedWeight, dst, width): panels_into after "
+          "the binds], copies [(src view, dst view: 2-D fp16, columns or -1 "
           "for n, at pos)], the program's live-columns hint, an output view to check for non-finite values.")
       .def(
           "run",

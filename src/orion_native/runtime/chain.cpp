@@ -57,6 +57,7 @@ int64_t Chain::run(int64_t n, int64_t pos, std::vector<Warning>* warnings) {
   for (size_t i = 0; i < steps_.size(); ++i) {
     const ChainStep& s = steps_[i];
     for (const auto& [slot, surface] : s.binds) s.program->bind_input(slot, surface);
+    for (const auto& fill : s.fills) fill();
     for (const ColumnCopy& c : s.copies) copy_columns(c, c.cols < 0 ? n : c.cols, pos);
     std::vector<Warning> w = s.program->eval(s.has_live ? &s.live : nullptr);
     if (warnings) warnings->insert(warnings->end(), w.begin(), w.end());

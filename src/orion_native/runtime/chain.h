@@ -2,10 +2,11 @@
 // that every layer shares, and the host work between two of them - bind the layer's surfaces, copy the
 // previous eval's outputs into the next one's inputs and the new keys and values into the layer's cache -
 // cost more than the simulator's small ops when done from Python. Before each eval a step binds surfaces to
-// input slots and copies columns between fp16 [rows, columns] views (any strides); after it, it may
+// input slots, runs its fills and copies columns between fp16 [rows, columns] views (any strides); after it, it may
 // check the live columns of one output for values outside fp16's range (the engine's overflow guard).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct FiniteCheck {
 struct ChainStep {
   Program* program = nullptr;
   std::vector<std::pair<size_t, SurfacePtr>> binds;
+  std::vector<std::function<void()>> fills;  // after the binds: surfaces filled in place (a shared program's
+                                             // weight inputs decoded from a layer's compressed weights)
   std::vector<ColumnCopy> copies;
   bool has_live = false;
   std::vector<int64_t> live;  // the program's live-columns hint (per output slot)

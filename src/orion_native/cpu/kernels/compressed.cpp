@@ -180,6 +180,24 @@ void CompressedWeight::dense(f16* dst) const {
   });
 }
 
+void CompressedWeight::panels_into(f16* dst, int64_t width, int64_t ld) const {
+  const int64_t npan = (M + kR - 1) / kR;
+  parallel_for(npan, 4, [&](int64_t lo, int64_t hi) {
+    std::vector<f16> buf((size_t)(K * kR));
+    for (int64_t p = lo; p < hi; ++p) {
+      panel(p, buf.data());
+      const int64_t r0 = p * kR, rows = std::min(kR, M - r0);
+      f16* out = dst + (r0 / width) * K * ld + r0 % width;
+      const f16* in = buf.data();
+      if (rows == kR) {  // a whole panel: fixed-size copies, which the compiler turns into one vector move each
+        for (int64_t k = 0; k < K; ++k) std::memcpy(out + k * ld, in + k * kR, kR * sizeof(f16));
+      } else {
+        for (int64_t k = 0; k < K; ++k) std::memcpy(out + k * ld, in + k * kR, (size_t)rows * sizeof(f16));
+      }
+    }
+  });
+}
+
 size_t CompressedWeight::bytes() const {
   return codes.size() + lut.size() * sizeof(f16) + (scale.size() + offset.size()) * sizeof(float);
 }

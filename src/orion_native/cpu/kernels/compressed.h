@@ -40,6 +40,11 @@ struct CompressedWeight : PanelSource {
   void set_codes(const uint8_t* unpacked);
   void panel(int64_t p, f16* dst) const override;
   void dense(f16* dst) const;  // all M x K values, row-major
+  // All M rows in a weight input's column-panel layout [ceil(M / width)][K][ld] (row r at
+  // dst[(r / width) K ld + k ld + r % width]; width a multiple of 16, ld >= width the surface's padded row;
+  // slots past M and past width untouched): a shared program's weight surface filled from the compressed
+  // weight (models/streamed.py). Threads over panels.
+  void panels_into(f16* dst, int64_t width, int64_t ld) const;
   size_t bytes() const;        // what the plan holds: codes + tables / scales / offsets
 };
 

@@ -1,0 +1,69 @@
+"""Compressed layer weights streamed into a shared program: instead of an fp16 copy of every layer's weights in
+surfaces of its own (what a program that takes its weights as inputs reads), a layer keeps its weights as stored -
+int8 codes and scales, LUT indices and tables - in the simulator kernels' compressed form, and each of its turns
+first decodes them into the program's own weight surfaces (:class:`orion.models.stages.LayerStage`, and the step
+chain). The values are exactly the fp16 values the constexpr op gives (checked against the staged ones at
+capture), so outputs are bit-identical to per-layer surfaces; the cost is one decode of the layer's weights per
+eval, which decode's one column feels and prefill's many columns amortise.
+
+:func:`native_weight` turns a :class:`~orion.quant.QuantizedArray` into that form (``_native.CompressedWeight``),
+or None when its parameter grid has none (blocks varying along two dims besides the first)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _native
+from ..quant import QuantizedArray
+from ..quant.blockwise import BlockwiseQuantized
+from ..quant.int8 import AffineQuantized
+from ..quant.palettize import LutQuantized
+
+__all__ = ["native_weight"]
+
+_EMPTY16 = np.zeros(0, np.float16)
+_EMPTY32 = np.zeros(0, np.float32)
+
+
+def _grid(shape: tuple, blocks: tuple) -> tuple[int, int] | None:
+    """(rows_per_block, blocks_per_row) of a parameter grid ``blocks`` (blocks per dim) over ``shape`` seen as
+    [shape[0], the rest]: blocks along dim 0 and along at most one other dim with unit dims before it (the
+    kernels' 2-D blocks, as ``sim/ops/constexpr.cpp`` reads the ops); None otherwise."""
+    varying = [i for i in range(1, len(shape)) if blocks[i] > 1]
+    if len(varying) > 1 or (varying and any(shape[i] != 1 for i in range(1, varying[0]))):
+        return None
+    return shape[0] // blocks[0], blocks[varying[0]] if varying else 1
+
+
+def native_weight(a) -> object | None:
+    """``a`` (a QuantizedArray of an int8 / LUT / blockwise weight) as a ``_native.CompressedWeight``, or None."""
+    if not isinstance(a, QuantizedArray):
+        return None
+    q = a.quant
+    shape = tuple(int(d) for d in q.shape)
+    M, K = shape[0], math.prod(shape[1:]) if len(shape) > 1 else 1
+    if isinstance(q, AffineQuantized):
+        blocks = tuple(q.scale.size if i == q.axis else 1 for i in range(len(shape)))
+        codes, bits, signed = q.quantized_data.unpack(), 8, q.quantized_data.signed
+        lut, scale, offset = _EMPTY16, q.scale.astype(np.float32), q.zero_point.astype(np.float32)
+        kind = "shift_scale"
+    elif isinstance(q, LutQuantized):
+        blocks = tuple(int(g) for g in q.lut.shape[:len(shape)])
+        codes, bits, signed = q.indices.unpack(), q.indices.bits, False
+        lut, scale, offset = np.ascontiguousarray(q.lut.reshape(-1)), _EMPTY32, _EMPTY32
+        kind = "lut"
+    elif isinstance(q, BlockwiseQuantized):
+        blocks = tuple(int(s) for s in q.scale.shape)
+        codes, bits, signed = q.data.unpack(), q.data.bits, q.data.signed
+        offset = _EMPTY32 if q.offset is None else q.offset.unpack().astype(np.float32).reshape(-1)
+        lut, scale, kind = _EMPTY16, q.scale.astype(np.float32).reshape(-1), "shift_scale"
+    else:
+        return None
+    grid = _grid(shape, blocks)
+    if grid is None:
+        return None
+    codes = np.ascontiguousarray(codes).view(np.uint8).reshape(-1)      # two's complement bytes when signed
+    return _native.compressed_weight(kind, codes, M, K, bits, signed, grid[0], grid[1], lut,
+                                     np.ascontiguousarray(scale), np.ascontiguousarray(offset))
