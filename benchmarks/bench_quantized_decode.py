@@ -190,7 +190,7 @@ def main() -> None:
             print(f"llama.cpp {GGUF_TYPES[s]}: peak RSS {llama_rss[s]:,.0f} MB", file=sys.stderr, flush=True)
     rows = []
     runs = [(mode, s, sm) for mode in args.layer_modes for s in args.schemes for sm in args.stream_modes
-            if s != "fp16" or sm == args.stream_modes[0]]               # fp16 has nothing to stream: one row
+            if sm == args.stream_modes[0] or (s != "fp16" and mode != "baked")]   # nothing to stream: one row
     for mode, s, sm in runs:
         p = subprocess.run([sys.executable, __file__, "--child", s, "--layer-mode", mode, "--stream-mode", sm,
                             *common], capture_output=True, text=True)
