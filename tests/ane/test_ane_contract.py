@@ -200,10 +200,12 @@ def test_plain_surfaces_are_rejected(fake):
             p.eval()
 
 
-def test_shared_layer_models_run_on_the_device_as_on_the_simulator(fake, tmp_path):
+@pytest.mark.parametrize("quantize", [None, "int8"])
+def test_shared_layer_models_run_on_the_device_as_on_the_simulator(fake, tmp_path, quantize):
     """A model whose layers share one program (weights and KV cache bound per layer: the default at real
     depth) binds surfaces made by the program's backend - IOSurfaces on the ANE, which refuses heap ones - and
-    computes what the simulator computes."""
+    computes what the simulator computes; with compressed weights each layer's are decoded into the program's
+    own IOSurfaces before its evals (models/streamed.py)."""
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
     from deep_models import make_deep, prompt_ids
     from orion.models import load
@@ -214,10 +216,11 @@ def test_shared_layer_models_run_on_the_device_as_on_the_simulator(fake, tmp_pat
     ids = prompt_ids("llama3", 12)
     out = {}
     for device in ("ane", "sim"):
-        m = load(path, device=device, layers="shared")
+        m = load(path, device=device, layers="shared", quantize=quantize)
         try:
             out[device] = (m.logits(ids), m.generate(ids, max_tokens=4, stop_tokens=[]).tokens)
-            assert m.engine.shared_layers
+            assert m.engine.shared_layers and m.engine.streaming == (quantize is not None)
+            assert (m.memory()["layer_weights_streamed"] > 0) == (quantize is not None)
         finally:
             m.release()
     assert np.array_equal(out["ane"][0], out["sim"][0]) and out["ane"][1] == out["sim"][1]
