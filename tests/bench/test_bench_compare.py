@@ -128,3 +128,16 @@ def test_an_unstable_figure_is_marked_in_the_table(tmp_path, monkeypatch, capsys
     assert table["orion_step_s"].endswith("spread  30% (8 reps)  UNSTABLE")
     assert "UNSTABLE" not in table["orion_optim_s"]
     assert "UNSTABLE: 1 figure(s) kept a spread over 10% until the time cap" in out and "train.orion_step_s" in out
+
+
+def test_a_run_slowed_with_its_comparison_side_is_the_machine_not_a_regression():
+    def doc(ours, theirs):
+        return _doc(orion_step_s=metric(ours, "s/step", "lower"), torch_step_s=metric(theirs, "s/step", "lower"),
+                    speedup_vs_torch=metric(theirs / ours, "x", "higher"))
+    found = {f.metric: f.verdict for f in compare(doc(1.4, 1.4), doc(1.0, 1.0))}     # the whole run 40 % slower
+    assert found == {"orion_step_s": "machine", "torch_step_s": "machine", "speedup_vs_torch": "within noise"}
+    found = {f.metric: f.verdict for f in compare(doc(2.0, 1.0), doc(1.0, 1.0))}     # ours alone: regressions
+    assert found == {"orion_step_s": "regression", "torch_step_s": "within noise", "speedup_vs_torch": "regression"}
+    # without the comparison side (no torch) an absolute figure gates
+    [f] = compare(_doc(orion_step_s=metric(1.4, "s/step", "lower")), _doc(orion_step_s=metric(1.0, "s/step", "lower")))
+    assert f.verdict == "regression"

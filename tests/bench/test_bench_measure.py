@@ -104,3 +104,16 @@ def test_min_reps_run_even_past_the_cap_and_max_reps_bounds_it():
     assert rep.reps == MIN_REPS and rep.stopped == "time cap"
     rep = repeat(_script([0.5, 1.5] * 100), time_cap=1e9, max_reps=20, clock=FakeClock(0.0))
     assert rep.reps == 20 and rep.stopped == "max repetitions"
+
+
+def test_a_figure_from_several_processes_carries_the_spread_between_them():
+    from orion.bench.measure import across_processes, metric
+    def proc(v):
+        return metric(v, "s", "lower", samples=[v * (1 + 0.01 * i) for i in range(-3, 4)])
+    apart = across_processes([proc(1.0), proc(1.5), proc(1.1)])
+    assert apart["value"] == 1.1 and apart["processes"] == [1.0, 1.5, 1.1]
+    assert apart["spread"] >= 0.45 and not apart["stable"]          # each process alone looked settled
+    alike = across_processes([proc(1.0), proc(1.0), proc(1.0)])
+    assert alike["spread"] == max(proc(1.0)["spread"], 0.0) and alike["stable"]
+    assert len(alike["samples"]) == 21
+

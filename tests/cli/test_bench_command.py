@@ -34,6 +34,17 @@ def test_schema(result):
     assert not any(k.startswith("torch_") for k in result["benchmarks"]["decode"]["metrics"])
 
 
+def test_quick_figures_come_from_three_fresh_processes(result):
+    # --quick's tiny figures move as a whole from one process to the next: each is the median of three
+    # processes' medians, with a spread at least as wide as theirs
+    from orion.bench.measure import rel_spread
+    for section in result["benchmarks"].values():
+        assert any("fresh processes" in n for n in section["notes"])
+        for m in section["metrics"].values():
+            assert len(m["processes"]) == 3 and m["value"] == sorted(m["processes"])[1]
+            assert m["spread"] >= rel_spread(m["processes"]) - 1e-12
+
+
 def _baseline(result, tmp_path, factor, spread=0.0):
     base = copy.deepcopy(result)
     for section in base["benchmarks"].values():
@@ -66,6 +77,13 @@ def test_compare_flags_a_two_times_slower_number(result, tmp_path, monkeypatch, 
 def test_compare_within_noise_passes(result, tmp_path, monkeypatch, capsys):
     code = _compare_only(result, tmp_path, monkeypatch, _baseline(result, tmp_path, 1.05))
     assert code == 0 and "0 regression(s)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad", ["0", "33", "two"])
+def test_a_bad_process_count_is_a_usage_error(bad, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--quick", "--processes", bad])
+    assert e.value.code == 2 and "--processes" in capsys.readouterr().err
 
 
 def test_bad_baseline_fails_before_running(tmp_path, capsys):

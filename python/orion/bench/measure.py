@@ -128,3 +128,18 @@ def repeat(one_round, *, time_cap: float, target: float = TARGET_SPREAD, min_rep
         else:
             continue
         return out
+
+
+def across_processes(metrics: list[dict]) -> dict:
+    """One metric measured in several fresh processes (``orion bench --processes``): the median of their medians,
+    and as its spread the larger of the widest in-process spread and the relative spread of the process medians -
+    a process can run at another speed as a whole (seen: a tiny training step 1.5x apart from one process to the
+    next, each with a 4-7 % spread of its own), which no in-process spread sees. ``processes``: the medians."""
+    values = [m["value"] for m in metrics]
+    spread = max([rel_spread(values)] + [m["spread"] for m in metrics])
+    out = metric(statistics.median(values), metrics[0]["unit"], metrics[0]["better"],
+                 samples=[x for m in metrics for x in m["samples"]], spread=spread,
+                 stable=all(m["stable"] for m in metrics) and spread <= TARGET_SPREAD)
+    out["processes"] = values
+    return out
+

@@ -15,7 +15,7 @@ from ..bench.compare import NOISE_FLOOR, check_result, compare
 from ..bench.measure import QUICK_TIME_CAP, TARGET_SPREAD
 from ..errors import InputError
 from ..fileio import atomic_write, read_json
-from .common import check_writable_target, float_in
+from .common import check_writable_target, float_in, int_in
 
 EXIT_REGRESSION = 3
 
@@ -47,6 +47,10 @@ def add_bench_parser(sub) -> None:
     b.add_argument("--noise", type=float_in(0.0, 1.0), default=NOISE_FLOOR, metavar="FRACTION",
                    help="smallest relative change that counts, even when both runs' spreads are narrower")
     b.add_argument("--no-torch", action="store_true", help="skip the PyTorch sides even when torch is installed")
+    b.add_argument("--processes", type=int_in(1, 32), default=None, metavar="N",
+                   help="measure each benchmark in N fresh processes and report the median of theirs, with a spread "
+                        "that covers the spread between processes (default: 3 with --quick, whose tiny figures vary "
+                        "most from one process to the next; else 1, in this process)")
     b.set_defaults(func=cmd_bench)
 
 
@@ -57,8 +61,9 @@ def cmd_bench(args) -> int:
     if args.compare:                 # the whole baseline is checked before the long run, not after it
         baseline = read_json(args.compare, InputError)
         check_result(baseline, f"--compare {args.compare}")
-    doc = benchmarks.run(args.only, quick=args.quick, use_torch=not args.no_torch,
-              log=lambda m: print(m, file=sys.stderr, flush=True))
+    processes = args.processes if args.processes is not None else 3 if args.quick else 1
+    doc = benchmarks.run(args.only, quick=args.quick, use_torch=not args.no_torch, processes=processes,
+                         log=lambda m: print(m, file=sys.stderr, flush=True))
     unstable = []
     for name, section in doc["benchmarks"].items():
         print(f"{name}:")
@@ -86,5 +91,8 @@ def cmd_bench(args) -> int:
     for f in findings:
         print(f.line())
     bad = [f for f in findings if f.verdict == "regression"]
-    print(f"compared {len(findings)} metric(s) with {args.compare}: {len(bad)} regression(s)")
+    machine = sum(f.verdict == "machine" for f in findings)
+    print(f"compared {len(findings)} metric(s) with {args.compare}: {len(bad)} regression(s)"
+          + (f"; {machine} slower figure(s) whose comparison side slowed alike (the machine: not counted)"
+             if machine else ""))
     return EXIT_REGRESSION if bad else 0
