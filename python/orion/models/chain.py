@@ -77,6 +77,7 @@ class StepChain:
         self._binds = [getattr(st, "_bind", None) for st in stages]
         self._feeds = [getattr(st, "_feed", None) for st in stages]
         self.chain = _native.Chain()
+        self._filled: dict = {}                 # the programs whose own surfaces the chain's fills write
         L = len(stages) - 1
         first = _base(stages[0])
         self.chain.add_step(first.prog._p, [], [], first.live_columns(n), None)
@@ -98,6 +99,8 @@ class StepChain:
                     copies.append((a2, v2, v2.shape[1], False))
             check = base.out_arrays["x_out" if l < L else "h"]
             self.chain.add_step(base.prog._p, binds, copies, base.live_columns(n), _rows(check), fills)
+            if fills:
+                self._filled[id(base)] = base
 
     @classmethod
     def build(cls, stages, n: int) -> StepChain | None:
@@ -125,8 +128,8 @@ class StepChain:
         try:
             bad, warnings = self.chain.run(self.n, pos)
         finally:
-            for st in self.stages:               # the streamed layers' fills ran natively: no record of whose
-                _base(st).fill_state["weights"] = None   # weights the programs' own surfaces hold now
+            for base in self._filled.values():   # the streamed layers' fills ran natively: no record of whose
+                base.fill_state["weights"] = None    # weights the programs' own surfaces hold now
         if warnings:
             _warn(warnings)
         return bad

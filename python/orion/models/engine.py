@@ -41,6 +41,7 @@ from . import host_pages, llama
 from .chain import StepChain, feed_once, same_feeds, shared_feeds
 from .feeds import additive_mask, layer_feeds
 from .fp16_safety import Fp16Plan, Fp16RangeError, replan, resolve_fp16_plan
+from .layer_params import take_stored
 from .stages import LayerStage, SplitStage, Stage, capture_layer_weights
 
 log = logging.getLogger("orion")
@@ -281,8 +282,13 @@ class Engine:
         every host-side fold (Gemma's scaled post-norms, adapters) once, for every layer alike."""
         g = self.fam.stage_graph(self.cfg, self.w, stage, S, T, shared=True, **{**self.graph_options, **extra})
         out = _LayerValues((n, a.reshape(v.node.attrs.get("user_shape", v.shape))) for n, (v, a) in _take_values(g).items())
-        out.stored = {n: v.node.attrs.pop("stored") for n, v in g.weights.items() if "stored" in v.node.attrs}
+        out.stored = take_stored(g)
         return out
+
+    def _capture(self, base: Stage, values, reuse=None):
+        """:func:`capture_layer_weights` of one layer on a program taking its weights as inputs, streamed when
+        :attr:`streaming` (the native forms and the surfaces decoded into: the engine's, shared by every set)."""
+        return capture_layer_weights(base, values, reuse, self._natives if self.streaming else None, self._own_pool)
 
     def _shared_stages(self, S: int, T: int, **extra) -> list:
         n = self.fam.n_stages(self.cfg)
@@ -292,8 +298,7 @@ class Engine:
         out: list = []
         try:
             for i in range(1, n - 1):
-                lw = capture_layer_weights(base, partial(self._layer_weights, i, S, T, **extra), self._layer_surf.get(i),
-                                           self._natives if self.streaming else None, self._own_pool)
+                lw = self._capture(base, partial(self._layer_weights, i, S, T, **extra), self._layer_surf.get(i))
                 self._layer_surf[i] = lw
                 self.release_host_pages()            # layer by layer: at most one layer's pages resident
                 out.append(LayerStage(base, i, lw, owner=(i == 1), build=(S, T, extra),
@@ -316,9 +321,8 @@ class Engine:
             for st in stages:
                 if isinstance(st, LayerStage) and st.lora is self.graph_options.get("lora"):  # else rebuilt at use
                     S, T, extra = st.build
-                    st.set_weights(capture_layer_weights(st.base, partial(self._layer_weights, st.layer, S, T, **extra),
-                                                         self._layer_surf.get(st.layer),
-                                                         self._natives if self.streaming else None, self._own_pool))
+                    st.set_weights(self._capture(st.base, partial(self._layer_weights, st.layer, S, T, **extra),
+                                                 self._layer_surf.get(st.layer)))
                     self._layer_surf[st.layer] = st.weights
                     bases.append(st.base)
         for base in bases:
@@ -336,10 +340,7 @@ class Engine:
             return stage
         if split == AS_INPUTS:                 # no split fits: the stage's own program with weights as inputs
             base = Stage(self._compile(build(self.cfg, self.w, i, S, T, shared=True, **opts), shared=True), caches=False)
-            return LayerStage(base, i, capture_layer_weights(base, self._layer_weights(i, S, T, **extra),
-                                                             natives=self._natives if self.streaming else None,
-                                                             pool=self._own_pool),
-                              owner=True,
+            return LayerStage(base, i, self._capture(base, self._layer_weights(i, S, T, **extra)), owner=True,
                               build=(S, T, extra), lora=self.graph_options.get("lora"))
         done: list[Stage] = []
         try:

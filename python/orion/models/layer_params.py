@@ -20,7 +20,7 @@ import numpy as np
 from ..lora import graph_linear
 from ..quant import QuantizedArray
 
-__all__ = ["BakedLayer", "SharedLayer", "layer_view"]
+__all__ = ["BakedLayer", "SharedLayer", "layer_view", "take_stored"]
 
 
 class _LayerView:
@@ -71,6 +71,12 @@ class SharedLayer(_LayerView):
     def linear(self, g, x, key: str, bias: str | None = None):
         b = self.vec(g, bias) if bias else None
         return graph_linear(g, x, key, self._input(g, key), b, slots=self.lora, canonical=self.canonical(key))
+
+
+def take_stored(g) -> dict:
+    """``{weight name: QuantizedArray}``: the compressed weights of a shared graph as stored (:meth:`SharedLayer._input`
+    marks them), taken out of the graph."""
+    return {n: v.node.attrs.pop("stored") for n, v in g.weights.items() if "stored" in v.node.attrs}
 
 
 def layer_view(w: dict, layer: int, lora=None, shared: bool = False) -> _LayerView:

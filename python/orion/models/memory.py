@@ -14,6 +14,7 @@ from ..errors import InputError
 from ..quant import QuantizedArray
 from . import host_pages
 from .engine import AS_INPUTS, DECODE_S
+from .layer_params import take_stored
 from .stages import CACHE_INPUTS, fed_per_eval, streamable
 
 __all__ = ["PLAN_NEW", "PLAN_PROMPT", "memory_plan", "memory_report", "process_rss"]
@@ -146,7 +147,7 @@ def _lowered_middle(eng, i: int, S: int, T: int) -> dict:
     """:func:`_lowered_surfaces` of the shared middle-stage program, with ``streamed``: the bytes one layer's
     streamed weights take natively (every middle stage holds the same tensors, compressed alike)."""
     g = eng.fam.stage_graph(eng.cfg, eng.w, i, S, T, shared=True, **eng.graph_options)
-    stored = {n: v.node.attrs.pop("stored") for n, v in g.weights.items() if "stored" in v.node.attrs}
+    stored = take_stored(g)
     lowered = check(g, **eng.program_options(True))
     parts = streamable(lowered.io, stored, {}) if eng.streaming else {}
     p = _lowered_surfaces(lowered, parts)

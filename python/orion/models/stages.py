@@ -291,8 +291,7 @@ class LayerStage:
         self._feed = [(base.fed_views[n], a) for n, a in weights.fed.items()]
         self._fill = []                      # (CompressedWeight, destination panels, width): LayerStage.run, chains
         for n, parts in weights.streamed.items():
-            b = base.cp.io_plan.inputs[_key_of(base.cp, n)]
-            view = own[n].view("fp16", list(b.mil_shape))[0]
+            view = _own_panels(base, n)
             self._fill += [(cw, view[p0:p0 + np_], w) for cw, (p0, np_), w in parts]
 
     @property
@@ -409,7 +408,7 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
     for name, parts in stream.items():
         if name in base.fed_views:
             continue
-        view = base.own_surfaces[name].view("fp16", list(cp.io_plan.inputs[_key_of(cp, name)].mil_shape))[0]
+        view = _own_panels(base, name)
         exact = True
         for cw, (p0, n), width in parts:
             got = np.zeros_like(view[p0:p0 + n])          # padding past the panel width stays zero
@@ -435,5 +434,7 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
     return LayerWeights(surfaces, fed, streamed)
 
 
-def _key_of(cp, mil_name: str) -> str:
-    return next(k for k, b in cp.io_plan.inputs.items() if b.mil_name == mil_name)
+def _own_panels(base: Stage, mil_name: str) -> np.ndarray:
+    """Streamed input ``mil_name``'s surface in ``base.own_surfaces`` as its column panels [P, K, padded width]."""
+    b = next(b for b in base.cp.io_plan.inputs.values() if b.mil_name == mil_name)
+    return base.own_surfaces[mil_name].view("fp16", list(b.mil_shape))[0]

@@ -255,9 +255,8 @@ std::shared_ptr<k::CompressedWeight> compressed_weight(const std::string& kind, 
 
 void panels_into(const k::CompressedWeight& w, HOut& dst, int64_t width) {
   if (width < 16 || width % 16) throw std::invalid_argument("panels_into: width must be a multiple of 16");
-  const int64_t ld = dst.ndim() ? (int64_t)dst.shape(dst.ndim() - 1) : 0;
-  const int64_t need = (w.M + width - 1) / width * w.K * ld;
-  if (dst.ndim() != 3 || ld < width || (int64_t)dst.size() != need)
+  const int64_t ld = dst.ndim() == 3 ? (int64_t)dst.shape(2) : 0;
+  if (!w.panels_fit(width, ld, (int64_t)dst.size()))
     throw std::invalid_argument("panels_into: dst must be [ceil(M / width), K, ld >= width] = [" +
                                 std::to_string((w.M + width - 1) / width) + ", " + std::to_string(w.K) + ", >= " +
                                 std::to_string(width) + "] fp16 values");

@@ -207,7 +207,7 @@ void bind_runtime(nb::module_& m) {
                 throw_error(ErrorKind::Input, "chain: a fill is (CompressedWeight, dst: C-contiguous 3-D fp16 array, width)");
               const int64_t width = nb::cast<int64_t>(t[2]);
               const int64_t ld = dst.ndim() == 3 ? (int64_t)dst.shape(2) : 0;
-              if (width < 16 || width % 16 || ld < width || (int64_t)dst.size() != (w->M + width - 1) / width * w->K * ld)
+              if (!w->panels_fit(width, ld, (int64_t)dst.size()))
                 throw_error(ErrorKind::Input, "chain: a fill's dst must be [ceil(M / width), K, ld >= width] with "
                                               "width a multiple of 16");
               f16* out = reinterpret_cast<f16*>(dst.data());

@@ -45,6 +45,11 @@ struct CompressedWeight : PanelSource {
   // slots past M and past width untouched): a shared program's weight surface filled from the compressed
   // weight (models/streamed.py). Threads over panels.
   void panels_into(f16* dst, int64_t width, int64_t ld) const;
+  // Whether a destination of `size` values with rows of `ld` fits panels_into(width): width a multiple of 16,
+  // ld >= width, size = ceil(M / width) K ld (what its callers check before writing through a raw pointer).
+  bool panels_fit(int64_t width, int64_t ld, int64_t size) const {
+    return width >= 16 && width % 16 == 0 && ld >= width && size == (M + width - 1) / width * K * ld;
+  }
   size_t bytes() const;        // what the plan holds: codes + tables / scales / offsets
 };
 
