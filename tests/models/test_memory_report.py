@@ -98,9 +98,13 @@ def test_a_quantized_model_holds_no_resident_copy_of_its_weights(tmp_path, layer
 
 # -- the memory plan (orion info --model), known before generating --------------------------------------
 
-@pytest.mark.parametrize("layers,quantize", [("shared", None), ("shared", "int8"), ("baked", "int8")])
-def test_the_plan_before_generating_is_what_a_generation_of_that_size_counts(layers, quantize):
+@pytest.mark.parametrize("layers,quantize,ratio", [("shared", None, None), ("shared", "int8", 1), ("shared", None, 1),
+                                                  ("baked", "int8", None)])
+def test_the_plan_before_generating_is_what_a_generation_of_that_size_counts(layers, quantize, ratio, monkeypatch):
+    from orion.models import stages as stages_mod
     from orion.models.memory import memory_plan
+    if ratio:                                                # caches held on the host and copied in
+        monkeypatch.setattr(stages_mod, "CACHE_COPY_RATIO", ratio)
     m = load(FX, layers=layers, quantize=quantize)
     plan = memory_plan(m, n_prompt=20, n_new=6)
     assert m.engine.compiles == 0                                      # lowering only
@@ -130,20 +134,29 @@ def test_info_prints_the_memory_plan_by_kind(capsys):
     assert "CPU classifier panels:" in out and "not planned" in out
 
 
-def test_program_sets_of_one_bucket_share_each_layers_cache_surfaces():
+@pytest.mark.parametrize("bound", [False, True])
+def test_program_sets_of_one_bucket_share_each_layers_cache(bound, monkeypatch):
     """Prefill (S=64) and decode (S=16) of one context bucket lay the caches out alike: each shared layer has
-    one k and one v surface for both, and Model.memory() counts them once; the text stays correct (the
-    shared-vs-baked bit-for-bit tests pin the tokens)."""
+    one cache for both - a surface bound per layer, or a host array copied in -
+    and Model.memory() counts it once; the text stays correct (the shared-vs-baked bit-for-bit tests pin the
+    tokens)."""
+    from orion.models import stages as stages_mod
+    monkeypatch.setattr(stages_mod, "CACHE_COPY_RATIO", 10**9 if bound else 1)     # never / always copied in
     m = load(FX, layers="shared")
     m.generate(list(range(3, 40)), max_tokens=3)                   # a 37-token prefill, then decode steps
     sets = {k: [st for st in sts if isinstance(st, LayerStage)] for k, sts in m.engine.sets.items()}
     assert len(sets) == 2
     a, b = sets.values()
+
+    def held(st) -> dict:
+        return st.caches if bound else st.host_caches
+
     for x, y in zip(a, b):
-        assert x.layer == y.layer and x.caches.keys() == y.caches.keys()
-        assert all(x.caches[n] is y.caches[n] for n in x.caches)
-    distinct = {id(s): s.alloc_size for sts in sets.values() for st in sts for s in st.caches.values()}
-    assert sum(distinct.values()) == sum(s.alloc_size for st in a for s in st.caches.values()) > 0
+        assert x.layer == y.layer and held(x).keys() == held(y).keys() and held(x)
+        assert all(held(x)[n] is held(y)[n] for n in held(x))
+    size = (lambda s: s.alloc_size) if bound else (lambda s: s.nbytes)
+    distinct = {id(s): size(s) for sts in sets.values() for st in sts for s in held(st).values()}
+    assert sum(distinct.values()) == sum(size(s) for st in a for s in held(st).values()) > 0
 
 
 def test_weights_read_from_the_cache_stay_resident_only_while_programs_are_built(tmp_path):
@@ -184,11 +197,14 @@ def test_programs_with_weights_as_inputs_keep_no_host_copy_of_them():
 
 # -- what C12 pads in a shared layer program, and what capturing a layer leaves behind ------------------
 
-def test_a_shared_layer_binds_one_cache_surface_and_no_surface_for_its_vectors():
+def test_a_shared_layer_binds_one_cache_surface_and_no_surface_for_its_vectors(monkeypatch):
     """C12 allocates every input of a program at the largest one's size - for a shared layer program a
     weight's. So each layer binds ONE cache surface (keys, then values, on axis 1; the engine writes both
-    through views of it) and none for its norm vectors (a few bytes, written into the program's own input
-    before each eval); Model.memory() counts exactly that."""
+    through views of it) where its cache is not copied in from the host (as here, forced:
+    tests/models/test_shared_inputs.py has the other way), and none for its norm vectors (a few
+    bytes, written into the program's own input before each eval); Model.memory() counts exactly that."""
+    from orion.models import stages as stages_mod
+    monkeypatch.setattr(stages_mod, "CACHE_COPY_RATIO", 10**9)
     m = load(FX, layers="shared")
     m.generate([3, 4, 5, 6], max_tokens=3)
     eng = m.engine

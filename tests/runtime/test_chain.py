@@ -83,3 +83,31 @@ def test_bad_views_and_sizes_are_input_errors_before_anything_runs():
             ch.run(0, 0)
         assert orion.counters()["evals"] == evals
         assert ch.run(4, 4)[0] == -1
+
+
+def test_a_filled_prefix_copy_moves_columns_up_to_pos_plus_n_after_the_copies_before_it():
+    """cols -2: a cache held on the host is copied into a program's input before its eval - its columns
+    0 .. pos + n, after the step's earlier copies wrote the new columns into it (copies run in order); the
+    columns past them are left as they were. -2 at pos is refused (a prefix starts at column 0)."""
+    with orion.compile_mil(add_program(shape=(1, C, 1, W))) as p, orion.compile_mil(add_program(shape=(1, C, 1, W))) as q:
+        pa, pb, pz = _views(p)
+        qa, qb, qz = _views(q)
+        pa[...], pb[...] = rand((C, W), 4), rand((C, W), 5)
+        held = rand((C, 40), 6)
+        qa[...] = np.float16(9)
+        ch = _native.Chain()
+        ch.add_step(p._p, [], [], None, pz)
+        ch.add_step(q._p, [], [(pz, held, -1, True), (held, qa, -2, False)], None, qz)
+        n, pos = 3, 11
+        before = held.copy()
+        assert ch.run(n, pos)[0] == -1
+        np.testing.assert_array_equal(held[:, pos:pos + n], pz[:, :n])
+        np.testing.assert_array_equal(held[:, :pos], before[:, :pos])
+        np.testing.assert_array_equal(qa[:, :pos + n], held[:, :pos + n])
+        assert (qa[:, pos + n:] == 9).all()
+        with pytest.raises(orion.InputError, match="do not fit"):
+            ch.run(n, 38)                                             # 41 columns of a 40-column cache
+        with pytest.raises(orion.InputError, match="-2"):
+            ch.add_step(q._p, [], [(held, qa, -2, True)])
+        with pytest.raises(orion.InputError, match="-2"):
+            ch.add_step(q._p, [], [(held, qa, -3, False)])

@@ -129,3 +129,19 @@ def test_new_surface_is_the_programs_kind_and_refuses_bad_sizes():
     for bad in (0, -1, 1.5, True, "64", 1 << 50):
         with pytest.raises(orion.InputError):
             prog.new_surface(bad)
+
+
+def test_a_big_surface_is_resident_only_where_written():
+    """C12 sizes every input of a program like its largest - 32 MB each for a 1B model's shared layer program -
+    while a mask or a token's activations fill a few KB of it: a simulator surface from SURFACE_MAPPED_BYTES on
+    is mapped zero pages, so the padding never written costs no memory (Model.memory() counts resident bytes);
+    a smaller one is zeroed heap memory, all resident. Both read as zeros until written."""
+    from orion import _native
+    big = _native.Surface(32 << 20)
+    assert big.alloc_size == 32 << 20 and big.resident_bytes < (1 << 20)
+    view = big.view("uint8")
+    view[: 3 << 20] = 7                                               # the first 3 MB written
+    assert (3 << 20) <= big.resident_bytes <= (4 << 20)               # (in 2 MB pages where the OS uses them)
+    assert not view[3 << 20:].any()
+    small = _native.Surface(_native.SURFACE_MAPPED_BYTES - 64)
+    assert small.resident_bytes == small.alloc_size and not small.view("uint8").any()

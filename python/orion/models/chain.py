@@ -1,6 +1,6 @@
 """A program set's layers run in one native call (``_native.Chain``): the host work between two layers' evals -
 bind the layer's surfaces, copy the previous eval's q / k / v / residual into the next one's inputs and the new
-keys and values into the layer's cache - done from Python cost ~1 ms a token at 30 layers, more than the
+keys and values into the layer's cache (and a cache held on the host into the program's surface) - done from Python cost ~1 ms a token at 30 layers, more than the
 simulator's small ops. The engine uses it when every stage reads and writes its surfaces in place and each
 program's per-step feeds (mask, RoPE tables) are the same for all of its turns; otherwise the Python loop runs.
 Both compute the same bits (the chain copies exactly what the loop copies, into the same surfaces)."""
@@ -14,6 +14,9 @@ from ..native.runtime import _warn
 from .stages import LayerStage, Stage
 
 __all__ = ["StepChain", "feed_once", "same_feeds", "shared_feeds"]
+
+
+_FILLED = -2          # a copy's columns: positions 0 .. pos + n (runtime::ColumnCopy::kFilled)
 
 
 class _NotChainable(Exception):
@@ -97,6 +100,8 @@ class StepChain:
                     v2 = _rows(view)
                     a2 = np.ascontiguousarray(values, np.float16).reshape(v2.shape)  # the layer's array: kept
                     copies.append((a2, v2, v2.shape[1], False))
+                for held, region in st.copy_in:              # a cache held on the host: its filled columns,
+                    copies.append((_rows(held), _rows(region), _FILLED, False))   # after the new ones above
             check = base.out_arrays["x_out" if l < L else "h"]
             self.chain.add_step(base.prog._p, binds, copies, base.live_columns(n), _rows(check), fills)
             if fills:

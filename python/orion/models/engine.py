@@ -188,7 +188,8 @@ class Engine:
         self.compile_seconds = 0.0
         self.graph_options: dict = {}                    # extra stage_graph arguments (orion.lora: adapter slots)
         self._layer_surf: dict[int, object] = {}         # shared layers: each middle stage's LayerWeights
-        self._cache_pool: dict[tuple, object] = {}       # shared layers: cache surfaces the program sets share
+        self._cache_pool: dict[tuple, object] = {}       # shared layers: caches the program sets share
+        self._input_pool: dict[tuple, object] = {}       # shared programs: input surfaces the sets share (Stage)
         self._host_maps: list | None = None              # the weight cache mappings self.w views (host_pages)
         self._splits: dict[tuple, tuple] = {}            # kind of stage + options -> (options, its parts)
         if self.fp16 != Fp16Plan():
@@ -294,7 +295,7 @@ class Engine:
         n = self.fam.n_stages(self.cfg)
         opts = {**self.graph_options, **extra}
         base = Stage(self._compile(self.fam.stage_graph(self.cfg, self.w, 1, S, T, shared=True, **opts), shared=True),
-                     caches=False)
+                     caches=False, pool=None if extra else self._input_pool)      # batch programs: their own
         out: list = []
         try:
             for i in range(1, n - 1):
@@ -521,6 +522,8 @@ class Engine:
         self.cls_sets.clear()
         self._layer_surf.clear()
         self._cache_pool.clear()
+        self._input_pool.clear()
+        self._own_pool.clear()
 
     # -- state -----------------------------------------------------------------------------------
     def reset(self, n_total: int | None = None) -> None:

@@ -9,13 +9,14 @@ import os
 
 import numpy as np
 
+from .. import _native
 from ..compiler.driver import check
 from ..errors import InputError
 from ..quant import QuantizedArray
 from . import host_pages
 from .engine import AS_INPUTS, DECODE_S
 from .layer_params import take_stored
-from .stages import CACHE_INPUTS, fed_per_eval, streamable
+from .stages import CACHE_INPUTS, cache_copied_in, fed_per_eval, streamable
 
 __all__ = ["PLAN_NEW", "PLAN_PROMPT", "memory_plan", "memory_report", "process_rss"]
 
@@ -37,19 +38,22 @@ def _surface_key(surface) -> int:
     return surface.view("uint8").__array_interface__["data"][0]
 
 
-def _programs(engine) -> list:
-    """Every program's (runtime program, compiled program) and every shared stage's layer caches, over all
-    the program sets the engine holds (prefill/decode, batched, classifier)."""
+def _programs(engine) -> tuple[list, list, list, set]:
+    """Every program's (runtime program, compiled program), every shared stage's layer caches - the surfaces
+    bound per layer, the host arrays copied in (stages.cache_copied_in) - and the program surfaces those are
+    copied into, over all the program sets the engine holds (prefill/decode, batched, classifier)."""
     stages = [st for sts in engine.sets.values() for st in sts]
     stages += [st for _, sts in engine.batch_sets.values() for st in sts]
     stages += [st for parts in engine.cls_sets.values() for *_, st in parts]
-    progs, caches = [], []
+    progs, caches, held, targets = [], [], [], set()
     for st in stages:
         for one in getattr(st, "parts", None) or [st]:       # a SplitStage runs several programs
             caches += list(getattr(one, "caches", {}).values())
+            held += list(getattr(one, "host_caches", {}).values())
+            targets |= {_surface_key(one.base.prog.input_surface(n)) for n in getattr(one, "host_caches", {})}
             one = getattr(one, "base", one)                  # a LayerStage runs its shared program
             progs.append((one.prog, one.cp))
-    return progs, caches
+    return progs, caches, held, targets
 
 
 def _host_weights(model, resident: bool = True) -> dict[str, int]:
@@ -85,7 +89,7 @@ def memory_report(model) -> dict[str, int | None]:
             key = _surface_key(surface)
             if key not in seen:
                 seen.add(key)
-                out[kind] += int(surface.alloc_size)
+                out[kind] += int(surface.resident_bytes)
 
         streamed: set[int] = set()
         for layer in eng._layer_surf.values():
@@ -97,12 +101,19 @@ def memory_report(model) -> dict[str, int | None]:
                     if id(cw) not in streamed:
                         streamed.add(id(cw))
                         out["layer_weights_streamed"] += int(cw.nbytes)
-        progs, caches = _programs(eng)
+        progs, caches, held, targets = _programs(eng)
         for s in caches:                                     # shared stages: each layer's own cache
             count("kv_cache", s)
+        for a in held:                                       # ... or held on the host, copied into ``targets``
+            key = a.__array_interface__["data"][0]
+            if key not in seen:
+                seen.add(key)
+                out["kv_cache"] += int(a.nbytes)
         for prog, cp in progs:
             for b in cp.io_plan.inputs.values():
-                count("kv_cache" if b.name in CACHE_INPUTS else "program_surfaces", prog.input_surface(b.mil_name))
+                surface = prog.input_surface(b.mil_name)
+                cache = b.name in CACHE_INPUTS and _surface_key(surface) not in targets
+                count("kv_cache" if cache else "program_surfaces", surface)
             for o in cp.io_plan.outputs.values():
                 for part in o.parts:
                     count("program_surfaces", prog.output_surface(part.mil_name))
@@ -114,12 +125,26 @@ def memory_report(model) -> dict[str, int | None]:
     return out
 
 
-def _lowered_surfaces(lowered, streamed=()) -> dict[str, int]:
-    """Bytes of one program's surfaces by kind, as the runtime allocates them: every surface of a direction
-    at one size, max(largest tensor, the minimum surface) (C02/C04/C12). ``weight``: the weight inputs bound
+def _resident(tensor: int, alloc: int) -> int:
+    """What a surface of ``alloc`` bytes holding a ``tensor``-byte tensor keeps resident: all of it below the
+    simulator's mapped size (heap memory, zeroed), else the pages the tensor covers - a mapped surface's pages
+    never written (C12's padding past a small input) are not (runtime/surface.h)."""
+    if (alloc + 63) // 64 * 64 < _native.SURFACE_MAPPED_BYTES:
+        return alloc
+    page = os.sysconf("SC_PAGE_SIZE")
+    return min(alloc, -(-tensor // page) * page)
+
+
+def _lowered_surfaces(lowered, streamed=(), pooled: bool = False) -> dict[str, int]:
+    """Bytes of one program's surfaces by kind, as the runtime allocates them - every surface of a direction
+    at one size, max(largest tensor, the minimum surface) (C02/C04/C12) - and keeps resident (:func:`_resident`). ``weight``: the weight inputs bound
     per layer in a shared program; ``fed``: the values of those written into the program's own surfaces
     before each eval instead (stages.fed_per_eval), whose own surfaces are in ``other``, as are those of the
-    ``streamed`` inputs (mil names: decoded into the program's own surface before each eval)."""
+    ``streamed`` inputs (mil names: decoded into the program's own surface before each eval). ``kv_cache``: a
+    cache's surface each, or its host array's bytes where the layer holds it on the host (stages.cache_copied_in:
+    the program's own surface it is copied into is then in ``other``). ``pooled`` (a shared program of the
+    engine's sets: stages.Stage's pool): its inputs other than weights are in ``pooled_inputs`` instead, by
+    (mil name, size) - one surface for every set."""
     def size(shape, dtype) -> int:
         return int(np.prod(shape)) * (2 if dtype == "fp16" else 4)
     floor = int(lowered.options.min_surface_bytes)
@@ -127,19 +152,29 @@ def _lowered_surfaces(lowered, streamed=()) -> dict[str, int]:
     outs = [p for o in lowered.io.outputs.values() for p in o.parts]
     in_alloc = max([floor] + [size(b.mil_shape, b.mil_dtype) for b in ins.values()])
     out_alloc = max([floor] + [size(p.mil_shape, p.mil_dtype) for p in outs])
-    kinds = {"weight": 0, "fed": 0, "kv_cache": 0, "other": len(outs) * out_alloc, "streamed_surfaces": set()}
+    kinds = {"weight": 0, "fed": 0, "kv_cache": 0, "streamed_surfaces": set(), "pooled_inputs": set(),
+             "other": sum(_resident(size(p.mil_shape, p.mil_dtype), out_alloc) for p in outs)}
+    copied = set()
     for b in ins.values():
         fed = b.kind == "weight" and fed_per_eval(b, in_alloc)
+        held = _resident(size(b.mil_shape, b.mil_dtype), in_alloc)
         if fed:
             kinds["fed"] += size(b.shape, b.mil_dtype)
         if b.mil_name in streamed and not fed:           # one surface for every program set (stages.py's pool)
-            kinds["streamed_surfaces"].add((b.mil_name, tuple(b.mil_shape), b.mil_dtype, in_alloc))
+            kinds["streamed_surfaces"].add((b.mil_name, tuple(b.mil_shape), b.mil_dtype, in_alloc, held))
             continue
-        kind = "kv_cache" if b.name in CACHE_INPUTS else "weight" if b.kind == "weight" and not fed else "other"
-        kinds[kind] += in_alloc
-    # how its caches are laid out: shared-layer program sets with the same layout share the cache surfaces
-    kinds["kv_layout"] = tuple(sorted((b.name, tuple(b.mil_shape), b.mil_dtype, in_alloc) for b in ins.values()
-                                      if b.name in CACHE_INPUTS))
+        cache = b.name in CACHE_INPUTS
+        if cache and pooled and cache_copied_in(b, in_alloc):
+            kinds["kv_cache"] += size(b.mil_shape, b.mil_dtype)      # held as the surface lays it out
+            copied.add(b.name)
+        if pooled and b.kind != "weight" and (not cache or b.name in copied):
+            kinds["pooled_inputs"].add((b.mil_name, in_alloc, held))
+            continue
+        kind = "kv_cache" if cache else "weight" if b.kind == "weight" and not fed else "other"
+        kinds[kind] += held
+    # how its caches are laid out: shared-layer program sets with the same layout share the layers' caches
+    kinds["kv_layout"] = tuple(sorted((b.name, tuple(b.mil_shape), b.mil_dtype, "host" if b.name in copied
+                                       else in_alloc) for b in ins.values() if b.name in CACHE_INPUTS))
     return kinds
 
 
@@ -150,7 +185,7 @@ def _lowered_middle(eng, i: int, S: int, T: int) -> dict:
     stored = take_stored(g)
     lowered = check(g, **eng.program_options(True))
     parts = streamable(lowered.io, stored, {}) if eng.streaming else {}
-    p = _lowered_surfaces(lowered, parts)
+    p = _lowered_surfaces(lowered, parts, pooled=True)
     p["streamed"] = sum(int(cw.nbytes) for ps in parts.values() for cw, _, _ in ps)
     return p
 
@@ -176,18 +211,20 @@ def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> di
                                         **eng.program_options(extra.get("shared", False))))]
 
     shared_kv: set = set()
-    pooled: set = set()                                   # streamed layers' surfaces, shared by the program sets
+    pooled: set = set()                     # streamed layers' and shared programs' input surfaces, shared by the sets
     for k, (S, _) in enumerate(sets):
         for i in (0, 1, n - 1) if n > 2 else range(n):       # the middle stages hold the same tensors: one for all
             middle = 0 < i < n - 1
             copies = n - 2 if middle else 1
             if middle and eng.shared_layers:
-                # one program; each layer binds its own weight surfaces (the same for every set) and cache; the
-                # program's own weight and cache surfaces are replaced by them (its fed and streamed inputs' stay,
-                # in "other"); a streamed layer holds its compressed weights natively (the same for every set)
+                # one program; each layer binds its own weight surfaces (the same for every set) and cache
+                # surface, or copies its cache in from the host; the program's own weight and bound cache surfaces
+                # are replaced by them (its fed and streamed inputs' stay, in "other"); a streamed layer holds its
+                # compressed weights natively; its other inputs' surfaces are the same for every set
                 p = _lowered_middle(eng, i, S, T)
-                out["program_surfaces"] += p["other"] + sum(k[3] for k in p["streamed_surfaces"] - pooled)
-                pooled |= p["streamed_surfaces"]
+                out["program_surfaces"] += p["other"] + sum(k[-1] for k in p["streamed_surfaces"] - pooled)
+                out["program_surfaces"] += sum(k[-1] for k in p["pooled_inputs"] - pooled)
+                pooled |= p["streamed_surfaces"] | p["pooled_inputs"]
                 out["kv_cache"] += p["kv_cache"] * copies if p["kv_layout"] not in shared_kv else 0
                 shared_kv.add(p["kv_layout"])
                 out["layer_weight_surfaces"] += (p["weight"] + p["fed"]) * copies if k == 0 else 0

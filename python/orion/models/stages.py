@@ -2,7 +2,8 @@
 cache inputs are written in place through zero-copy surface views), :class:`SplitStage` (the parts of
 a stage too big for one program, run in turn) and :class:`LayerStage` (one layer's turn on a program
 that every layer shares: its weights and KV cache in surfaces of its own, bound before each eval - or its
-compressed weights decoded into the program's own surfaces, models/streamed.py)."""
+compressed weights decoded into the program's own surfaces, models/streamed.py, and its cache copied into
+the program's own surface from a host array of the cache's size, :func:`cache_copied_in`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 from .streamed import native_weight
 
 __all__ = ["Stage", "SplitStage", "LayerStage", "LayerWeights", "KV_INPUT", "CACHE_INPUTS", "fed_per_eval",
-           "capture_layer_weights", "streamable"]
+           "capture_layer_weights", "streamable", "cache_copied_in"]
 
 _NP_FLOAT = {"fp16": np.float16, "fp32": np.float32}
 
@@ -25,6 +26,13 @@ CACHE_INPUTS = ("k_cache", "v_cache", KV_INPUT)
 # program's (uniform, C12) input size is written into the program's own surface before each eval instead of
 # being bound as a surface per layer: the per-channel vectors (norm weights, biases) are a few KB.
 FED_MAX_BYTES = 64 * 1024
+
+# A shared program's cache input whose [C, T] region is at most 1/this of the program's (uniform, C12) input size
+# is held per layer in a host array of the cache's own size and copied into the program's own surface before each
+# eval (its filled columns only, in the step chain) instead of bound as a surface per layer: a 1B model's 32 MB
+# weight inputs made each layer's 0.5 MB cache cost 32 MB (480 MB at 16 layers). Copying costs at most 1/this
+# of the bytes the eval reads as weights; a cache as big as the weights stays bound.
+CACHE_COPY_RATIO = 4
 
 
 def cache_viewable(b) -> bool:
@@ -50,6 +58,14 @@ def cache_views(cache, name: str) -> dict[str, np.ndarray]:
     return {"k_cache": cache[:half], "v_cache": cache[half:]}
 
 
+def cache_copied_in(b, alloc_size: int) -> bool:
+    """Whether cache input ``b`` of a shared program (inputs of ``alloc_size`` bytes) is copied in from a host
+    array before each eval rather than bound as a surface per layer (:data:`CACHE_COPY_RATIO`): a viewable
+    ``[C, T]`` cache (the 4-D caches of batch programs stay bound)."""
+    return (cache_viewable(b) and b.shape[2] == 1 and
+            CACHE_COPY_RATIO * int(np.prod(b.mil_shape)) * 2 <= alloc_size)
+
+
 def fed_per_eval(b, alloc_size: int) -> bool:
     """Whether weight input ``b`` of a shared program (whose inputs are ``alloc_size`` bytes each) is fed
     before each eval rather than bound per layer (:data:`FED_MAX_BYTES`); it must be viewable in place."""
@@ -68,12 +84,24 @@ def _region(surface, b) -> np.ndarray:
 class Stage:
     """One compiled stage program, called by graph names; cache inputs are written in place."""
 
-    def __init__(self, cp, caches: bool = True):
+    def __init__(self, cp, caches: bool = True, pool: dict | None = None):
         """``caches=False``: the program's own cache surfaces are left alone (:class:`LayerStage` binds a
-        cache per layer)."""
+        cache per layer or copies it in). ``pool``: the input surfaces of the other program sets' shared
+        programs ({(mil name, alloc size): surface}); this program's inputs other than weights use the pool's
+        surface of the same name and size instead of their own - a shared program's inputs are weight-sized
+        (C12: 32 MB each at 1B), sets never run at once, and each eval writes the columns it uses (the
+        others, stale, are never live: every op of a stage is column-wise but attention, which masks)."""
         self.cp = cp
         self.prog = cp.program
         plan = cp.io_plan
+        for b in plan.inputs.values() if pool is not None else ():
+            own = self.prog.input_surface(b.mil_name)
+            if b.kind != "weight" and (b.name not in CACHE_INPUTS or cache_copied_in(b, own.alloc_size)):
+                key = (b.mil_name, own.alloc_size)
+                if key in pool:
+                    self.prog.bind_input(b.mil_name, pool[key])
+                else:
+                    pool[key] = own
         self.inputs = {n: b for n, b in plan.inputs.items() if b.kind == "activation"}
         self.outputs = dict(plan.outputs)
         # cache name -> writable [C, T] region of the surface ([C, H, W] for the 4-D caches of batch
@@ -250,7 +278,8 @@ class LayerStage:
     layer's weights - staged once through the program's own ``set_weights`` into surfaces of their own
     (:func:`capture_layer_weights`) - and its KV cache surface are bound to the program before each eval
     (pointer swaps, no copies); the few-KB inputs :func:`fed_per_eval` picks are written into the program's own
-    surfaces instead. Same interface as :class:`Stage` (``base``: the program's, built with ``caches=False``);
+    surfaces instead, as is a cache much smaller than those surfaces (:func:`cache_copied_in`: the layer holds it
+    in a host array). Same interface as :class:`Stage` (``base``: the program's, built with ``caches=False``);
     ``owner`` (one per shared program) releases the program; ``build`` ((S, T, more stage_graph arguments))
     and ``lora`` (the adapter slots it was compiled with) say how to capture the layer's weights again."""
 
@@ -258,25 +287,38 @@ class LayerStage:
                  cache_pool: dict | None = None):
         self.base, self.layer, self.owner, self.build, self.lora = base, layer, owner, build, lora
         self.views: dict[str, np.ndarray] = {}
-        self.caches: dict[str, object] = {}
+        self.caches: dict[str, object] = {}          # mil name -> the layer's cache surface, bound before each eval
+        self.host_caches: dict[str, np.ndarray] = {}  # mil name -> the layer's cache, copied in before each eval
+        self.copy_in: list[tuple] = []               # (host cache, its region of the program's own surface)
         for name in CACHE_INPUTS:
             b = base.inputs.get(name)
             if b is None:
                 continue
             if not cache_viewable(b):
                 raise ValueError("a shared stage program needs its caches viewable in place")
-            size = base.prog.input_surface(b.mil_name).alloc_size
-            # ``cache_pool``: the layer's cache surfaces of the other program sets, by layout - sets whose cache
-            # inputs are laid out alike (prefill and decode of one context bucket) hold position p at the same
-            # place, so they share one surface instead of a copy each
-            key = (layer, name, tuple(b.mil_shape), b.mil_dtype, size)
-            surf = cache_pool.get(key) if cache_pool is not None else None
-            if surf is None:
-                surf = base.prog.new_surface(size)    # the backend's kind: an IOSurface on the ANE
-                if cache_pool is not None:
-                    cache_pool[key] = surf
-            self.caches[b.mil_name] = surf
-            self.views.update(cache_views(cache_view(surf, b), name))
+            own = base.prog.input_surface(b.mil_name)
+            size = own.alloc_size
+            # ``cache_pool``: the layer's caches of the other program sets, by layout - sets whose cache inputs
+            # are laid out alike (prefill and decode of one context bucket) hold position p at the same place,
+            # so they share one cache instead of a copy each
+            copied = cache_copied_in(b, size)
+            key = (layer, name, tuple(b.mil_shape), b.mil_dtype, "host" if copied else size)
+            held = cache_pool.get(key) if cache_pool is not None else None
+            if copied:                        # as the surface holds it: [C, T padded], of which T columns used
+                region = cache_view(own, b)
+                if held is None:
+                    held = np.zeros((b.mil_shape[1], b.mil_shape[3]), np.float16)
+                self.host_caches[b.mil_name] = held
+                cache = held[:, :region.shape[1]]
+                self.copy_in.append((cache, region))
+            else:
+                if held is None:
+                    held = base.prog.new_surface(size)    # the backend's kind: an IOSurface on the ANE
+                self.caches[b.mil_name] = held
+                cache = cache_view(held, b)
+            if cache_pool is not None:
+                cache_pool[key] = held
+            self.views.update(cache_views(cache, name))
         self.cache = self.views
         self.inputs = base.inputs
         self.set_weights(weights)
@@ -310,6 +352,8 @@ class LayerStage:
             state["weights"] = self.weights
         for view, values in self._feed:
             view[...] = values
+        for held, region in self.copy_in:
+            region[...] = held
         return self.base.run(feed, live, unchanged)
 
     @property
@@ -319,6 +363,8 @@ class LayerStage:
     def release(self):
         self.views.clear()
         self.caches.clear()
+        self.host_caches.clear()
+        self.copy_in = []
         self._bind, self._feed, self._fill = [], [], []
         if self.owner:
             self.base.release()

@@ -231,7 +231,8 @@ void bind_runtime(nb::module_& m) {
               k.rows = (int64_t)src.shape(0);
               k.cols = nb::cast<int64_t>(t[2]);
               k.at_pos = nb::cast<bool>(t[3]);
-              if (k.cols < -1) throw_error(ErrorKind::Input, "chain: a copy's cols must be >= 0 (or -1: n)");
+              if (k.cols < runtime::ColumnCopy::kFilled || (k.at_pos && k.cols == runtime::ColumnCopy::kFilled))
+                throw_error(ErrorKind::Input, "chain: a copy's cols must be >= 0, -1 (n) or -2 (pos + n, not at pos)");
               s.copies.push_back(k);
               c.keep.push_back(nb::borrow(t[0]));
               c.keep.push_back(nb::borrow(t[1]));
@@ -256,8 +257,8 @@ void bind_runtime(nb::module_& m) {
           nb::arg("program"), nb::arg("binds"), nb::arg("copies"), nb::arg("live") = nb::none(),
           nb::arg("check") = nb::none(), nb::arg("fills") = nb::list(),
           "Appends a step: binds [(input slot, surface)], fills [(CompressedWeight, dst, width): panels_into after "
-          "the binds], copies [(src view, dst view: 2-D fp16, columns or -1 "
-          "for n, at pos)], the program's live-columns hint, an output view to check for non-finite values.")
+          "the binds], copies in order [(src view, dst view: 2-D fp16, columns, -1 for n or -2 for pos + n, "
+          "at pos)], the program's live-columns hint, an output view to check for non-finite values.")
       .def(
           "run",
           [](PyChain& c, int64_t n, int64_t pos) {
@@ -274,9 +275,13 @@ void bind_runtime(nb::module_& m) {
           "or -1, warnings).")
       .def("__len__", [](const PyChain& c) { return c.chain.size(); });
 
+  m.attr("SURFACE_MAPPED_BYTES") = Surface::kMappedBytes;  // simulator surfaces from this size: mapped zero pages
   nb::class_<Surface>(m, "Surface", "IOSurface-like flat buffer; tensors are packed [1, C, 1, S] from byte 0.")
       .def(nb::new_([](size_t nbytes) { return std::make_shared<Surface>(nbytes); }), nb::arg("nbytes"))
       .def_prop_ro("alloc_size", &Surface::alloc_size)
+      .def_prop_ro("resident_bytes", &Surface::resident_bytes,
+                   "Bytes of it in memory now: its alloc size, or (a big simulator surface: mapped zero pages) the "
+                   "pages written so far.")
       .def_prop_ro("id", &Surface::id)
       .def(
           "view",

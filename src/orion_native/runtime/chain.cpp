@@ -9,6 +9,10 @@
 namespace orion::runtime {
 namespace {
 
+int64_t columns(const ColumnCopy& c, int64_t n, int64_t pos) {
+  return c.cols == ColumnCopy::kLive ? n : c.cols == ColumnCopy::kFilled ? pos + n : c.cols;
+}
+
 void copy_columns(const ColumnCopy& c, int64_t cols, int64_t pos) {
   const uint16_t* s = c.src;
   uint16_t* d = c.dst + (c.at_pos ? pos * c.dst_col : 0);
@@ -46,7 +50,7 @@ int64_t Chain::run(int64_t n, int64_t pos, std::vector<Warning>* warnings) {
                                                           ", pos=" + std::to_string(pos));
   for (const ChainStep& s : steps_) {
     for (const ColumnCopy& c : s.copies) {
-      const int64_t cols = c.cols < 0 ? n : c.cols;
+      const int64_t cols = columns(c, n, pos);
       if (cols > c.src_cols || (c.at_pos ? pos : 0) + cols > c.dst_cols)
         throw_error(ErrorKind::Input, "chain: " + std::to_string(cols) + " columns at position " +
                                           std::to_string(c.at_pos ? pos : 0) + " do not fit a copy's views (" +
@@ -58,7 +62,7 @@ int64_t Chain::run(int64_t n, int64_t pos, std::vector<Warning>* warnings) {
     const ChainStep& s = steps_[i];
     for (const auto& [slot, surface] : s.binds) s.program->bind_input(slot, surface);
     for (const auto& fill : s.fills) fill();
-    for (const ColumnCopy& c : s.copies) copy_columns(c, c.cols < 0 ? n : c.cols, pos);
+    for (const ColumnCopy& c : s.copies) copy_columns(c, columns(c, n, pos), pos);
     std::vector<Warning> w = s.program->eval(s.has_live ? &s.live : nullptr);
     if (warnings) warnings->insert(warnings->end(), w.begin(), w.end());
     if (s.check.at && !all_finite(s.check, n)) return (int64_t)i;

@@ -2,7 +2,7 @@
 // that every layer shares, and the host work between two of them - bind the layer's surfaces, copy the
 // previous eval's outputs into the next one's inputs and the new keys and values into the layer's cache -
 // cost more than the simulator's small ops when done from Python. Before each eval a step binds surfaces to
-// input slots, runs its fills and copies columns between fp16 [rows, columns] views (any strides); after it, it may
+// input slots, runs its fills and copies columns between fp16 [rows, columns] views (any strides) in order; after it, it may
 // check the live columns of one output for values outside fp16's range (the engine's overflow guard).
 #pragma once
 #include <cstdint>
@@ -15,12 +15,14 @@
 namespace orion::runtime {
 
 struct ColumnCopy {
+  static constexpr int64_t kLive = -1, kFilled = -2;
   const uint16_t* src = nullptr;
   int64_t src_row = 0, src_col = 1, src_cols = 0;  // elements between rows, between columns; columns the view holds
   uint16_t* dst = nullptr;
   int64_t dst_row = 0, dst_col = 1, dst_cols = 0;
   int64_t rows = 0;
-  int64_t cols = -1;    // columns copied; -1: the run's n live columns
+  int64_t cols = -1;    // columns copied; kLive: the run's n live columns; kFilled: pos + n (a cache's filled
+                        // prefix, copied into a program's own surface before its eval)
   bool at_pos = false;  // written at columns pos.. of dst (a cache), else at column 0
 };
 

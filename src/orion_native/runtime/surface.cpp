@@ -1,10 +1,15 @@
 #include "runtime/surface.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/error.h"
 
@@ -20,9 +25,31 @@ void check_surface_size(size_t alloc_size) {
 Surface::Surface(size_t alloc_size) : size_(alloc_size), id_(g_next_surface_id++) {
   check_surface_size(alloc_size);
   size_t rounded = (alloc_size + 63) / 64 * 64;
+  if (rounded >= kMappedBytes) {  // zero pages from the OS, resident once written
+    void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<uint8_t*>(p);
+    mapped_ = rounded;
+    return;
+  }
   data_ = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
   if (!data_) throw std::bad_alloc();
   std::memset(data_, 0, rounded);
+}
+
+size_t Surface::resident_bytes() const {
+  if (!mapped_) return size_;
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  const size_t pages = (mapped_ + page - 1) / page;
+#if defined(__APPLE__)
+  std::vector<char> in(pages);
+#else
+  std::vector<unsigned char> in(pages);
+#endif
+  if (mincore(data_, mapped_, in.data()) != 0) return size_;
+  size_t n = 0;
+  for (auto c : in) n += (c & 1);
+  return std::min(size_, n * page);
 }
 
 Surface::Surface(size_t alloc_size, std::unique_ptr<SurfaceStorage> storage)
@@ -32,7 +59,10 @@ Surface::Surface(size_t alloc_size, std::unique_ptr<SurfaceStorage> storage)
 }
 
 Surface::~Surface() {
-  if (!storage_) std::free(data_);
+  if (mapped_)
+    munmap(data_, mapped_);
+  else if (!storage_)
+    std::free(data_);
 }
 
 }  // namespace orion::runtime
