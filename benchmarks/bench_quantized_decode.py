@@ -17,7 +17,8 @@ of ``--prompt`` tokens, ``--tokens`` greedy decode steps (decode tok/s: the medi
 ``Model.memory()``. ``weight MB`` is what the stage programs' weight files hold (``Model.weight_bytes``; the
 tied classifier runs on the CPU in every row). The memory target (issue 30): peak RSS <= 1.3 x (stored
 weights + KV cache) + 200 MB, stored weights being the host weights as held (``Model.memory()["weights"]``:
-compressed at their compressed size) and the KV cache as the programs hold it (``["kv_cache"]``).
+compressed at their compressed size) and the KV cache as the programs hold it (``["kv_cache"]``: a shared layer's at
+its own size, held on the host and copied in, where its program's C12-sized inputs dwarf it - stages.cache_copied_in).
 
 llama.cpp (``--llamacpp DIR``, built by scripts/build_llamacpp.sh): the same checkpoint converted by its
 ``convert_hf_to_gguf.py`` (f16, q8_0) and ``llama-quantize`` (q4_0, from the f16 file), peak RSS of
