@@ -200,15 +200,21 @@ def test_plain_surfaces_are_rejected(fake):
             p.eval()
 
 
-@pytest.mark.parametrize("quantize", [None, "int8"])
-def test_shared_layer_models_run_on_the_device_as_on_the_simulator(fake, tmp_path, quantize):
+@pytest.mark.parametrize("quantize,copy_in", [(None, False), ("int8", True)])
+def test_shared_layer_models_run_on_the_device_as_on_the_simulator(fake, tmp_path, quantize, copy_in, monkeypatch):
     """A model whose layers share one program (weights and KV cache bound per layer: the default at real
     depth) binds surfaces made by the program's backend - IOSurfaces on the ANE, which refuses heap ones - and
     computes what the simulator computes; with compressed weights each layer's are decoded into the program's
-    own IOSurfaces before its evals (models/streamed.py)."""
+    own IOSurfaces before its evals (models/streamed.py); with caches held on the host each layer's is copied
+    into the program's own IOSurface, which the program sets share (stages.cache_copied_in). memory_plan
+    counts the ANE's surfaces whole (IOSurfaces are not the simulator's mapped pages), as Model.memory() does."""
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
     from deep_models import make_deep, prompt_ids
     from orion.models import load
+    from orion.models import stages as stages_mod
+    from orion.models.memory import memory_plan
+    from orion.models.stages import LayerStage
+    monkeypatch.setattr(stages_mod, "CACHE_COPY_RATIO", 1 if copy_in else 10**9)
 
     path = make_deep("llama3", str(tmp_path / "deep"), layers=6)
     for name in ("tokenizer.json", "tokenizer_config.json"):    # token ids in, ids out: no tokenizer package needed
@@ -220,7 +226,14 @@ def test_shared_layer_models_run_on_the_device_as_on_the_simulator(fake, tmp_pat
         try:
             out[device] = (m.logits(ids), m.generate(ids, max_tokens=4, stop_tokens=[]).tokens)
             assert m.engine.shared_layers and m.engine.streaming == (quantize is not None)
-            assert (m.memory()["layer_weights_streamed"] > 0) == (quantize is not None)
+            mem = m.memory()
+            assert (mem["layer_weights_streamed"] > 0) == (quantize is not None)
+            layers = [st for sts in m.engine.sets.values() for st in sts if isinstance(st, LayerStage)]
+            assert layers and all(bool(st.host_caches) == copy_in for st in layers)
+            if device == "ane":
+                plan = memory_plan(m, n_prompt=12, n_new=4)
+                assert {k: plan[k] for k in ("kv_cache", "program_surfaces")} == \
+                    {k: mem[k] for k in ("kv_cache", "program_surfaces")}
         finally:
             m.release()
     assert np.array_equal(out["ane"][0], out["sim"][0]) and out["ane"][1] == out["sim"][1]

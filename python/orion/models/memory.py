@@ -12,6 +12,7 @@ import numpy as np
 from .. import _native
 from ..compiler.driver import check
 from ..errors import InputError
+from ..native.runtime import resolve_device
 from ..quant import QuantizedArray
 from . import host_pages
 from .engine import AS_INPUTS, DECODE_S
@@ -125,17 +126,18 @@ def memory_report(model) -> dict[str, int | None]:
     return out
 
 
-def _resident(tensor: int, alloc: int) -> int:
+def _resident(tensor: int, alloc: int, mapped: bool = True) -> int:
     """What a surface of ``alloc`` bytes holding a ``tensor``-byte tensor keeps resident: all of it below the
-    simulator's mapped size (heap memory, zeroed), else the pages the tensor covers - a mapped surface's pages
-    never written (C12's padding past a small input) are not (runtime/surface.h)."""
-    if (alloc + 63) // 64 * 64 < _native.SURFACE_MAPPED_BYTES:
+    simulator's mapped size (heap memory, zeroed) or on a backend whose surfaces are not mapped (``mapped``:
+    the ANE's IOSurfaces count whole), else the pages the tensor covers - a mapped surface's pages never
+    written (C12's padding past a small input) are not (runtime/surface.h)."""
+    if not mapped or (alloc + 63) // 64 * 64 < _native.SURFACE_MAPPED_BYTES:
         return alloc
     page = os.sysconf("SC_PAGE_SIZE")
     return min(alloc, -(-tensor // page) * page)
 
 
-def _lowered_surfaces(lowered, streamed=(), pooled: bool = False) -> dict[str, int]:
+def _lowered_surfaces(lowered, streamed=(), pooled: bool = False, mapped: bool = True) -> dict[str, int]:
     """Bytes of one program's surfaces by kind, as the runtime allocates them - every surface of a direction
     at one size, max(largest tensor, the minimum surface) (C02/C04/C12) - and keeps resident (:func:`_resident`). ``weight``: the weight inputs bound
     per layer in a shared program; ``fed``: the values of those written into the program's own surfaces
@@ -144,7 +146,7 @@ def _lowered_surfaces(lowered, streamed=(), pooled: bool = False) -> dict[str, i
     cache's surface each, or its host array's bytes where the layer holds it on the host (stages.cache_copied_in:
     the program's own surface it is copied into is then in ``other``). ``pooled`` (a shared program of the
     engine's sets: stages.Stage's pool): its inputs other than weights are in ``pooled_inputs`` instead, by
-    (mil name, size) - one surface for every set."""
+    (mil name, size) - one surface for every set. ``mapped``: the backend maps big surfaces (the simulator)."""
     def size(shape, dtype) -> int:
         return int(np.prod(shape)) * (2 if dtype == "fp16" else 4)
     floor = int(lowered.options.min_surface_bytes)
@@ -153,11 +155,11 @@ def _lowered_surfaces(lowered, streamed=(), pooled: bool = False) -> dict[str, i
     in_alloc = max([floor] + [size(b.mil_shape, b.mil_dtype) for b in ins.values()])
     out_alloc = max([floor] + [size(p.mil_shape, p.mil_dtype) for p in outs])
     kinds = {"weight": 0, "fed": 0, "kv_cache": 0, "streamed_surfaces": set(), "pooled_inputs": set(),
-             "other": sum(_resident(size(p.mil_shape, p.mil_dtype), out_alloc) for p in outs)}
+             "other": sum(_resident(size(p.mil_shape, p.mil_dtype), out_alloc, mapped) for p in outs)}
     copied = set()
     for b in ins.values():
         fed = b.kind == "weight" and fed_per_eval(b, in_alloc)
-        held = _resident(size(b.mil_shape, b.mil_dtype), in_alloc)
+        held = _resident(size(b.mil_shape, b.mil_dtype), in_alloc, mapped)
         if fed:
             kinds["fed"] += size(b.shape, b.mil_dtype)
         if b.mil_name in streamed and not fed:           # one surface for every program set (stages.py's pool)
@@ -178,6 +180,11 @@ def _lowered_surfaces(lowered, streamed=(), pooled: bool = False) -> dict[str, i
     return kinds
 
 
+def _maps_surfaces(eng) -> bool:
+    """Whether the engine's backend maps its big surfaces (the simulator: runtime/surface.h)."""
+    return resolve_device(eng.device) == "sim"
+
+
 def _lowered_middle(eng, i: int, S: int, T: int) -> dict:
     """:func:`_lowered_surfaces` of the shared middle-stage program, with ``streamed``: the bytes one layer's
     streamed weights take natively (every middle stage holds the same tensors, compressed alike)."""
@@ -185,7 +192,7 @@ def _lowered_middle(eng, i: int, S: int, T: int) -> dict:
     stored = take_stored(g)
     lowered = check(g, **eng.program_options(True))
     parts = streamable(lowered.io, stored, {}) if eng.streaming else {}
-    p = _lowered_surfaces(lowered, parts, pooled=True)
+    p = _lowered_surfaces(lowered, parts, pooled=True, mapped=_maps_surfaces(eng))
     p["streamed"] = sum(int(cw.nbytes) for ps in parts.values() for cw, _, _ in ps)
     return p
 
@@ -206,9 +213,11 @@ def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> di
     T = eng.ctx_bucket(n_prompt + n_new)
     sets = sorted({(eng._prefill_S(n_prompt, T), T), (DECODE_S, T)}, reverse=True)
     n = eng.fam.n_stages(eng.cfg)
+    mapped = _maps_surfaces(eng)
+
     def lower(i: int, S: int, **extra) -> list[dict]:
         return [_lowered_surfaces(check(eng.fam.stage_graph(eng.cfg, eng.w, i, S, T, **extra, **eng.graph_options),
-                                        **eng.program_options(extra.get("shared", False))))]
+                                        **eng.program_options(extra.get("shared", False))), mapped=mapped)]
 
     shared_kv: set = set()
     pooled: set = set()                     # streamed layers' and shared programs' input surfaces, shared by the sets
