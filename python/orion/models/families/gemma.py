@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from .hf_keys import ConfigReader
-from .llama import BASE_LAYER, common_hf_config, layer_types, read_decoder, rope_scaling_fields
+from .llama import BASE_LAYER, common_hf_config, layer_types, read_decoder
 
 MODEL_TYPES = ("gemma3_text",)
 ARCHITECTURES = ("Gemma3ForCausalLM", "Gemma3TextModel")
