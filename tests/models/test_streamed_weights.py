@@ -99,6 +99,28 @@ def test_native_weight_fills_panels_with_the_ops_values(scheme, width, ld):
     assert cw.nbytes < w.nbytes
 
 
+@pytest.mark.parametrize("scheme,rows", [("int8", 2040), ("lut4", 2048)])
+def test_a_weight_too_big_to_stay_cached_is_written_past_the_cache_with_the_same_values(scheme, rows):
+    """From 8 MB on panels_into writes whole rows with non-temporal stores (a 1B model's 32 MB inputs cannot stay
+    in cache until the eval reads them); the values are the op's, and (int8, 2040 rows) a last partial panel and a
+    padded row's tail are as the small path leaves them."""
+    w = (np.random.default_rng(1).standard_normal((rows, 2048)) * 0.05).astype(np.float16)
+    q = SCHEMES[scheme](w)
+    cw = native_weight(QuantizedArray(q))
+    for ld in (64, 72):
+        P = -(-rows // 64)
+        dst = np.full((P, 2048, ld), np.float16(7), np.float16)
+        assert dst.nbytes >= 8 << 20
+        cw.panels_into(dst, 64)
+        want = np.zeros((P * 64, 2048), np.float16)
+        want[:rows] = q.dequantize()
+        want = want.reshape(P, 64, 2048).transpose(0, 2, 1)
+        got = dst[..., :64].copy()
+        got[-1, :, rows - (P - 1) * 64:] = 0                              # past the weight's rows: left alone
+        assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+        assert (dst[-1, :, rows - (P - 1) * 64:64] == 7).all() and (dst[..., 64:] == 7).all()
+
+
 def test_native_weight_refuses_what_it_cannot_hold():
     w = (np.random.default_rng(0).standard_normal((64, 32)) * 0.05).astype(np.float16)
     cw = native_weight(QuantizedArray(quantize_int8(w)))
