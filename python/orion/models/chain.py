@@ -1,9 +1,10 @@
-"""A program set's layers run in one native call (``_native.Chain``): the host work between two layers' evals -
-bind the layer's surfaces, copy the previous eval's q / k / v / residual into the next one's inputs and the new
-keys and values into the layer's cache (and a cache held on the host into the program's surface) - done from Python cost ~1 ms a token at 30 layers, more than the
-simulator's small ops. The engine uses it when every stage reads and writes its surfaces in place and each
-program's per-step feeds (mask, RoPE tables) are the same for all of its turns; otherwise the Python loop runs.
-Both compute the same bits (the chain copies exactly what the loop copies, into the same surfaces)."""
+"""A program set's layers run in one native call (``_native.Chain``): the host work between two layers' evals - bind
+the layer's surfaces, copy the previous eval's q / k / v / residual into the next one's inputs and the new keys and
+values into the layer's cache (and a cache held on the host into the program's surface) - done from Python cost ~1
+ms a token at 30 layers, more than the simulator's small ops. The engine uses it when every stage reads and writes
+its surfaces in place and each program's per-step feeds (mask, RoPE tables) are the same for all of its turns;
+otherwise the Python loop runs. Both compute the same bits (the chain copies exactly what the loop copies, into the
+same surfaces)."""
 
 from __future__ import annotations
 

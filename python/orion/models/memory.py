@@ -86,11 +86,13 @@ def memory_report(model) -> dict[str, int | None]:
     if eng is not None:
         seen: set[int] = set()
 
-        def count(kind: str, surface) -> None:
-            key = _surface_key(surface)
+        def add(kind: str, key: int, nbytes: int) -> None:     # once per address, however many name it
             if key not in seen:
                 seen.add(key)
-                out[kind] += int(surface.resident_bytes)
+                out[kind] += nbytes
+
+        def count(kind: str, surface) -> None:
+            add(kind, _surface_key(surface), int(surface.resident_bytes))
 
         streamed: set[int] = set()
         for layer in eng._layer_surf.values():
@@ -106,10 +108,7 @@ def memory_report(model) -> dict[str, int | None]:
         for s in caches:                                     # shared stages: each layer's own cache
             count("kv_cache", s)
         for a in held:                                       # ... or held on the host, copied into ``targets``
-            key = a.__array_interface__["data"][0]
-            if key not in seen:
-                seen.add(key)
-                out["kv_cache"] += int(a.nbytes)
+            add("kv_cache", a.__array_interface__["data"][0], int(a.nbytes))
         for prog, cp in progs:
             for b in cp.io_plan.inputs.values():
                 surface = prog.input_surface(b.mil_name)
@@ -138,15 +137,16 @@ def _resident(tensor: int, alloc: int, mapped: bool = True) -> int:
 
 
 def _lowered_surfaces(lowered, streamed=(), pooled: bool = False, mapped: bool = True) -> dict[str, int]:
-    """Bytes of one program's surfaces by kind, as the runtime allocates them - every surface of a direction
-    at one size, max(largest tensor, the minimum surface) (C02/C04/C12) - and keeps resident (:func:`_resident`). ``weight``: the weight inputs bound
-    per layer in a shared program; ``fed``: the values of those written into the program's own surfaces
-    before each eval instead (stages.fed_per_eval), whose own surfaces are in ``other``, as are those of the
-    ``streamed`` inputs (mil names: decoded into the program's own surface before each eval). ``kv_cache``: a
-    cache's surface each, or its host array's bytes where the layer holds it on the host (stages.cache_copied_in:
-    the program's own surface it is copied into is then in ``other``). ``pooled`` (a shared program of the
-    engine's sets: stages.Stage's pool): its inputs other than weights are in ``pooled_inputs`` instead, by
-    (mil name, size) - one surface for every set. ``mapped``: the backend maps big surfaces (the simulator)."""
+    """Bytes of one program's surfaces by kind, as the runtime allocates them - every surface of a direction at one
+    size, max(largest tensor, the minimum surface) (C02/C04/C12) - and keeps resident (:func:`_resident`).
+    ``weight``: the weight inputs bound per layer in a shared program; ``fed``: the values of those written into the
+    program's own surfaces before each eval instead (stages.fed_per_eval), whose own surfaces are in ``other``, as
+    are those of the ``streamed`` inputs (mil names: decoded into the program's own surface before each eval).
+    ``kv_cache``: a cache's surface each, or its host array's bytes where the layer holds it on the host
+    (stages.cache_copied_in: the program's own surface it is copied into is then in ``other``). ``pooled`` (a shared
+    program of the engine's sets: stages.Stage's pool): its inputs other than weights are in ``pooled_inputs``
+    instead, by (mil name, size) - one surface for every set. ``mapped``: the backend maps big surfaces (the
+    simulator)."""
     def size(shape, dtype) -> int:
         return int(np.prod(shape)) * (2 if dtype == "fp16" else 4)
     floor = int(lowered.options.min_surface_bytes)

@@ -95,8 +95,10 @@ class Stage:
         self.prog = cp.program
         plan = cp.io_plan
         for b in plan.inputs.values() if pool is not None else ():
+            if b.kind == "weight":
+                continue
             own = self.prog.input_surface(b.mil_name)
-            if b.kind != "weight" and (b.name not in CACHE_INPUTS or cache_copied_in(b, own.alloc_size)):
+            if b.name not in CACHE_INPUTS or cache_copied_in(b, own.alloc_size):
                 key = (b.mil_name, own.alloc_size)
                 if key in pool:
                     self.prog.bind_input(b.mil_name, pool[key])
