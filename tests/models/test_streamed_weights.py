@@ -54,14 +54,16 @@ def test_an_adapter_on_streamed_layers_computes_what_it_does_on_surfaces(tmp_pat
     assert np.array_equal(a[0].view(np.uint32), b[0].view(np.uint32)) and a[1] == b[1]
 
 
-def test_batched_generation_streams_alike(tmp_path):
-    path = make_deep("llama3", str(tmp_path / "deep"), layers=8)
-    prompts = [prompt_ids("llama3", n) for n in (5, 9, 7)]
+@pytest.mark.parametrize("wide", [False, True])          # weights decoded before each eval / read in place
+def test_batched_generation_streams_alike(wide, tmp_path):
+    path = _wide(tmp_path) if wide else make_deep("llama3", str(tmp_path / "deep"), layers=8)
+    prompts = [[3 + i % 300 for i in prompt_ids("llama3", n)] for n in (5, 9, 7)]
     got = []
     for stream in (True, False):
         m = load(path, device="sim", layers="shared", quantize="int8", stream_weights=stream)
         try:
             got.append([g.tokens for g in m.generate_batch(prompts, max_tokens=5, stop_tokens=[[]] * len(prompts))])
+            assert any(lw.panels for lw in m.engine._layer_surf.values()) == (wide and stream)
         finally:
             m.release()
     assert got[0] == got[1]
@@ -150,3 +152,47 @@ def test_program_sets_share_the_surfaces_layers_decode_into(tmp_path):
     assert first and all(b.own_surfaces.keys() == first.keys() and
                          all(b.own_surfaces[k] is first[k] for k in first) for b in bases)
     assert bases[0].fill_state is bases[1].fill_state       # one record of whose weights they hold
+
+
+# -- where the simulator reads the compressed weights themselves ----------------------------------------------
+
+def _wide(tmp_path) -> str:
+    """A llama whose shared program's weight inputs are not padded (each over the minimum surface): the layers'
+    streamed weights are read through panel surfaces (the tiny fixtures' padded inputs are decoded instead)."""
+    from ckpt_writers import write_hf_llama
+    from models_helpers import tiny_llama, weights16
+    cfg = tiny_llama(d_model=128, n_heads=4, n_kv_heads=2, d_ff=384, n_layers=6)
+    write_hf_llama(str(tmp_path / "wide"), cfg, {k: v.astype(np.float32) for k, v in weights16(cfg, seed=1).items()})
+    return str(tmp_path / "wide")
+
+
+@pytest.mark.parametrize("quantize,use_chain", [("int8", True), ("lut4", False), ("int4", True)])
+def test_layers_read_their_compressed_weights_in_place(quantize, use_chain, tmp_path):
+    from orion.models.memory import memory_plan
+    path = _wide(tmp_path)
+    m = load(path, device="sim", layers="shared", quantize=quantize)
+    try:
+        m.engine.use_chain = use_chain
+        plan = memory_plan(m, n_prompt=20, n_new=6)
+        ids = list(range(3, 23))
+        z = m.logits(ids)
+        toks = m.generate(ids, max_tokens=6, stop_tokens=[]).tokens
+        mem = m.memory()
+        layers = list(m.engine._layer_surf.values())
+        assert layers and all(lw.panels and lw.panels.keys() == lw.streamed.keys() for lw in layers)
+        assert all(s.resident_bytes == 0 for lw in layers for s in lw.panels.values())       # never written
+        bases = {id(st.base): st.base for sts in m.engine.sets.values() for st in sts if hasattr(st, "weights")}
+        own = [s for b in bases.values() for s in b.own_surfaces.values()]
+        assert own and not any(s.view("uint8", [s.alloc_size]).any() for s in own)   # zeroed after the capture
+        assert {k: plan[k] for k in ("layer_weight_surfaces", "layer_weights_streamed", "program_surfaces")} == \
+            {k: mem[k] for k in ("layer_weight_surfaces", "layer_weights_streamed", "program_surfaces")}
+    finally:
+        m.release()
+    m = load(path, device="sim", layers="shared", quantize=quantize, stream_weights=False)
+    try:
+        m.engine.use_chain = use_chain
+        assert np.array_equal(z.view(np.uint32), m.logits(ids).view(np.uint32))
+        assert toks == m.generate(ids, max_tokens=6, stop_tokens=[]).tokens
+        assert not any(lw.panels for lw in m.engine._layer_surf.values())
+    finally:
+        m.release()

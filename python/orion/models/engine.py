@@ -210,7 +210,8 @@ class Engine:
     @property
     def streaming(self) -> bool:
         """Whether programs that take their weights as inputs (shared layers) keep each layer's compressed weights
-        compressed and decode them into the program's own surfaces before each of its evals (models/streamed.py),
+        compressed - read in place by the simulator's GEMMs, or decoded into the program's own surfaces before each
+        of its evals (models/streamed.py) -
         instead of an fp16 copy of the layer in surfaces of its own: ``stream_weights=True``, or "auto" when the
         model has compressed weights (the reason to compress them is memory)."""
         if self.stream_weights != "auto":

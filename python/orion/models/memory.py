@@ -39,14 +39,16 @@ def _surface_key(surface) -> int:
     return surface.view("uint8").__array_interface__["data"][0]
 
 
-def _programs(engine) -> tuple[list, list, list, set]:
+def _programs(engine) -> tuple[list, list, list, set, list]:
     """Every program's (runtime program, compiled program), every shared stage's layer caches - the surfaces
-    bound per layer, the host arrays copied in (stages.cache_copied_in) - and the program surfaces those are
-    copied into, over all the program sets the engine holds (prefill/decode, batched, classifier)."""
+    bound per layer, the host arrays copied in (stages.cache_copied_in) -, the program surfaces those are
+    copied into, and the shared programs' own surfaces of streamed inputs (bound or not: a layer reading its
+    weights from panels binds its own), over all the program sets the engine holds (prefill/decode, batched,
+    classifier)."""
     stages = [st for sts in engine.sets.values() for st in sts]
     stages += [st for _, sts in engine.batch_sets.values() for st in sts]
     stages += [st for parts in engine.cls_sets.values() for *_, st in parts]
-    progs, caches, held, targets = [], [], [], set()
+    progs, caches, held, targets, own = [], [], [], set(), []
     for st in stages:
         for one in getattr(st, "parts", None) or [st]:       # a SplitStage runs several programs
             caches += list(getattr(one, "caches", {}).values())
@@ -54,7 +56,8 @@ def _programs(engine) -> tuple[list, list, list, set]:
             targets |= {_surface_key(one.base.prog.input_surface(n)) for n in getattr(one, "host_caches", {})}
             one = getattr(one, "base", one)                  # a LayerStage runs its shared program
             progs.append((one.prog, one.cp))
-    return progs, caches, held, targets
+            own += list(getattr(one, "own_surfaces", {}).values())
+    return progs, caches, held, targets, own
 
 
 def _host_weights(model, resident: bool = True) -> dict[str, int]:
@@ -96,7 +99,7 @@ def memory_report(model) -> dict[str, int | None]:
 
         streamed: set[int] = set()
         for layer in eng._layer_surf.values():
-            for s in layer.surfaces.values():
+            for s in (*layer.surfaces.values(), *layer.panels.values()):
                 count("layer_weight_surfaces", s)
             out["layer_weight_surfaces"] += sum(int(a.nbytes) for a in layer.fed.values())
             for parts in layer.streamed.values():           # compressed, one native copy however many sets use it
@@ -104,7 +107,7 @@ def memory_report(model) -> dict[str, int | None]:
                     if id(cw) not in streamed:
                         streamed.add(id(cw))
                         out["layer_weights_streamed"] += int(cw.nbytes)
-        progs, caches, held, targets = _programs(eng)
+        progs, caches, held, targets, own = _programs(eng)
         for s in caches:                                     # shared stages: each layer's own cache
             count("kv_cache", s)
         for a in held:                                       # ... or held on the host, copied into ``targets``
@@ -117,6 +120,8 @@ def memory_report(model) -> dict[str, int | None]:
             for o in cp.io_plan.outputs.values():
                 for part in o.parts:
                     count("program_surfaces", prog.output_surface(part.mil_name))
+        for s in own:
+            count("program_surfaces", s)
         if eng._wcls is not None:
             out["classifier_panels"] = int(np.asarray(eng._wcls).nbytes)
     counted = sum(out[k] for k in COUNTED)
@@ -141,7 +146,9 @@ def _lowered_surfaces(lowered, streamed=(), pooled: bool = False, mapped: bool =
     size, max(largest tensor, the minimum surface) (C02/C04/C12) - and keeps resident (:func:`_resident`).
     ``weight``: the weight inputs bound per layer in a shared program; ``fed``: the values of those written into the
     program's own surfaces before each eval instead (stages.fed_per_eval), whose own surfaces are in ``other``, as
-    are those of the ``streamed`` inputs (mil names: decoded into the program's own surface before each eval).
+    are those of the ``streamed`` inputs (mil names: decoded into the program's own surface before each eval, or
+    read from their compressed weights by the simulator, where a layer binds a panel surface that keeps nothing
+    resident).
     ``kv_cache``: a cache's surface each, or its host array's bytes where the layer holds it on the host
     (stages.cache_copied_in: the program's own surface it is copied into is then in ``other``). ``pooled`` (a shared
     program of the engine's sets: stages.Stage's pool): its inputs other than weights are in ``pooled_inputs``
@@ -163,8 +170,10 @@ def _lowered_surfaces(lowered, streamed=(), pooled: bool = False, mapped: bool =
         if fed:
             kinds["fed"] += size(b.shape, b.mil_dtype)
         if b.mil_name in streamed and not fed:           # one surface for every program set (stages.py's pool)
-            kinds["streamed_surfaces"].add((b.mil_name, tuple(b.mil_shape), b.mil_dtype, in_alloc, held))
-            continue
+            panels = mapped and b.pad_axis is None       # the simulator reads the weights from a layer's panel
+            kinds["streamed_surfaces"].add((b.mil_name, tuple(b.mil_shape), b.mil_dtype, in_alloc,
+                                            _resident(0, in_alloc) if panels else held))  # surface: its own
+            continue                                     # is zeroed after the capture
         cache = b.name in CACHE_INPUTS
         if cache and pooled and cache_copied_in(b, in_alloc):
             kinds["kv_cache"] += size(b.mil_shape, b.mil_dtype)      # held as the surface lays it out

@@ -154,9 +154,10 @@ class Model:
         input layout, every input as large as the largest, C12 - but the few-KB inputs written into the
         program's own surface before each eval, at their own size), ``layer_weights_streamed`` (shared layer
         programs with compressed weights, ``stream_weights``: each layer's weights kept compressed in the
-        kernels' form, decoded into the program's own surfaces before each eval), ``kv_cache`` (a shared layer: a
-        host array of its cache's size, copied into the program's own surface before each eval, or one C12-sized
-        surface for its keys and values when the cache is as big as the program's inputs), ``program_surfaces``
+        kernels' form, read in place by the simulator's GEMMs or decoded into the program's own surfaces before each
+        eval), ``kv_cache`` (a shared layer: a host array of its cache's size, copied into the program's own
+        surface before each eval, or one C12-sized surface for its keys and values when the cache is as big as
+        the program's inputs), ``program_surfaces``
         (the programs' other inputs and outputs; the program sets' shared programs share theirs),
         ``classifier_panels`` (the CPU classifier's copy). Surfaces count as resident: on the simulator a big
         surface's pages never written (the padding past a small input, C12) are not;

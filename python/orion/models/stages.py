@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _native
 from .streamed import native_weight
 
 __all__ = ["Stage", "SplitStage", "LayerStage", "LayerWeights", "KV_INPUT", "CACHE_INPUTS", "fed_per_eval",
@@ -257,17 +258,21 @@ class LayerWeights:
     :func:`fed_per_eval` picks, written into the program's own surface before each eval) and ``streamed``
     ({mil input name: [(native CompressedWeight, its region of the input's surface: (first panel, panels),
     panel width)]}: inputs whose every weight is compressed, decoded into the program's own surface before each
-    eval - models/streamed.py)."""
+    eval - models/streamed.py) and ``panels`` (of those, {mil input name: Surface}: where the program's panel GEMMs
+    read the compressed weights themselves - the simulator's -, a surface of the layer's own whose panels stand
+    for its bytes (``Surface.set_panels``), bound like ``surfaces`` and never written: no decode before the eval)."""
 
-    __slots__ = ("fed", "streamed", "surfaces")
+    __slots__ = ("fed", "panels", "streamed", "surfaces")
 
-    def __init__(self, surfaces: dict, fed: dict, streamed: dict | None = None):
-        self.surfaces, self.fed, self.streamed = surfaces, fed, streamed or {}
+    def __init__(self, surfaces: dict, fed: dict, streamed: dict | None = None, panels: dict | None = None):
+        self.surfaces, self.fed, self.streamed, self.panels = surfaces, fed, streamed or {}, panels or {}
 
     @property
     def nbytes(self) -> int:
-        """Bytes of its fp16 surfaces and fed arrays (the streamed weights: :attr:`streamed_bytes`)."""
-        return sum(s.alloc_size for s in self.surfaces.values()) + sum(int(a.nbytes) for a in self.fed.values())
+        """Bytes of its fp16 surfaces and fed arrays, and what its panel surfaces keep resident (the streamed
+        weights: :attr:`streamed_bytes`)."""
+        return sum(s.alloc_size for s in self.surfaces.values()) + sum(int(a.nbytes) for a in self.fed.values()) + \
+            sum(int(s.resident_bytes) for s in self.panels.values())
 
     @property
     def streamed_bytes(self) -> int:
@@ -330,11 +335,15 @@ class LayerStage:
         self.weights = weights
         base = self.base
         native = base.prog._p
-        own = {n: base.own_surfaces[n] for n in weights.streamed}     # streamed: decoded into the program's own
-        self._bind = [(native.input_slot(n), s) for n, s in {**weights.surfaces, **own, **self.caches}.items()]
+        # streamed: decoded into the program's own surface, or read where they are (a surface with panels)
+        own = {n: base.own_surfaces[n] for n in weights.streamed if n not in weights.panels}
+        self._bind = [(native.input_slot(n), s)
+                      for n, s in {**weights.surfaces, **weights.panels, **own, **self.caches}.items()]
         self._feed = [(base.fed_views[n], a) for n, a in weights.fed.items()]
         self._fill = []                      # (CompressedWeight, destination panels, width): LayerStage.run, chains
         for n, parts in weights.streamed.items():
+            if n in weights.panels:
+                continue
             view = _own_panels(base, n)
             self._fill += [(cw, view[p0:p0 + np_], w) for cw, (p0, np_), w in parts]
 
@@ -479,7 +488,25 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
     for name, view in base.fed_views.items():
         o = old.fed.get(name)
         fed[name] = o if o is not None and _same_bytes(o, view) else view.copy()
-    return LayerWeights(surfaces, fed, streamed)
+    panels = {}
+    for name, parts in streamed.items():                 # where the program reads the compressed weights themselves
+        if prog._p.reads_panels(prog._p.input_slot(name)):
+            o = old.panels.get(name)
+            same = o is not None and o.alloc_size == alloc and [(id(cw), r, w) for cw, r, w in parts] == \
+                [(id(cw), r, w) for cw, r, w in old.streamed[name]]
+            panels[name] = o if same else _panel_surface(base, name, parts, alloc)
+            base.own_surfaces[name].zero()     # the staged values were only for the check above: pages back
+    return LayerWeights(surfaces, fed, streamed, panels)
+
+
+def _panel_surface(base: Stage, mil_name: str, parts: list, alloc: int):
+    """A surface of ``alloc`` bytes for streamed input ``mil_name`` whose panels stand for its bytes: each part's
+    compressed weight at its first panel's byte offset in the input's column panels. Mapped zero pages whatever
+    its size: only the simulator reads panels, and it never writes them (nor touches the bytes)."""
+    _, K, ld = _own_panels(base, mil_name).shape
+    surface = _native.Surface(alloc, mapped=True)
+    surface.set_panels([(cw, p0 * K * ld * 2, width, ld) for cw, (p0, _), width in parts])
+    return surface
 
 
 def _own_panels(base: Stage, mil_name: str) -> np.ndarray:

@@ -1,10 +1,14 @@
 """Compressed layer weights streamed into a shared program: instead of an fp16 copy of every layer's weights in
 surfaces of its own (what a program that takes its weights as inputs reads), a layer keeps its weights as stored -
-int8 codes and scales, LUT indices and tables - in the simulator kernels' compressed form, and each of its turns
-first decodes them into the program's own weight surfaces (:class:`orion.models.stages.LayerStage`, and the step
-chain). The values are exactly the fp16 values the constexpr op gives (checked against the staged ones at
-capture), so outputs are bit-identical to per-layer surfaces; the cost is one decode of the layer's weights per
-eval, which decode's one column feels and prefill's many columns amortise.
+int8 codes and scales, LUT indices and tables - in the simulator kernels' compressed form. On the simulator a
+layer binds a surface whose panels stand for its weight inputs' bytes (``Surface.set_panels``): the program's
+panel GEMMs read the compressed weights themselves, a panel at a time (int8 codes straight into the GEMV's
+registers), and the surface's pages are never written. Where a program reads an input any other way (a padded
+input's copy, the ANE), each of the layer's turns first decodes the weights into the program's own weight surfaces
+instead (:class:`orion.models.stages.LayerStage`, and the step chain) - one decode of the layer per eval, which
+decode's one column feels and prefill's many columns amortise. The values are exactly the fp16 values the
+constexpr op gives (checked against the staged ones at capture), so outputs are bit-identical to per-layer
+surfaces either way.
 
 :func:`native_weight` turns a :class:`~orion.quant.QuantizedArray` into that form (``_native.CompressedWeight``),
 or None when its parameter grid has none (blocks varying along two dims besides the first)."""

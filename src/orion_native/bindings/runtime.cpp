@@ -277,12 +277,36 @@ void bind_runtime(nb::module_& m) {
 
   m.attr("SURFACE_MAPPED_BYTES") = Surface::kMappedBytes;  // simulator surfaces from this size: mapped zero pages
   nb::class_<Surface>(m, "Surface", "IOSurface-like flat buffer; tensors are packed [1, C, 1, S] from byte 0.")
-      .def(nb::new_([](size_t nbytes) { return std::make_shared<Surface>(nbytes); }), nb::arg("nbytes"))
+      .def(nb::new_([](size_t nbytes, bool mapped) { return std::make_shared<Surface>(nbytes, mapped); }),
+           nb::arg("nbytes"), nb::arg("mapped") = false,
+           "Zero-filled: heap memory below SURFACE_MAPPED_BYTES, else (or with mapped) mapped zero pages.")
       .def_prop_ro("alloc_size", &Surface::alloc_size)
       .def_prop_ro("resident_bytes", &Surface::resident_bytes,
                    "Bytes of it in memory now: its alloc size, or (a big simulator surface: mapped zero pages) the "
                    "pages written so far.")
       .def_prop_ro("id", &Surface::id)
+      .def(
+          "set_panels",
+          [](Surface& s, nb::list parts) {
+            std::vector<cpu::kernels::PanelsAt> out;
+            for (nb::handle item : parts) {
+              nb::tuple t;
+              cpu::kernels::PanelsAt p;
+              std::shared_ptr<cpu::kernels::CompressedWeight> w;
+              if (!nb::try_cast(item, t) || t.size() != 4 || !nb::try_cast(t[0], w) || !w ||
+                  !nb::try_cast(t[1], p.offset) || !nb::try_cast(t[2], p.width) || !nb::try_cast(t[3], p.ld))
+                throw_error(ErrorKind::Input, "set_panels: a part is (CompressedWeight, byte offset, width, ld)");
+              p.weight = std::move(w);
+              out.push_back(std::move(p));
+            }
+            s.set_panels(std::move(out));
+          },
+          nb::arg("parts"),
+          "Compressed weights standing for parts of the bytes, [(CompressedWeight, byte offset, width, ld)] in "
+          "CompressedWeight.panels_into's layout: a simulator program whose only readers of the input are panel "
+          "GEMMs reads the weights and leaves the bytes untouched; any other eval decodes them into the bytes first.")
+      .def_prop_ro("panel_count", [](const Surface& s) { return s.panels().size(); })
+      .def("zero", &Surface::zero, "All bytes zero again; a mapped surface gives its pages back.")
       .def(
           "view",
           [](std::shared_ptr<Surface> s, const std::string& dtype, std::vector<int64_t> shape) {
@@ -341,6 +365,8 @@ void bind_runtime(nb::module_& m) {
       .def("unload", &Program::unload)
       .def("release", &Program::release)
       .def("input_slot", &Program::input_slot)
+      .def("reads_panels", &Program::reads_panels, nb::arg("slot"),
+           "Whether the program reads input slot `slot` from a bound surface's panels (Surface.set_panels).")
       .def("output_slot", &Program::output_slot)
       .def("input_surface", &Program::input_surface)
       .def("output_surface", &Program::output_surface)

@@ -53,6 +53,9 @@ class BackendModel {
                          std::vector<Warning>* warnings, const std::vector<int64_t>& live) {
     eval(in, out, warnings);
   }
+  // Whether input slot `slot` is read from a bound surface's panels (Surface::set_panels) when they cover it:
+  // every reader of the input a panel GEMM. Otherwise the runtime decodes them into the surface before an eval.
+  virtual bool reads_panels(size_t slot) const { return false; }
   // Why parts of the program still compute every column under `live` (debug log).
   virtual std::vector<std::string> live_notes(const std::vector<int64_t>& live) const { return {}; }
   virtual std::vector<Warning> compile_warnings() const { return {}; }

@@ -111,6 +111,11 @@ std::vector<Warning> Program::compile_warnings() const {
   return model_ ? model_->compile_warnings() : std::vector<Warning>{};
 }
 
+bool Program::reads_panels(size_t slot) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return model_ && slot < inputs_.size() && model_->reads_panels(slot);
+}
+
 CostEstimate Program::cost() const {
   std::lock_guard<std::mutex> lk(mu_);
   return model_ ? model_->cost() : CostEstimate{};
@@ -263,12 +268,21 @@ SurfacePtr Program::new_surface(size_t alloc_size) const {
   return backend_->make_surface(alloc_size);
 }
 
+namespace {
+// A bound surface's panels are decoded into its bytes for a program that reads the bytes (Surface::set_panels).
+void materialize_unread_panels(const BackendModel& model, const std::vector<Surface*>& in) {
+  for (size_t s = 0; s < in.size(); ++s)
+    if (in[s] && !in[s]->panels().empty() && !model.reads_panels(s)) in[s]->materialize_panels();
+}
+}  // namespace
+
 std::vector<Warning> Program::eval(const std::vector<int64_t>* live) {
   std::lock_guard<std::mutex> lk(mu_);
   require(State::loaded, "evaluate");
   std::vector<Surface*> in, out;
   for (auto& s : in_) in.push_back(s.get());
   for (auto& s : out_) out.push_back(s.get());
+  materialize_unread_panels(*model_, in);
   std::vector<Warning> w;
   if (live)
     model_->eval_live(in, out, &w, *live);
@@ -290,6 +304,7 @@ std::vector<Warning> Program::eval_slots(const std::vector<SurfacePtr>& in_s, co
   std::vector<Surface*> in, out;
   for (auto& s : in_s) in.push_back(s.get());
   for (auto& s : out_s) out.push_back(s.get());
+  materialize_unread_panels(*model_, in);
   std::vector<Warning> w;
   model_->eval(in, out, &w);
   counters().evals++;

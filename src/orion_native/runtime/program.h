@@ -34,6 +34,8 @@ class Program {
   const std::vector<IOSlot>& outputs() const { return outputs_; }
   int input_slot(const std::string& name) const;   // -1 when unknown
   int output_slot(const std::string& name) const;
+  // Whether the compiled program reads input `slot` from a bound surface's panels (BackendModel::reads_panels).
+  bool reads_panels(size_t slot) const;
   std::vector<Warning> compile_warnings() const;
   CostEstimate cost() const;
 

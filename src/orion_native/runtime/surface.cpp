@@ -22,10 +22,10 @@ void check_surface_size(size_t alloc_size) {
   if (alloc_size > (size_t(1) << 40)) throw_error(ErrorKind::Input, "surface size " + std::to_string(alloc_size) + " bytes is unreasonably large");
 }
 
-Surface::Surface(size_t alloc_size) : size_(alloc_size), id_(g_next_surface_id++) {
+Surface::Surface(size_t alloc_size, bool mapped) : size_(alloc_size), id_(g_next_surface_id++) {
   check_surface_size(alloc_size);
   size_t rounded = (alloc_size + 63) / 64 * 64;
-  if (rounded >= kMappedBytes) {  // zero pages from the OS, resident once written
+  if (mapped || rounded >= kMappedBytes) {  // zero pages from the OS, resident once written
     void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     data_ = static_cast<uint8_t*>(p);
@@ -35,6 +35,15 @@ Surface::Surface(size_t alloc_size) : size_(alloc_size), id_(g_next_surface_id++
   data_ = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
   if (!data_) throw std::bad_alloc();
   std::memset(data_, 0, rounded);
+}
+
+void Surface::zero() {
+  if (mapped_) {  // fresh zero pages over the same range: portable, unlike MADV_DONTNEED's semantics
+    void* p = mmap(data_, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return;
+  }
+  std::memset(data_, 0, size_);
 }
 
 size_t Surface::resident_bytes() const {
@@ -56,6 +65,32 @@ Surface::Surface(size_t alloc_size, std::unique_ptr<SurfaceStorage> storage)
     : storage_(std::move(storage)), size_(alloc_size), id_(g_next_surface_id++) {
   if (!storage_ || !storage_->data()) throw_error(ErrorKind::Orion, "backend surface allocation failed");
   data_ = storage_->data();
+}
+
+void Surface::set_panels(std::vector<cpu::kernels::PanelsAt> parts) {
+  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  int64_t end = 0;
+  for (const auto& p : parts) {
+    if (!p.weight) throw_error(ErrorKind::Input, "surface panels: a part without a weight");
+    if (p.width < 16 || p.width % 16 || p.ld < p.width || p.offset < end || p.offset % 2 ||
+        p.offset + p.bytes() > (int64_t)size_)
+      throw_error(ErrorKind::Input, "surface panels: a part at byte " + std::to_string(p.offset) + " (width " +
+                                        std::to_string(p.width) + ", ld " + std::to_string(p.ld) + ", " +
+                                        std::to_string(p.bytes()) + " bytes) must have width a multiple of 16, "
+                                        "ld >= width, lie within the " + std::to_string(size_) +
+                                        "-byte surface, 2-byte aligned, after the previous part");
+    end = p.offset + p.bytes();
+  }
+  std::lock_guard<std::mutex> lk(panels_mu_);
+  panels_ = std::move(parts);
+  materialized_ = false;
+}
+
+void Surface::materialize_panels() {
+  std::lock_guard<std::mutex> lk(panels_mu_);
+  if (materialized_) return;
+  for (const auto& p : panels_) p.weight->panels_into(reinterpret_cast<f16*>(data_ + p.offset), p.width, p.ld);
+  materialized_ = true;
 }
 
 Surface::~Surface() {

@@ -7,6 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cpu/kernels/compressed.h"
 
 namespace orion::runtime {
 
@@ -20,7 +24,9 @@ class SurfaceStorage {
 
 class Surface {
  public:
-  explicit Surface(size_t alloc_size);  // aligned heap memory
+  // Aligned heap memory below kMappedBytes, mapped zero pages from there - or whatever its size with `mapped`
+  // (a surface whose panels stand for its bytes: never written on the simulator).
+  explicit Surface(size_t alloc_size, bool mapped = false);
   Surface(size_t alloc_size, std::unique_ptr<SurfaceStorage> storage);  // backend-provided memory
   ~Surface();
   Surface(const Surface&) = delete;
@@ -33,7 +39,18 @@ class Surface {
   uint8_t* data() { return data_; }
   const uint8_t* data() const { return data_; }
   uint64_t id() const { return id_; }
+  // All bytes zero again; a mapped surface gives its pages back (resident_bytes 0).
+  void zero();
   void* native_handle() const { return storage_ ? storage_->native_handle() : nullptr; }
+
+  // Compressed weights standing for parts of its bytes (a streamed layer's weight input): a simulator program
+  // whose every reader of the input is a panel GEMM reads them and never the bytes, which stay zero pages; for any
+  // other reader - another backend, another program - the runtime decodes them into the bytes first, once
+  // (materialize_panels). Refused (InputError) unless each part lies within the surface, 2-byte aligned, with
+  // width a multiple of 16, ld >= width, and no two parts overlap.
+  void set_panels(std::vector<cpu::kernels::PanelsAt> parts);
+  const std::vector<cpu::kernels::PanelsAt>& panels() const { return panels_; }
+  void materialize_panels();
 
  private:
   std::unique_ptr<SurfaceStorage> storage_;
@@ -41,6 +58,9 @@ class Surface {
   size_t size_ = 0;
   size_t mapped_ = 0;  // bytes mapped (0: heap or backend memory)
   uint64_t id_ = 0;
+  std::vector<cpu::kernels::PanelsAt> panels_;
+  std::mutex panels_mu_;
+  bool materialized_ = false;
 };
 
 using SurfacePtr = std::shared_ptr<Surface>;

@@ -55,7 +55,12 @@ class SimModel : public BackendModel {
     // Slot i feeds the i-th name in sorted order, whatever the caller meant (C13/C03 reproduce).
     for (size_t s = 0; s < in.size(); ++s) in_ptrs[in_plan_index_[s]] = in[s]->data();
     for (size_t s = 0; s < out.size(); ++s) out_ptrs[out_plan_index_[s]] = out[s]->data();
-    plan_->execute(in_ptrs, out_ptrs, warnings);
+    InputPanels panels;
+    plan_->execute(in_ptrs, out_ptrs, warnings, input_panels(in, &panels));
+  }
+
+  bool reads_panels(size_t slot) const override {
+    return slot < in_plan_index_.size() && plan_->reads_panels(in_plan_index_[slot]);
   }
 
   void eval_live(const std::vector<Surface*>& in, const std::vector<Surface*>& out, std::vector<Warning>* warnings,
@@ -65,7 +70,8 @@ class SimModel : public BackendModel {
     std::vector<void*> out_ptrs(out.size());
     for (size_t s = 0; s < in.size(); ++s) in_ptrs[in_plan_index_[s]] = in[s]->data();
     for (size_t s = 0; s < out.size(); ++s) out_ptrs[out_plan_index_[s]] = out[s]->data();
-    plan_->execute_live(in_ptrs, out_ptrs, warnings, plan_order(live));
+    InputPanels panels;
+    plan_->execute_live(in_ptrs, out_ptrs, warnings, plan_order(live), input_panels(in, &panels));
   }
 
   std::vector<std::string> live_notes(const std::vector<int64_t>& live) const override {
@@ -78,6 +84,24 @@ class SimModel : public BackendModel {
   std::vector<Warning> warnings_;
   std::vector<IOSlot> inputs_, outputs_;
   std::vector<size_t> in_plan_index_, out_plan_index_;
+
+  // The bound surfaces' panels that cover their input (by plan input index), or null when none do; panels that
+  // do not cover what the plan reads are decoded into their surface's bytes instead.
+  const InputPanels* input_panels(const std::vector<Surface*>& in, InputPanels* panels) const {
+    bool any = false;
+    for (size_t s = 0; s < in.size(); ++s) {
+      if (in[s]->panels().empty()) continue;
+      const size_t i = in_plan_index_[s];
+      if (!plan_->panels_cover(i, in[s]->panels())) {
+        in[s]->materialize_panels();
+        continue;
+      }
+      panels->resize(in.size(), nullptr);
+      (*panels)[i] = &in[s]->panels();
+      any = true;
+    }
+    return any ? panels : nullptr;
+  }
 
   std::vector<int64_t> plan_order(const std::vector<int64_t>& live_by_slot) const {
     std::vector<int64_t> r(out_plan_index_.size(), -1);

@@ -40,6 +40,7 @@ struct Step {
   ops::PrefixRunFn run_prefix;   // computes only a prefix of `out` (null: run() computes all)
   ops::CompactRunFn run_compact; // computes a prefix from and into compact forms (sim/compact.h)
   ops::CompactInputsFn compact_inputs;
+  ops::OpCtx::PanelRead panel_read;  // an input it can read from a compressed weight (RunArgs::panel)
   int64_t scratch_bytes = 0, scratch_off = 0;
   double flops = 0;  // cost model
   int64_t bytes = 0;  // cost model: what it reads and writes
@@ -102,6 +103,14 @@ class PlanImpl : public Plan {
   std::vector<int64_t> view_off;
   int64_t arena_size = 0;
   CostEstimate cost_;
+  // Panel reads (Plan::reads_panels): per value, the input index it is or views (-1: none); per input, where its
+  // panel readers read it (byte offset, rows, K, width) and whether they are its only readers.
+  struct PanelReader {
+    int64_t offset, rows, K, width;
+  };
+  std::vector<int> value_input;
+  std::vector<std::vector<PanelReader>> panel_readers;
+  std::vector<char> panels_only;
 
   const std::vector<IOInfo>& inputs() const override { return in_info; }
   const std::vector<IOInfo>& outputs() const override { return out_info; }
@@ -109,13 +118,25 @@ class PlanImpl : public Plan {
   size_t num_ops() const override { return steps.size() + views.size(); }
 
   void execute(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
-               std::vector<Warning>* warnings) const override {
-    run(inputs, outputs, warnings, nullptr);
+               std::vector<Warning>* warnings, const InputPanels* panels) const override {
+    run(inputs, outputs, warnings, nullptr, nullptr, panels);
   }
 
   void execute_live(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
-                    std::vector<Warning>* warnings, const std::vector<int64_t>& live) const override {
-    run(inputs, outputs, warnings, analysis(live).get(), &live);
+                    std::vector<Warning>* warnings, const std::vector<int64_t>& live,
+                    const InputPanels* panels) const override {
+    run(inputs, outputs, warnings, analysis(live).get(), &live, panels);
+  }
+
+  bool reads_panels(size_t input) const override {
+    return input < panels_only.size() && panels_only[input] && !panel_readers[input].empty();
+  }
+
+  bool panels_cover(size_t input, const std::vector<cpu::kernels::PanelsAt>& parts) const override {
+    if (!reads_panels(input)) return false;
+    for (const PanelReader& r : panel_readers[input])
+      if (!find_panels(parts, r)) return false;
+    return true;
   }
 
   std::vector<std::string> live_notes(const std::vector<int64_t>& live) const override {
@@ -183,8 +204,17 @@ class PlanImpl : public Plan {
     return r;
   }
 
+  static const cpu::kernels::PanelsAt* find_panels(const std::vector<cpu::kernels::PanelsAt>& parts,
+                                                    const PanelReader& r) {
+    for (const auto& p : parts)
+      if (p.offset == r.offset && p.weight->M == r.rows && p.weight->K == r.K && p.width == r.width && p.ld == r.width)
+        return &p;
+    return nullptr;
+  }
+
   void run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs, std::vector<Warning>* warnings,
-           const LiveRun* lp, const std::vector<int64_t>* live = nullptr) const {
+           const LiveRun* lp, const std::vector<int64_t>* live = nullptr, const InputPanels* panels = nullptr) const {
+    if (panels && panels->size() != in_info.size()) throw std::logic_error("plan: panels for another input count");
     if (inputs.size() != in_info.size() || outputs.size() != out_info.size())
       throw_error(ErrorKind::Input, "plan takes " + std::to_string(in_info.size()) + " inputs and " +
                                         std::to_string(out_info.size()) + " outputs, got " + std::to_string(inputs.size()) +
@@ -230,6 +260,16 @@ class PlanImpl : public Plan {
       a.out = (void*)ptr[s.out];
       a.scratch = s.scratch_bytes ? arena + s.scratch_off : nullptr;
       a.warn = &sink;
+      if (panels && s.panel_read.input >= 0) {
+        const int v = s.ins[(size_t)s.panel_read.input], i = value_input[(size_t)v];
+        const auto* parts = i >= 0 ? (*panels)[(size_t)i] : nullptr;
+        if (parts) {
+          a.panel = find_panels(*parts, {view_off[(size_t)v], s.panel_read.rows, s.panel_read.K, s.panel_read.width});
+          if (!a.panel)  // panels_cover said they cover it: a caller that skipped the check
+            throw std::logic_error("plan: step '" + s.name + "' reads input '" + in_info[(size_t)i].name +
+                                   "' where its panels have no part");
+        }
+      }
       const bool timed = step_profiling();
       const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       if (cp && cp->step[si]) {
@@ -375,6 +415,7 @@ class Builder : public ops::Env {
     layout();
     estimate_cost();
     drop_build_only_consts();
+    find_panel_reads();
     return std::move(plan_);
   }
 
@@ -483,6 +524,7 @@ class Builder : public ops::Env {
     s.run_prefix = ctx.run_prefix;
     s.run_compact = ctx.run_compact;
     s.compact_inputs = ctx.compact_inputs;
+    s.panel_read = ctx.panel_read;
     for (int id : ctx.inputs)  // inputs read as fp16 at run time must be dense
       if (!ctx.compressed_inputs.count(id)) materialize(id);
     s.name = st.out;
@@ -507,6 +549,32 @@ class Builder : public ops::Env {
       for (const char* p : {"x", "y"})
         if (ctx.v(p).is_const() && ctx.v(p).numel() == 1) facts_.has_add_scalar_const = true;
     if (op == "slice_by_index" && ctx.v("x").src == Value::Src::Param) facts_.sliced_inputs.push_back(ctx.st.out);
+  }
+
+  // Which inputs only panel GEMMs read (Plan::reads_panels) and where: an fp16 input read by no other step, not
+  // returned, directly or through views.
+  void find_panel_reads() {
+    PlanImpl& P = *plan_;
+    P.view_off.resize(P.values.size(), 0);
+    P.value_input.assign(P.values.size(), -1);
+    for (size_t i = 0; i < P.param_ids.size(); ++i) P.value_input[(size_t)P.param_ids[i]] = (int)i;
+    for (const auto& [id, src] : P.views) P.value_input[(size_t)id] = P.value_input[(size_t)src];
+    P.panel_readers.assign(P.param_ids.size(), {});
+    P.panels_only.assign(P.param_ids.size(), 0);
+    for (size_t i = 0; i < P.param_ids.size(); ++i) P.panels_only[i] = P.in_info[i].dtype == DType::fp16;
+    for (int id : P.out_ids)
+      if (P.value_input[(size_t)id] >= 0) P.panels_only[(size_t)P.value_input[(size_t)id]] = 0;
+    for (const Step& s : P.steps)
+      for (size_t k = 0; k < s.ins.size(); ++k) {
+        const int v = s.ins[k], i = v >= 0 ? P.value_input[(size_t)v] : -1;
+        if (i < 0) continue;
+        if ((int)k != s.panel_read.input) {
+          P.panels_only[(size_t)i] = 0;
+          continue;
+        }
+        P.panel_readers[(size_t)i].push_back({P.view_off[(size_t)v], s.panel_read.rows, s.panel_read.K,
+                                              s.panel_read.width});
+      }
   }
 
   // Lifetimes -> arena offsets (first fit). A value lives from its defining step to its last use;

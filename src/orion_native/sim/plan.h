@@ -13,6 +13,7 @@
 #include "common/dtype.h"
 #include "common/profile.h"
 #include "common/warning.h"
+#include "cpu/kernels/compressed.h"
 #include "mil/ast.h"
 
 namespace orion::sim {
@@ -24,6 +25,10 @@ struct IOInfo {
   size_t bytes() const { return (size_t)shape_numel(shape) * dtype_size(dtype); }
 };
 
+// Compressed weights standing for the bytes of inputs (runtime Surface::set_panels), by input index in inputs()
+// order: null, or an input's parts, which must cover it (Plan::panels_cover).
+using InputPanels = std::vector<const std::vector<cpu::kernels::PanelsAt>*>;
+
 class Plan {
  public:
   virtual ~Plan() = default;
@@ -32,8 +37,9 @@ class Plan {
   // inputs[i]: packed data of inputs()[i] in its dtype; outputs[j]: packed destination of outputs()[j].
   // Thread-safe: may run concurrently with itself and other plans (per-call scratch memory).
   // Reproduce-class behaviour (C06, C35, C36, ...) appends to warnings when non-null.
+  // `panels`: inputs read from compressed weights instead of their bytes (each covering its input).
   virtual void execute(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
-                       std::vector<Warning>* warnings) const = 0;
+                       std::vector<Warning>* warnings, const InputPanels* panels = nullptr) const = 0;
   virtual CostEstimate cost() const = 0;
   virtual size_t num_ops() const = 0;  // executed (non-const) statements
   // Dead-column skipping: live[j] >= 0 says the caller reads only the first live[j] entries of the
@@ -41,9 +47,16 @@ class Plan {
   // op by op which parts of each value those entries read and computes only those where an op can
   // (sim/live.cpp); live entries are bit-identical to execute(). Default: a full execute.
   virtual void execute_live(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
-                            std::vector<Warning>* warnings, const std::vector<int64_t>& live) const {
-    execute(inputs, outputs, warnings);
+                            std::vector<Warning>* warnings, const std::vector<int64_t>& live,
+                            const InputPanels* panels = nullptr) const {
+    execute(inputs, outputs, warnings, panels);
   }
+  // Whether every reader of input `input` is a panel GEMM that can take its weight from a PanelsAt (the shared
+  // programs' weights: a column-panel input, or slices of one, read transposed by matmuls) - and there is one.
+  virtual bool reads_panels(size_t input) const { return false; }
+  // Whether `parts` stand for every panel read of input `input`: a part at each reader's byte offset, with the
+  // reader's rows, K and width, and ld = width (the plan reads the bytes dense).
+  virtual bool panels_cover(size_t input, const std::vector<cpu::kernels::PanelsAt>& parts) const { return false; }
   // Why some steps still compute all of their output under `live` (ops that mix along the axis),
   // then a "summary: P of N steps compute a prefix, W all, K none" line.
   virtual std::vector<std::string> live_notes(const std::vector<int64_t>& live) const { return {}; }

@@ -53,4 +53,14 @@ struct CompressedWeight : PanelSource {
   size_t bytes() const;        // what the plan holds: codes + tables / scales / offsets
 };
 
+// A compressed weight standing for bytes of a weight input laid out as panels_into lays it out (column panels of
+// `width` rows, rows padded to `ld`) from byte `offset` of the input (runtime/surface.h: a surface's panels). The
+// simulator's panel GEMM reads the weight from it (decoding a panel at a time, or int8 codes in the GEMV's
+// registers) instead of from those bytes, which stay untouched zero pages.
+struct PanelsAt {
+  std::shared_ptr<const CompressedWeight> weight;
+  int64_t offset = 0, width = 16, ld = 16;
+  int64_t bytes() const { return (weight->M + width - 1) / width * weight->K * ld * (int64_t)sizeof(f16); }
+};
+
 }  // namespace orion::cpu::kernels

@@ -150,8 +150,39 @@ RunFn matmul_lower(OpCtx& ctx) {
   // stride bs: the result's own, N and M * N, or a compact form's)
   // (x, y: an operand's own layout, or its compact form - cx / cy, that operand's rows of `rows` / `cols`
   // entries - read with its leading dimension and batch offsets scaled to that width)
+  // The panel idiom (a shared program's linear: x = a weight's column panels [.., P, K, W] read transposed, y one
+  // activation for every panel): the batches' rows are the weight's rows in order, so x may be read from a
+  // compressed weight standing for its bytes (RunArgs::panel) - one GEMM of P W rows, no fp16 copy of x.
+  const bool y_shared = std::all_of(g.y_off.begin(), g.y_off.end(), [&](int64_t o) { return o == g.y_off[0]; });
+  bool x_stacked = true;
+  for (int64_t b = 0; b < nb; ++b) x_stacked &= g.x_off[(size_t)b] == b * g.M * g.K;
+  if (tx && !g.drop_m && !g.drop_n && g.M % 16 == 0 && y_shared && x_stacked && ctx.v("x").dtype == DType::fp16)
+    ctx.panel_read = {ix, nb * g.M, g.K, g.M};
+  auto run_panels = [=](const RunArgs& a, int64_t cols, int64_t batches, f16* out, int64_t ldc, int64_t bs,
+                        const f16* cy) {
+    if (bs != g.M * ldc)
+      throw std::logic_error("matmul '" + name + "': a weight read from compressed panels into a strided result");
+    const int64_t rows = batches * g.M;  // every row of each batch (a prefix of rows computes them all)
+    if (rows == 0 || cols == 0) return;
+    const cpu::kernels::PackedA pa = cpu::kernels::pack_a(a.panel->weight, rows, g.K);
+    cpu::kernels::GemmShape gs = g.gs;
+    gs.M = rows;
+    gs.N = cols;
+    gs.ldc = ldc;
+    if (cy) gs.ldb = cols;
+    const f16* B = cy ? cy + g.y_off[0] / g.N * cols : a.at<f16>(iy) + g.y_off[0];
+    cpu::kernels::gemm_packed_f16(pa, gs, 1, &B, &out);
+    const int64_t n = saturate_matmul(out, rows, cols, ldc);
+    if (n && a.warn)
+      a.warn->warn("C36", "matmul '" + name + "': outputs with |y| >= 32752 saturated to +-inf (" + std::to_string(n) + " elements)");
+  };
   auto run_into = [=](const RunArgs& a, int64_t rows, int64_t cols, int64_t batches, f16* out, int64_t ldc,
                       int64_t bs, const f16* cx = nullptr, const f16* cy = nullptr) {
+    if (a.panel) {
+      if (cx) throw std::logic_error("matmul '" + name + "': a compact form of a weight read from compressed panels");
+      run_panels(a, cols, batches, out, ldc, bs, cy);
+      return;
+    }
     const f16* x = cx ? cx : a.at<f16>(ix);
     const f16* y = cy ? cy : a.at<f16>(iy);
     std::vector<const f16*> A(batches), B(batches);

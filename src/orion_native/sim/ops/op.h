@@ -83,6 +83,8 @@ struct RunArgs {
   void* out = nullptr;              // result, storage dtype, dense
   void* scratch = nullptr;          // OpCtx::scratch_bytes of per-call scratch (64-byte aligned)
   WarnSink* warn = nullptr;
+  // The step's panel input (OpCtx::panel_read) read from a compressed weight instead of its bytes, or null.
+  const cpu::kernels::PanelsAt* panel = nullptr;
   template <class T> const T* at(int k) const { return static_cast<const T*>(in[k]); }
   template <class T> T* o() const { return static_cast<T*>(out); }
 };
@@ -183,6 +185,12 @@ class OpCtx {
   std::set<int> compressed_inputs;  // compressed const inputs the step reads compressed (no dense copy)
   std::set<int> build_only_inputs;  // inputs used only while lowering (packed into the step): never read at run time
   int64_t scratch_bytes = 0;
+  // An input the step can read from a compressed weight standing for its bytes (RunArgs::panel): a weight
+  // read as `rows` rows of K in column panels of `width` rows (the panel idiom's matmul). input: its index.
+  struct PanelRead {
+    int input = -1;
+    int64_t rows = 0, K = 0, width = 0;
+  } panel_read;
   double flops = 0;
   enum class Unit { other, conv, matmul } unit = Unit::other;
   // dead-column skipping, optional (set by lower): the op's own rule (else columns.cpp's, by op
