@@ -309,3 +309,20 @@ def test_registry_entries_are_complete():
         assert d.ane, f"{name}: missing ANE notes"
         assert d.mil or name == "input", f"{name}: no MIL spelling"
         assert d.category == "source" or name in SCHEMA, f"{name}: its type rule is the registry's"
+
+
+@pytest.mark.parametrize("groups,stride", [(1, 1), (2, 2)])
+def test_the_reference_conv_is_the_float64_sum(groups, stride, rng):
+    """The float64 reference interpreter's conv (BLAS products over blocks of output channels: more channels
+    than one block here) is the direct sum to float64 precision."""
+    from orion.ir.reference import evaluate
+    cin, cout = 8, 1100
+    g = Graph()
+    x = g.input("x", (1, cin, 5, 6))
+    w = rng.standard_normal((cout, cin // groups, 3, 2)).astype(np.float16).astype(np.float32)
+    g.output("out", ops.conv(x, w, strides=stride, groups=groups))
+    a = rng.standard_normal((1, cin, 5, 6))
+    got = evaluate(g, {"x": a})["out"]
+    ref = _conv_ref(a, w.astype(np.float64), stride=stride, pad=(0, 0, 0, 0), groups=groups)
+    assert got.dtype == np.float64 and got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)

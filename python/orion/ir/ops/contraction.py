@@ -12,6 +12,9 @@ from ._core import _errstate, as_value, builder, define, make
 from .activation import _softmax
 
 
+_CONV_ROWS = 512          # _ev_conv's block of output channels: a float64 copy of at most 512 x Cin weights
+
+
 def _ev_conv(i, a):
     x, w = i["x"], i["weight"]
     g = a["groups"]
@@ -37,7 +40,13 @@ def _ev_conv(i, a):
         for r in range(kh):
             for c in range(kw):
                 patch = xs[:, :, r * dh: r * dh + sh * (oh - 1) + 1: sh, c * dw: c * dw + sw * (ow - 1) + 1: sw]
-                y[:, gi * opg:(gi + 1) * opg] += np.einsum("oc,nchw->nohw", ws[:, :, r, c], patch)
+                # products through BLAS (einsum's own loop was most of a model's float64 probe at load), a block
+                # of output channels at a time: a float64 copy of a whole big weight would raise the load's peak
+                cols = patch.reshape(n, cpg, oh * ow)
+                for o0 in range(0, opg, _CONV_ROWS):
+                    rows = np.asarray(ws[o0:o0 + _CONV_ROWS, :, r, c], np.float64)
+                    o = gi * opg + o0
+                    y[:, o:o + rows.shape[0]] += np.matmul(rows, cols).reshape(n, rows.shape[0], oh, ow)
     if "bias" in i:
         y = y + i["bias"].reshape(1, cout, 1, 1)
     return [y]
