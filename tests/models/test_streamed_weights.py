@@ -54,6 +54,19 @@ def test_an_adapter_on_streamed_layers_computes_what_it_does_on_surfaces(tmp_pat
     assert np.array_equal(a[0].view(np.uint32), b[0].view(np.uint32)) and a[1] == b[1]
 
 
+def test_an_adapter_on_layers_read_in_place_computes_what_it_does_on_surfaces(tmp_path):
+    path, ids, got = _wide(tmp_path), list(range(3, 23)), []
+    for stream in (True, False):
+        m = load(path, device="sim", layers="shared", quantize="int8", stream_weights=stream)
+        try:
+            m.set_adapter(init_adapter(m, LoraConfig(r=4, alpha=8, targets=["q", "v", "down"]), seed=1, b_std=0.05))
+            got.append((m.logits(ids), m.generate(ids, max_tokens=5, stop_tokens=[]).tokens))
+            assert any(lw.panels for lw in m.engine._layer_surf.values()) == stream
+        finally:
+            m.release()
+    assert np.array_equal(got[0][0].view(np.uint32), got[1][0].view(np.uint32)) and got[0][1] == got[1][1]
+
+
 @pytest.mark.parametrize("wide", [False, True])          # weights decoded before each eval / read in place
 def test_batched_generation_streams_alike(wide, tmp_path):
     path = _wide(tmp_path) if wide else make_deep("llama3", str(tmp_path / "deep"), layers=8)
