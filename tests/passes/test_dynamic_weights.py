@@ -274,10 +274,12 @@ def test_dropping_the_host_copies_keeps_updates_working(rng, tmp_path):
     kept, dropped = (sim_compile(g, dynamic_weights=True, panel_dynamic_weights=True, pack_dynamic_weights=True)
                      for _ in range(2))
     dropped.drop_host_weights()
+    assert kept._packed and not dropped._packed            # no fp16 host copy of a packed input either
     np.testing.assert_array_equal(dropped(x=a)["y"], kept(x=a)["y"])
     for p in (kept, dropped):
-        p.set_weights(**new)
+        p.set_weights(**new)                               # one member of a packed input: the others stay
     np.testing.assert_array_equal(dropped(x=a)["y"], kept(x=a)["y"])
+    assert not dropped._packed
     with pytest.raises(ProgramStateError, match="drop_host_weights"):
         dropped.get_weight("wk")
     with pytest.raises(ProgramStateError, match="drop_host_weights"):

@@ -118,12 +118,14 @@ class CompiledProgram:
 
     def drop_host_weights(self) -> None:
         """Frees every host copy of the weights' values - the dynamic weights' compile-time and last staged
-        values, the source graph kept for recompiles - leaving them in the program's surfaces only. Afterwards
-        ``set_weights`` of dynamic weights still works (nothing is recorded); :meth:`get_weight`, :meth:`save`
-        and updates of baked weights raise. The generation engine calls this for its programs with weights as
+        values (packed inputs' too), the source graph kept for recompiles - leaving them in the program's surfaces
+        only. Afterwards ``set_weights`` of dynamic weights still works (nothing is recorded; a packed input's other
+        members are read back from its surface); :meth:`get_weight`, :meth:`save` and updates of baked weights
+        raise. The generation engine calls this for its programs with weights as
         inputs, whose values are each layer's, held in that layer's surfaces."""
         self._keep_dynamic = False
         self._dynamic.clear()
+        self._packed.clear()
         self._source = None
         for dw in self._io.dynamic.values():
             dw.initial = None
@@ -254,16 +256,26 @@ class CompiledProgram:
             if tuple(b.shape) == tuple(dw.surface_shape):
                 prog.stage(b.mil_name, b.to_surface(surf))
             else:                                   # packed with other weights
-                host = self._packed.get(dw.input_key)
+                host = self._packed.get(dw.input_key) if self._keep_dynamic else touched.get(dw.input_key)
                 if host is None:   # fp16: a float64 weight rounds once, as an unpacked one does
-                    host = self._packed[dw.input_key] = np.zeros(b.shape, np.float16)
+                    # the input's values as its bound surface holds them now (zeros on a fresh one): the members
+                    # not given keep theirs; a host copy is kept between calls only until drop_host_weights
+                    host = self._bound_values(prog, b)
+                    if self._keep_dynamic:
+                        self._packed[dw.input_key] = host
                 dw.place(host, surf)
-                touched[dw.input_key] = None
+                touched[dw.input_key] = host
             if self._keep_dynamic:
                 self._dynamic[name] = np.array(arr, copy=True)
-        for key in touched:
+        for key, host in touched.items():
             b = self._io.inputs[key]
-            prog.stage(b.mil_name, b.to_surface(self._packed[key]))
+            prog.stage(b.mil_name, b.to_surface(host))
+
+    @staticmethod
+    def _bound_values(prog, b: InputBinding) -> np.ndarray:
+        """A copy of input ``b``'s values (its user shape, fp16) as the surface bound to it holds them."""
+        view = prog.input_surface(b.mil_name).view("fp16", [int(d) for d in b.mil_shape])
+        return np.array(view[tuple(slice(0, int(d)) for d in b.shape)], dtype=np.float16)
 
     def set_weights(self, **arrays) -> None:
         """Update weights by name. Dynamic weights: written into their input surfaces (no compile).
