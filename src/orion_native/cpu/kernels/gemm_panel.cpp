@@ -91,11 +91,16 @@ void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* 
   const int64_t want = std::clamp(o.panel_group((int)std::min(kC, g.N)), 1, kMaxGroup);
   // 8-bit codes with one scale/offset per row (the int8 / uint8 linears) decode in the GEMV's registers.
   const auto* q8 = pa && pa->source ? dynamic_cast<const CompressedWeight*>(pa->source.get()) : nullptr;
+  const auto* q4 = q8;
   if (!(q8 && o.gemm_panel_q8 && want > 1 && q8->kind == CompressedWeight::Kind::shift_scale && q8->bits == 8 &&
         q8->blocks_per_row == 1))
     q8 = nullptr;
+  // ... and 4-bit LUT codes with one table per panel (the lut4 linears: tables over >= 16 rows) in its registers.
+  if (!(q4 && o.gemm_panel_lut4 && want > 1 && q4->kind == CompressedWeight::Kind::lut && q4->bits == 4 &&
+        q4->blocks_per_row == 1 && q4->rows_per_block % kR == 0))
+    q4 = nullptr;
   // Panels decoded or packed per tile into a buffer are read back at once: keep the group's buffer in L2.
-  const bool buffered = (pa && pa->source && !q8) || (!pa && !g.trans_a);
+  const bool buffered = (pa && pa->source && !q8 && !q4) || (!pa && !g.trans_a);
   const int64_t group = buffered ? std::clamp<int64_t>(kGroupBufferBytes / (g.K * kR * 2), 1, want) : want;
   const int64_t ngrp = (npan + group - 1) / group;
   // Items are small (a group of panels x one column block): the pool's chunking balances the
@@ -123,8 +128,14 @@ void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* 
       t.lda = kR;
       t.pstride = g.K * kR;  // panels packed back to back
       float sc[kR * kMaxGroup], of[kR * kMaxGroup];  // gemm_panel_q8: per row of the group
-      const bool fused = q8 && np == group;
-      if (fused) {
+      const f16* tabs[kMaxGroup];                     // gemm_panel_lut4: per panel of the group
+      const bool fused = q8 && np == group, fused4 = q4 && np == group;
+      if (fused4) {
+        for (int u = 0; u < np; ++u) tabs[u] = q4->lut.data() + (((p + u) * kR / q4->rows_per_block) << 4);
+        t.q4 = q4->codes.data() + p * g.K * 8;
+        t.pstride = g.K * 8;  // K x 16 four-bit codes per panel
+        t.tabs = tabs;
+      } else if (fused) {
         t.q8_fp16 = true;
         for (int64_t r = 0; r < kR * np; ++r) {
           const int64_t blk = std::min(i0 + r, g.M - 1) / q8->rows_per_block;  // its parameter block
@@ -165,7 +176,9 @@ void run(const GemmShape& g, int64_t batch, const f16* const* A, const PackedA* 
         }
         t.ldo = g.ldc;
         t.trans_c = trans_c;
-        if (fused)
+        if (fused4)
+          o.gemm_panel_lut4(t);
+        else if (fused)
           o.gemm_panel_q8(t);
         else
           o.gemm_panel(t);

@@ -524,6 +524,55 @@ void gemm_panel_q8(const PanelTile& t) {
   }
 }
 
+namespace {
+
+// One k-row of a 4-bit panel (8 bytes, LSB-first: row 2i the low nibble of byte i, row 2i + 1 its high one) as 16
+// 16-bit table indices in row order, in the low half of the result (decode_lut4's widening, one row at a time).
+inline __m512i lut4_row_idx(const uint8_t* codes, __m512i m_lo, __m512i m_hi) {
+  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)codes));
+  return _mm512_or_si512(_mm512_and_si512(b, m_lo), _mm512_slli_epi32(_mm512_and_si512(b, m_hi), 12));
+}
+
+// panels<NC, P> on 4-bit LUT codes: each k-row of a panel looked up in its table in registers exactly as
+// decode_lut4 does (a 16-bit permute through the table: the fp16 values themselves), widened, the same fma chains.
+template <int NC, int P>
+void panels_lut4(const PanelTile& t) {
+  __m512 acc[P][NC];
+  __m512i tab[P];
+#pragma GCC unroll 16
+  for (int q = 0; q < P; ++q) {
+    tab[q] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i*)t.tabs[q]));
+#pragma GCC unroll 4
+    for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_setzero_ps();
+  }
+  const __m512i m_lo = _mm512_set1_epi32(0x0F), m_hi = _mm512_set1_epi32(0xF0);
+  const uint8_t* a = t.q4;
+  const float* b = t.bp;
+  const int64_t ps = t.pstride;
+  for (int64_t k = 0; k < t.K; ++k, a += 8, b += t.ldb) {
+#pragma GCC unroll 16
+    for (int q = 0; q < P; ++q) {
+      _mm_prefetch((const char*)(a + q * ps + 8 * kPrefetchRows), _MM_HINT_T0);
+      const __m512i v = _mm512_permutexvar_epi16(lut4_row_idx(a + q * ps, m_lo, m_hi), tab[q]);
+      const __m512 av = _mm512_cvtph_ps(_mm512_castsi512_si256(v));
+#pragma GCC unroll 4
+      for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j]), acc[q][j]);
+    }
+  }
+  store_panels<NC, P>(t, acc);
+}
+
+}  // namespace
+
+void gemm_panel_lut4(const PanelTile& t) {
+  switch (t.cols) {
+    case 1: return panels_lut4<1, 8>(t);
+    case 2: return panels_lut4<2, 4>(t);
+    case 3: return panels_lut4<3, 2>(t);
+    default: return panels_lut4<4, 2>(t);
+  }
+}
+
 void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst) {
   const __m512 s = _mm512_loadu_ps(sc), o = _mm512_loadu_ps(of);
   for (int64_t k = 0; k < n; ++k, codes += 16, dst += 16) {

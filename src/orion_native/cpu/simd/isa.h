@@ -83,6 +83,10 @@ struct PanelTile {
   // Every sc is an fp16 value and every of an integer of at most 1024 in magnitude: the decode may run in
   // fp16 arithmetic, exactly (AVX512-FP16, where the CPU has it).
   bool q8_fp16 = false;
+  // gemm_panel_lut4 only: A as 4-bit codes (8 bytes per k of a panel, LSB-first, panel q at q4 + q * pstride
+  // bytes) looked up in one 16-entry fp16 table per panel (tabs[q]).
+  const uint8_t* q4 = nullptr;
+  const f16* const* tabs = nullptr;
 };
 
 // decode_ss8 in plain C++ (the scalar table, and NEON's, where the compiler vectorises it).
@@ -173,6 +177,9 @@ struct IsaOps {
   // in one call - no cin -, any number of columns): enough independent chains per k for one row. Null
   // where not implemented (then gemm_micro's tiles run).
   void (*gemm_rows)(const GemmTile& t);
+  // Panel GEMM on 4-bit LUT codes looked up in registers (PanelTile::q4; cols <= 4, panels ==
+  // panel_group(cols)): the same values and fma chains as decode_lut4 + gemm_panel. Null where not implemented.
+  void (*gemm_panel_lut4)(const PanelTile& t);
 };
 
 const IsaOps& scalar_ops();

@@ -32,7 +32,11 @@ namespace orion::cpu::simd {
   void decode_lut4(const uint8_t* codes, int64_t n, const f16* table, f16* dst);
 
 namespace avx2 { ORION_ISA_DECLS }
-namespace avx512 { ORION_ISA_DECLS void gemm_panel_q8(const PanelTile& t); void gemm_rows(const GemmTile& t); }
+namespace avx512 {
+ORION_ISA_DECLS void gemm_panel_q8(const PanelTile& t);
+void gemm_rows(const GemmTile& t);
+void gemm_panel_lut4(const PanelTile& t);
+}  // namespace avx512
 namespace neon { ORION_ISA_DECLS }
 
 }  // namespace orion::cpu::simd

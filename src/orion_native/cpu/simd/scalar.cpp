@@ -214,7 +214,7 @@ const IsaOps kScalar = {
     s_gemm_micro,  s_gemm_pack_rows, s_cvt_transpose, s_binary_vv, s_binary_vs,   s_binary_sv,
     s_unary,       s_clip,         s_scale_bias,  s_reduce_row,  s_reduce_step,
     s_softmax_row, s_exp_sub_acc,  s_div_to_f16,  s_gemm_panel,  s_panel_group, decode_ss8_ref, decode_lut4_ref,
-    nullptr,       nullptr,
+    nullptr,       nullptr,        nullptr,
 };
 
 }  // namespace

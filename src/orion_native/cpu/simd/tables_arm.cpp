@@ -9,7 +9,8 @@ const IsaOps* neon_ops() {
                            neon::gemm_pack_rows, neon::cvt_transpose, neon::binary_vv, neon::binary_vs, neon::binary_sv,
                            neon::unary, neon::clip, neon::scale_bias, neon::reduce_row, neon::reduce_step,
                            neon::softmax_row, neon::exp_sub_acc, neon::div_to_f16, neon::gemm_panel,
-                           neon::panel_group, neon::decode_ss8, neon::decode_lut4, nullptr, nullptr};
+                           neon::panel_group, neon::decode_ss8, neon::decode_lut4, nullptr, nullptr,
+                           nullptr};
   return &t;
 }
 
