@@ -23,6 +23,9 @@ from .packing import PackedInts, mil_int_dtype
 __all__ = ["LutQuantized", "palettize"]
 
 
+_TAKE_ROWS = 8         # LutQuantized.dequantize: tables of at least this many rows gather per table
+
+
 @dataclass(frozen=True, eq=False)
 class LutQuantized(QuantizedTensor):
     """Operands of one ``constexpr_lut_to_dense`` (iOS18, VECTOR_SIZE 1)."""
@@ -86,8 +89,14 @@ class LutQuantized(QuantizedTensor):
             return self.lut.reshape(-1, 1 << self.bits)[block, idx]
         idx = self.indices.unpack().reshape(self.shape[0], -1)
         tables = self.lut.reshape(self.lut.shape[0], -1)  # [G, 2**bits]
-        rows = np.repeat(np.arange(tables.shape[0]), self.group_size)[:, None]
-        return tables[rows, idx].reshape(self.shape)
+        gs = self.group_size
+        if gs < _TAKE_ROWS:      # tables of a few rows: one 2-D gather (a call per group would cost more)
+            rows = np.repeat(np.arange(tables.shape[0]), gs)[:, None]
+            return tables[rows, idx].reshape(self.shape)
+        out = np.empty(idx.shape, np.float16)   # a gather per group from its own table (2-3x the 2-D gather)
+        for g in range(tables.shape[0]):
+            np.take(tables[g], idx[g * gs:(g + 1) * gs], out=out[g * gs:(g + 1) * gs])
+        return out.reshape(self.shape)
 
     def expand_rank(self, rank: int) -> "LutQuantized":
         """The same weights with unit dims appended, e.g. linear ``[out, in]`` -> conv ``[out, in, 1, 1]``."""
