@@ -129,8 +129,8 @@ def test_decode_width_constexpr_conv_is_bit_equal_on_every_isa(isa, scheme, shap
     # the decode shape: 1-4 live columns, rows spanning several multi-panel tiles and a short last group, an
     # odd K (the AVX512-FP16 decoder and decode_lut4 take two k at a time), rows whose values decode to fp16
     # subnormals and large ones, so the 8-bit fused decoders (decode_ss8, in fp32 or in fp16 arithmetic), the
-    # 4-bit LUT decoder (decode_lut4), the GEMVs that look 8-bit and 4-bit LUT codes up in registers (a table per
-    # >= 16 rows: lut4, lut4_tensor) and the multi-panel GEMV run in every kernel table
+    # 4-bit LUT decoder (decode_lut4), the GEMVs that decode 8-bit codes and look 4-bit LUT codes up in registers
+    # (AVX-512 and AVX2; a table per >= 16 rows: lut4, lut4_tensor) and the multi-panel GEMV run in every table
     from orion import _native
     if not _native.testing.force_isa(isa):
         pytest.skip(f"{isa} not available on this CPU")

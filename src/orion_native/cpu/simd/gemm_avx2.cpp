@@ -225,31 +225,10 @@ void panel_cols(const PanelTile& t, int j0) {
   }
 }
 
-// NC (<= 2) columns of P whole panels at once: 2 P NC independent chains (one column of one panel is
-// only two). Rows past t.rows come from the panels' zero padding and are not stored.
+// Stores the finished accumulators of panels<> / panels_q8<> / panels_lut4<>: acc[q][j] is column j of panel q
+// (rows 0-7, 8-15).
 template <int NC, int P>
-void panels(const PanelTile& t) {
-  __m256 acc[P][NC][2];
-  for (int q = 0; q < P; ++q)
-    for (int j = 0; j < NC; ++j) acc[q][j][0] = acc[q][j][1] = _mm256_setzero_ps();
-  const f16* a = t.ap;
-  const float* b = t.bp;
-  const int64_t ps = t.pstride;
-  for (int64_t k = 0; k < t.K; ++k, a += t.lda, b += t.ldb) {
-#pragma GCC unroll 4
-    for (int q = 0; q < P; ++q) {
-      const f16* aq = a + q * ps;
-      _mm_prefetch((const char*)(aq + 64 * t.lda), _MM_HINT_T0);
-      __m256 a0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)aq));
-      __m256 a1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(aq + 8)));
-#pragma GCC unroll 2
-      for (int j = 0; j < NC; ++j) {
-        __m256 bj = _mm256_broadcast_ss(b + j);
-        acc[q][j][0] = _mm256_fmadd_ps(a0, bj, acc[q][j][0]);
-        acc[q][j][1] = _mm256_fmadd_ps(a1, bj, acc[q][j][1]);
-      }
-    }
-  }
+void store_panels(const PanelTile& t, __m256 (&acc)[P][NC][2]) {
   for (int q = 0; q < P; ++q) {
     const int rows = std::min(16, t.rows - 16 * q);
     if (rows <= 0) break;
@@ -270,6 +249,113 @@ void panels(const PanelTile& t) {
           t.o32[at] = buf[j][r];
       }
   }
+}
+
+// The fma chains of one k-row of a panel: rows 0-7 (a0) and 8-15 (a1) times NC broadcast columns.
+template <int NC>
+inline void fma_row(__m256 a0, __m256 a1, const float* b, __m256 (&acc)[NC][2]) {
+#pragma GCC unroll 2
+  for (int j = 0; j < NC; ++j) {
+    __m256 bj = _mm256_broadcast_ss(b + j);
+    acc[j][0] = _mm256_fmadd_ps(a0, bj, acc[j][0]);
+    acc[j][1] = _mm256_fmadd_ps(a1, bj, acc[j][1]);
+  }
+}
+
+// NC (<= 2) columns of P whole panels at once: 2 P NC independent chains (one column of one panel is
+// only two). Rows past t.rows come from the panels' zero padding and are not stored.
+template <int NC, int P>
+void panels(const PanelTile& t) {
+  __m256 acc[P][NC][2];
+  for (int q = 0; q < P; ++q)
+    for (int j = 0; j < NC; ++j) acc[q][j][0] = acc[q][j][1] = _mm256_setzero_ps();
+  const f16* a = t.ap;
+  const float* b = t.bp;
+  const int64_t ps = t.pstride;
+  for (int64_t k = 0; k < t.K; ++k, a += t.lda, b += t.ldb) {
+#pragma GCC unroll 4
+    for (int q = 0; q < P; ++q) {
+      const f16* aq = a + q * ps;
+      _mm_prefetch((const char*)(aq + 64 * t.lda), _MM_HINT_T0);
+      fma_row<NC>(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)aq)),
+                  _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(aq + 8))), b, acc[q]);
+    }
+  }
+  store_panels<NC, P>(t, acc);
+}
+
+// panels<NC, P> on 8-bit codes with a scale / offset per row: each k-row decoded in registers exactly as
+// decode_ss8 does (fp32 (code - of) * sc, rounded to fp16 and widened back), then the same fma chains.
+template <int NC, int P, bool S>
+void panels_q8(const PanelTile& t) {
+  __m256 acc[P][NC][2], s[P][2], o[P][2];
+  for (int q = 0; q < P; ++q) {
+    for (int h = 0; h < 2; ++h) {
+      s[q][h] = _mm256_loadu_ps(t.sc + 16 * q + 8 * h);
+      o[q][h] = _mm256_loadu_ps(t.of + 16 * q + 8 * h);
+    }
+    for (int j = 0; j < NC; ++j) acc[q][j][0] = acc[q][j][1] = _mm256_setzero_ps();
+  }
+  const uint8_t* a = t.q8;
+  const float* b = t.bp;
+  const int64_t ps = t.pstride;
+  for (int64_t k = 0; k < t.K; ++k, a += 16, b += t.ldb) {
+#pragma GCC unroll 4
+    for (int q = 0; q < P; ++q) {
+      _mm_prefetch((const char*)(a + q * ps + 16 * 64), _MM_HINT_T0);
+      const __m128i c8 = _mm_loadu_si128((const __m128i*)(a + q * ps)), c8h = _mm_srli_si128(c8, 8);
+      const __m256i c0 = S ? _mm256_cvtepi8_epi32(c8) : _mm256_cvtepu8_epi32(c8);
+      const __m256i c1 = S ? _mm256_cvtepi8_epi32(c8h) : _mm256_cvtepu8_epi32(c8h);
+      const __m256 v0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(c0), o[q][0]), s[q][0]);
+      const __m256 v1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(c1), o[q][1]), s[q][1]);
+      fma_row<NC>(_mm256_cvtph_ps(_mm256_cvtps_ph(v0, kRound)), _mm256_cvtph_ps(_mm256_cvtps_ph(v1, kRound)), b,
+                  acc[q]);
+    }
+  }
+  store_panels<NC, P>(t, acc);
+}
+
+// A 16-entry fp16 table split into its low and high bytes, for pshufb lookups (decode_lut4's).
+struct Lut4Table {
+  __m128i lo, hi;
+};
+inline Lut4Table lut4_table(const f16* table) {
+  alignas(16) uint8_t lo[16], hi[16];
+  for (int i = 0; i < 16; ++i) {
+    uint16_t v;
+    std::memcpy(&v, table + i, sizeof v);
+    lo[i] = (uint8_t)(v & 0xFF);
+    hi[i] = (uint8_t)(v >> 8);
+  }
+  return {_mm_load_si128((const __m128i*)lo), _mm_load_si128((const __m128i*)hi)};
+}
+
+// panels<NC, P> on 4-bit LUT codes, one table per panel: each k-row (8 bytes) looked up in registers exactly as
+// decode_lut4 does (the fp16 values themselves), widened, the same fma chains.
+template <int NC, int P>
+void panels_lut4(const PanelTile& t) {
+  __m256 acc[P][NC][2];
+  Lut4Table tab[P];
+  for (int q = 0; q < P; ++q) {
+    tab[q] = lut4_table(t.tabs[q]);
+    for (int j = 0; j < NC; ++j) acc[q][j][0] = acc[q][j][1] = _mm256_setzero_ps();
+  }
+  const __m128i m = _mm_set1_epi8(0x0F);
+  const uint8_t* a = t.q4;
+  const float* b = t.bp;
+  const int64_t ps = t.pstride;
+  for (int64_t k = 0; k < t.K; ++k, a += 8, b += t.ldb) {
+#pragma GCC unroll 4
+    for (int q = 0; q < P; ++q) {
+      _mm_prefetch((const char*)(a + q * ps + 8 * 64), _MM_HINT_T0);
+      const __m128i bytes = _mm_loadl_epi64((const __m128i*)(a + q * ps));
+      const __m128i c = _mm_unpacklo_epi8(_mm_and_si128(bytes, m), _mm_and_si128(_mm_srli_epi16(bytes, 4), m));
+      const __m128i vl = _mm_shuffle_epi8(tab[q].lo, c), vh = _mm_shuffle_epi8(tab[q].hi, c);
+      fma_row<NC>(_mm256_cvtph_ps(_mm_unpacklo_epi8(vl, vh)), _mm256_cvtph_ps(_mm_unpackhi_epi8(vl, vh)), b,
+                  acc[q]);
+    }
+  }
+  store_panels<NC, P>(t, acc);
 }
 
 void panel_one(const PanelTile& t) {
@@ -327,6 +413,17 @@ void decode_lut4(const uint8_t* codes, int64_t n, const f16* table, f16* dst) {
     }
   }
   if (k < n) decode_lut4_ref(codes + 8 * k, n - k, table, dst + 16 * k);
+}
+
+// The fused GEMVs run with panels == panel_group(cols) > 1: one or two columns (gemm_panel.cpp's rule).
+void gemm_panel_q8(const PanelTile& t) {
+  if (t.cols == 1) return t.q8_signed ? panels_q8<1, 4, true>(t) : panels_q8<1, 4, false>(t);
+  return t.q8_signed ? panels_q8<2, 2, true>(t) : panels_q8<2, 2, false>(t);
+}
+
+void gemm_panel_lut4(const PanelTile& t) {
+  if (t.cols == 1) return panels_lut4<1, 4>(t);
+  return panels_lut4<2, 2>(t);
 }
 
 void gemm_panel(const PanelTile& t) {

@@ -31,7 +31,10 @@ namespace orion::cpu::simd {
   void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst); \
   void decode_lut4(const uint8_t* codes, int64_t n, const f16* table, f16* dst);
 
-namespace avx2 { ORION_ISA_DECLS }
+namespace avx2 {
+ORION_ISA_DECLS void gemm_panel_q8(const PanelTile& t);
+void gemm_panel_lut4(const PanelTile& t);
+}  // namespace avx2
 namespace avx512 {
 ORION_ISA_DECLS void gemm_panel_q8(const PanelTile& t);
 void gemm_rows(const GemmTile& t);

@@ -21,7 +21,7 @@ const IsaOps* avx512_ops() {
 }
 
 const IsaOps* avx2_ops() {
-  static const IsaOps t = ORION_TABLE(avx2, 6, 16, nullptr, nullptr, nullptr);
+  static const IsaOps t = ORION_TABLE(avx2, 6, 16, avx2::gemm_panel_q8, nullptr, avx2::gemm_panel_lut4);
   return &t;
 }
 
