@@ -153,3 +153,22 @@ def test_zero_gives_a_mapped_surfaces_pages_back():
     small.view("uint8", [4096])[:] = 7
     small.zero()
     assert not small.view("uint8", [4096]).any()
+
+
+def test_products_past_fp16s_range_saturate_and_warn_as_from_the_bytes():
+    """C36 on a weight read from its panels: the same +-inf results and the same warning as from the bytes."""
+    prog = orion.compile_mil(_program(), device="sim")
+    parts, panels = _weights("int8")
+    big = np.full((1, 1, K, S), 30000, np.float16)                  # sums of 64 products up to ~1e5
+    got = {}
+    for name, surface in (("bytes", _decoded_surface(prog, panels)), ("panels", None)):
+        if surface is None:
+            surface = _native.Surface(prog.input_surface("w").alloc_size, mapped=True)
+            surface.set_panels(parts)
+        prog.bind_input("w", surface)
+        prog.stage("x", big)
+        with pytest.warns(orion.AneSimWarning, match="C36"):
+            prog.eval(live_columns=1)
+        got[name] = {n: prog.read_output(n)[..., :1] for n in ("ya", "yb")}
+    assert any(np.isinf(got["panels"][n]).any() for n in got["panels"])
+    assert all(np.array_equal(_bits(got["panels"][n]), _bits(got["bytes"][n])) for n in got["bytes"])

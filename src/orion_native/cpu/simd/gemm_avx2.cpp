@@ -284,6 +284,17 @@ void panels(const PanelTile& t) {
   store_panels<NC, P>(t, acc);
 }
 
+// One k-row of an 8-bit scale/offset panel (16 codes) as fp32 (code - of) * sc, rows 0-7 and 8-15, not yet
+// rounded to fp16 (decode_ss8 and panels_q8).
+template <bool S>
+inline void ss8_row(__m128i c8, const __m256 (&s)[2], const __m256 (&o)[2], __m256* v0, __m256* v1) {
+  const __m128i c8h = _mm_srli_si128(c8, 8);
+  const __m256i c0 = S ? _mm256_cvtepi8_epi32(c8) : _mm256_cvtepu8_epi32(c8);
+  const __m256i c1 = S ? _mm256_cvtepi8_epi32(c8h) : _mm256_cvtepu8_epi32(c8h);
+  *v0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(c0), o[0]), s[0]);
+  *v1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(c1), o[1]), s[1]);
+}
+
 // panels<NC, P> on 8-bit codes with a scale / offset per row: each k-row decoded in registers exactly as
 // decode_ss8 does (fp32 (code - of) * sc, rounded to fp16 and widened back), then the same fma chains.
 template <int NC, int P, bool S>
@@ -303,11 +314,8 @@ void panels_q8(const PanelTile& t) {
 #pragma GCC unroll 4
     for (int q = 0; q < P; ++q) {
       _mm_prefetch((const char*)(a + q * ps + 16 * 64), _MM_HINT_T0);
-      const __m128i c8 = _mm_loadu_si128((const __m128i*)(a + q * ps)), c8h = _mm_srli_si128(c8, 8);
-      const __m256i c0 = S ? _mm256_cvtepi8_epi32(c8) : _mm256_cvtepu8_epi32(c8);
-      const __m256i c1 = S ? _mm256_cvtepi8_epi32(c8h) : _mm256_cvtepu8_epi32(c8h);
-      const __m256 v0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(c0), o[q][0]), s[q][0]);
-      const __m256 v1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(c1), o[q][1]), s[q][1]);
+      __m256 v0, v1;
+      ss8_row<S>(_mm_loadu_si128((const __m128i*)(a + q * ps)), s[q], o[q], &v0, &v1);
       fma_row<NC>(_mm256_cvtph_ps(_mm256_cvtps_ph(v0, kRound)), _mm256_cvtph_ps(_mm256_cvtps_ph(v1, kRound)), b,
                   acc[q]);
     }
@@ -376,14 +384,15 @@ void panel_one(const PanelTile& t) {
 int panel_group(int cols) { return cols <= 1 ? 4 : cols == 2 ? 2 : 1; }
 
 void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc, const float* of, f16* dst) {
-  const __m256 s0 = _mm256_loadu_ps(sc), s1 = _mm256_loadu_ps(sc + 8);
-  const __m256 o0 = _mm256_loadu_ps(of), o1 = _mm256_loadu_ps(of + 8);
+  const __m256 s[2] = {_mm256_loadu_ps(sc), _mm256_loadu_ps(sc + 8)};
+  const __m256 o[2] = {_mm256_loadu_ps(of), _mm256_loadu_ps(of + 8)};
   for (int64_t k = 0; k < n; ++k, codes += 16, dst += 16) {
-    __m128i b = _mm_loadu_si128((const __m128i*)codes), b1 = _mm_srli_si128(b, 8);
-    __m256i c0 = is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
-    __m256i c1 = is_signed ? _mm256_cvtepi8_epi32(b1) : _mm256_cvtepu8_epi32(b1);
-    __m256 v0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(c0), o0), s0);
-    __m256 v1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(c1), o1), s1);
+    const __m128i b = _mm_loadu_si128((const __m128i*)codes);
+    __m256 v0, v1;
+    if (is_signed)
+      ss8_row<true>(b, s, o, &v0, &v1);
+    else
+      ss8_row<false>(b, s, o, &v0, &v1);
     _mm_storeu_si128((__m128i*)dst, _mm256_cvtps_ph(v0, kRound));
     _mm_storeu_si128((__m128i*)(dst + 8), _mm256_cvtps_ph(v1, kRound));
   }
@@ -392,14 +401,8 @@ void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc
 // Two k-rows (16 bytes, 32 codes) at a time: the nibbles interleaved into one code a byte, looked up by
 // pshufb in the table's low bytes and its high bytes, the two halves zipped back into fp16 values.
 void decode_lut4(const uint8_t* codes, int64_t n, const f16* table, f16* dst) {
-  alignas(16) uint8_t lo[16], hi[16];
-  for (int i = 0; i < 16; ++i) {
-    uint16_t v;
-    std::memcpy(&v, table + i, sizeof v);
-    lo[i] = (uint8_t)(v & 0xFF);
-    hi[i] = (uint8_t)(v >> 8);
-  }
-  const __m128i tl = _mm_load_si128((const __m128i*)lo), th = _mm_load_si128((const __m128i*)hi);
+  const Lut4Table t = lut4_table(table);
+  const __m128i tl = t.lo, th = t.hi;
   const __m128i m = _mm_set1_epi8(0x0F);
   int64_t k = 0;
   for (; k + 2 <= n; k += 2) {

@@ -526,10 +526,11 @@ void gemm_panel_q8(const PanelTile& t) {
 
 namespace {
 
-// One k-row of a 4-bit panel (8 bytes, LSB-first: row 2i the low nibble of byte i, row 2i + 1 its high one) as 16
-// 16-bit table indices in row order, in the low half of the result (decode_lut4's widening, one row at a time).
-inline __m512i lut4_row_idx(const uint8_t* codes, __m512i m_lo, __m512i m_hi) {
-  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)codes));
+// 16 bytes of 4-bit codes (LSB-first: code 2i the low nibble of byte i, code 2i + 1 its high one) as 32 16-bit
+// table indices in order: each byte widened to a 32-bit lane whose low and high halves take its two nibbles. Two
+// k-rows of a panel (decode_lut4), or one in the low half when the high 8 bytes are zero (panels_lut4).
+inline __m512i lut4_idx(__m128i bytes, __m512i m_lo, __m512i m_hi) {
+  const __m512i b = _mm512_cvtepu8_epi32(bytes);
   return _mm512_or_si512(_mm512_and_si512(b, m_lo), _mm512_slli_epi32(_mm512_and_si512(b, m_hi), 12));
 }
 
@@ -553,7 +554,8 @@ void panels_lut4(const PanelTile& t) {
 #pragma GCC unroll 16
     for (int q = 0; q < P; ++q) {
       _mm_prefetch((const char*)(a + q * ps + 8 * kPrefetchRows), _MM_HINT_T0);
-      const __m512i v = _mm512_permutexvar_epi16(lut4_row_idx(a + q * ps, m_lo, m_hi), tab[q]);
+      const __m512i v = _mm512_permutexvar_epi16(lut4_idx(_mm_loadl_epi64((const __m128i*)(a + q * ps)), m_lo, m_hi),
+                                                     tab[q]);
       const __m512 av = _mm512_cvtph_ps(_mm512_castsi512_si256(v));
 #pragma GCC unroll 4
       for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j]), acc[q][j]);
@@ -583,15 +585,13 @@ void decode_ss8(const uint8_t* codes, int64_t n, bool is_signed, const float* sc
   }
 }
 
-// Two k-rows (16 bytes, 32 codes) at a time: each byte widened to a 32-bit lane whose low and high halves
-// take its low and high nibble - 32 codes in order as 16-bit lanes - then one 16-bit permute through the table.
+// Two k-rows (16 bytes, 32 codes) at a time: 32 indices in order (lut4_idx), then one 16-bit permute through the table.
 void decode_lut4(const uint8_t* codes, int64_t n, const f16* table, f16* dst) {
   const __m512i tab = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i*)table));
   const __m512i m_lo = _mm512_set1_epi32(0x0F), m_hi = _mm512_set1_epi32(0xF0);
   int64_t k = 0;
   for (; k + 2 <= n; k += 2) {
-    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(codes + 8 * k)));
-    const __m512i idx = _mm512_or_si512(_mm512_and_si512(b, m_lo), _mm512_slli_epi32(_mm512_and_si512(b, m_hi), 12));
+    const __m512i idx = lut4_idx(_mm_loadu_si128((const __m128i*)(codes + 8 * k)), m_lo, m_hi);
     _mm512_storeu_si512(dst + 16 * k, _mm512_permutexvar_epi16(idx, tab));
   }
   if (k < n) decode_lut4_ref(codes + 8 * k, n - k, table, dst + 16 * k);

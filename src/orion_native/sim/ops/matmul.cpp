@@ -150,6 +150,11 @@ RunFn matmul_lower(OpCtx& ctx) {
   // stride bs: the result's own, N and M * N, or a compact form's)
   // (x, y: an operand's own layout, or its compact form - cx / cy, that operand's rows of `rows` / `cols`
   // entries - read with its leading dimension and batch offsets scaled to that width)
+  // C36's warning for the n results one call saturated (none: no warning).
+  auto report_c36 = [=](const RunArgs& a, int64_t n) {
+    if (n && a.warn)
+      a.warn->warn("C36", "matmul '" + name + "': outputs with |y| >= 32752 saturated to +-inf (" + std::to_string(n) + " elements)");
+  };
   // The panel idiom (a shared program's linear: x = a weight's column panels [.., P, K, W] read transposed, y one
   // activation for every panel): the batches' rows are the weight's rows in order, so x may be read from a
   // compressed weight standing for its bytes (RunArgs::panel) - one GEMM of P W rows, no fp16 copy of x.
@@ -172,9 +177,7 @@ RunFn matmul_lower(OpCtx& ctx) {
     if (cy) gs.ldb = cols;
     const f16* B = cy ? cy + g.y_off[0] / g.N * cols : a.at<f16>(iy) + g.y_off[0];
     cpu::kernels::gemm_packed_f16(pa, gs, 1, &B, &out);
-    const int64_t n = saturate_matmul(out, rows, cols, ldc);
-    if (n && a.warn)
-      a.warn->warn("C36", "matmul '" + name + "': outputs with |y| >= 32752 saturated to +-inf (" + std::to_string(n) + " elements)");
+    report_c36(a, saturate_matmul(out, rows, cols, ldc));
   };
   auto run_into = [=](const RunArgs& a, int64_t rows, int64_t cols, int64_t batches, f16* out, int64_t ldc,
                       int64_t bs, const f16* cx = nullptr, const f16* cy = nullptr) {
@@ -204,8 +207,7 @@ RunFn matmul_lower(OpCtx& ctx) {
       n = saturate_matmul(out, batches * rows, cols, ldc);
     else
       for (int64_t b = 0; b < batches; ++b) n += saturate_matmul(C[b], rows, cols, ldc);
-    if (n && a.warn)
-      a.warn->warn("C36", "matmul '" + name + "': outputs with |y| >= 32752 saturated to +-inf (" + std::to_string(n) + " elements)");
+    report_c36(a, n);
   };
   auto run = [=](const RunArgs& a, int64_t rows, int64_t cols, int64_t batches) {
     run_into(a, rows, cols, batches, a.o<f16>(), g.N, mn);
