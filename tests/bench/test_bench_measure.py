@@ -1,15 +1,17 @@
 """orion.bench.measure: a figure is the median of its repetitions, its spread the relative width of the
 median's exact ~95 % confidence interval (which narrows as repetitions are added); ``repeat`` runs rounds
 until every spread is within target, at least MIN_REPS of them, at most until the time cap - timed here by
-an injected fake clock, so no test waits."""
+an injected fake clock, so no test waits. ``alternating_blocks`` gives every side a turn of back-to-back calls
+per round, its first call a warm-up, who goes first alternating, and ratios taken per round keep still on a
+machine whose speed drifts."""
 
 import math
 
 import numpy as np
 import pytest
 
-from orion.bench.measure import (MIN_REPS, TARGET_SPREAD, figure, median_interval, median_ranks, metric, ratio,
-                                 rel_spread, repeat)
+from orion.bench.measure import (MIN_REPS, TARGET_SPREAD, alternating_blocks, calls_per_block, figure,
+                                 median_interval, median_ranks, metric, rel_spread, repeat)
 
 
 def _coverage(n, k):
@@ -47,14 +49,6 @@ def test_metric_is_stable_only_with_enough_samples_within_target():
     wide = figure([1.0, 2.0] * 10, "s", "lower")
     assert wide["value"] == 1.5 and wide["spread"] == pytest.approx(1 / 1.5) and wide["stable"] is False
     assert metric(2.0, "x", "higher", spread=0.05)["stable"] is True            # a given spread, no samples
-
-
-def test_ratio_adds_spreads_in_quadrature_and_inherits_instability():
-    a, b = metric(6.0, "tok/s", "higher", spread=0.06), metric(2.0, "tok/s", "higher", spread=0.08)
-    r = ratio(a, b)
-    assert r["value"] == 3.0 and r["spread"] == pytest.approx(0.10) and r["stable"] is True
-    assert ratio(a, dict(b, stable=False))["stable"] is False
-    assert ratio(a, metric(2.0, "tok/s", "higher", spread=0.09))["stable"] is False   # 10.8 % > target
 
 
 class FakeClock:
@@ -117,3 +111,59 @@ def test_a_figure_from_several_processes_carries_the_spread_between_them():
     assert alike["spread"] == max(proc(1.0)["spread"], 0.0) and alike["stable"]
     assert len(alike["samples"]) == 21
 
+
+
+class DriftingMachine:
+    """A fake clock on a machine that slows down as it runs: each call of a side costs its base seconds times
+    the machine's current slowness, which grows by ``drift`` per call (1.7x over the test, as seen on a VM)."""
+
+    def __init__(self, drift=0.002):
+        self.t, self.slowness, self.drift, self.log = 0.0, 1.0, drift, []
+
+    def __call__(self):
+        return self.t
+
+    def side(self, name, base_s):
+        def call():
+            self.log.append(name)
+            cost = base_s * self.slowness
+            self.t += cost
+            self.slowness += self.drift
+            return {"s": cost}
+        return call
+
+
+def test_calls_per_block_doubles_until_a_block_lasts_long_enough():
+    m = DriftingMachine(drift=0.0)
+    assert calls_per_block(m.side("a", 0.003), m, min_block_s=0.02) == 8       # 4 calls last 12 ms, 8 last 24
+    assert calls_per_block(m.side("b", 0.5), m, min_block_s=0.02) == 1
+
+
+def test_sides_take_turns_of_blocks_their_first_call_uncounted_who_goes_first_alternating():
+    m = DriftingMachine(drift=0.0)
+    rep = alternating_blocks({"a": m.side("a", 0.005), "b": m.side("b", 0.05)}, time_cap=1e9, clock=m,
+                             min_block_s=0.02)
+    del m.log[:1 + 2 + 4 + 1]                      # calls_per_block: a 1, 2, then 4 calls (20 ms); b 1 (50 ms)
+    turns = []
+    for name in m.log:
+        if turns and turns[-1][0] == name:
+            turns[-1][1] += 1
+        else:
+            turns.append([name, 1])
+    assert rep.reps == MIN_REPS
+    # a's turn: a warm-up and 4 counted calls; b's: its one call (nothing to warm up in a turn of one).
+    # Rounds run a,b | b,a | a,b ...: so a's turns of adjacent rounds meet, then b's
+    assert turns == [["a", 5], ["b", 2], ["a", 10], ["b", 2], ["a", 10], ["b", 2], ["a", 5]]
+    assert list(rep.samples) == ["a s", "b s"]
+    assert rep.samples["a s"] == [0.005] * MIN_REPS and rep.samples["b s"] == [0.05] * MIN_REPS
+
+
+def test_a_ratio_taken_per_round_keeps_still_while_the_machine_drifts():
+    m = DriftingMachine(drift=0.002)
+    rep = alternating_blocks({"ours": m.side("ours", 0.004), "theirs": m.side("theirs", 0.008)}, time_cap=1e9,
+                             clock=m, max_reps=40,
+                             derived=lambda r: {"speedup": r["theirs s"] / r["ours s"]})
+    ours, speedup = figure(rep.samples["ours s"], "s", "lower"), figure(rep.samples["speedup"], "x", "higher")
+    assert ours["spread"] > TARGET_SPREAD and not ours["stable"]        # the machine slowed 1.7x and more
+    assert speedup["value"] == pytest.approx(2.0, rel=0.05) and speedup["stable"]
+    assert rep.stopped == "max repetitions"

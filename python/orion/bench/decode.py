@@ -20,7 +20,7 @@ from ..models import GPT2Config, Model
 from ..models.testing import random_weights
 from ..native import sim
 from ..native.runtime import resolve_device
-from .measure import figure, ratio, repeat, side_target, time_cap
+from .measure import alternating_blocks, figure, time_cap
 
 
 class OrionDecode:
@@ -178,60 +178,62 @@ def _timed_round(side, n_prompt: int) -> dict:
     return {"prefill_tok_s": n_prompt / prefill, "decode_tok_s": 1 / statistics.median(steps)}
 
 
-def _fastest_torch(cfg, w32h, prompt, n_tokens, **repeat_args):
-    """PyTorch at 1 thread and at its default, each repeated like ours (a couple of rounds pick the wrong one
-    on a noisy machine): (the side that decodes faster, its repetitions, decode tok/s by thread count)."""
-    best, by_threads = None, {}
-    for threads in (1, None):
-        side = TorchDecode(cfg, w32h, prompt, n_tokens, threads)
-        if side.threads in by_threads:
-            continue
-        side.round()                                   # warm-up
-        rep = repeat(functools.partial(_timed_round, side, len(prompt)), **repeat_args)
-        by_threads[side.threads] = statistics.median(rep.samples["decode_tok_s"])
-        if best is None or by_threads[side.threads] > by_threads[best[0].threads]:
-            best = side, rep
-    return best[0], best[1], by_threads
+def _speedups(torch_names, r: dict) -> dict:
+    """A round's ratios of our tok/s to each PyTorch side's."""
+    return {f"orion/{n} {kind}": r[f"orion {kind}_tok_s"] / r[f"{n} {kind}_tok_s"]
+            for n in torch_names for kind in ("decode", "prefill")}
+
+
+def faster_torch(rep, names) -> str:
+    """Of the PyTorch sides ``names``, the one whose median decode was faster over the same rounds."""
+    return max(names, key=lambda n: statistics.median(rep.samples[f"{n} decode_tok_s"]))
 
 
 def run(quick: bool = False, use_torch: bool = True, device: str = "auto") -> dict:
     """The ``decode`` section of an ``orion bench`` result: tok/s of both sides (medians over rounds repeated
-    until their spreads are within target, :mod:`.measure`), the speed-ups against the faster PyTorch thread
-    setting (1 thread or torch's default)."""
+    until their spreads are within target, :mod:`.measure`), and the speed-ups against the faster PyTorch
+    thread setting (1 thread or torch's default), per round: each round runs a block of ours and of PyTorch
+    at each setting (:func:`.measure.alternating_blocks`)."""
     p = QUICK if quick else FULL
-    cap, target = time_cap(quick), side_target(use_torch)
     old = sim.compile_budget()[1]
     sim.set_compile_budget(10**6)
+    torch_default = None
     try:
         cfg, w16, w32h, prompt = setup(p["config"], p["prompt"])
-        ours = OrionDecode(cfg, w16, prompt, p["tokens"], device, "cpu")
+        sides = {"orion": OrionDecode(cfg, w16, prompt, p["tokens"], device, "cpu")}
         try:
-            ours.round()                      # warm-up: first-touch of buffers
-            rep = repeat(lambda: _timed_round(ours, len(prompt)), time_cap=cap, target=target)
+            if use_torch:
+                for threads in (1, None):
+                    side = TorchDecode(cfg, w32h, prompt, p["tokens"], threads)
+                    torch_default = _TORCH_DEFAULT_THREADS
+                    sides.setdefault(f"torch/{side.threads}", side)
+            rep = alternating_blocks({n: functools.partial(_timed_round, side, len(prompt))
+                                      for n, side in sides.items()}, time_cap=time_cap(quick) * len(sides),
+                                     derived=functools.partial(_speedups, [n for n in sides if n != "orion"]))
         finally:
-            ours.release()
+            sides["orion"].release()
+            if torch_default is not None:
+                import torch  # optional: torch (not a dependency; seconds to import)
+                torch.set_num_threads(torch_default)              # the train benchmark's torch: its default
     finally:
         sim.set_compile_budget(old)
-    metrics = {"orion_decode_tok_s": figure(rep.samples["decode_tok_s"], "tok/s", "higher"),
-               "orion_prefill_tok_s": figure(rep.samples["prefill_tok_s"], "tok/s", "higher")}
+    ours = sides["orion"]
+    metrics = {"orion_decode_tok_s": figure(rep.samples["orion decode_tok_s"], "tok/s", "higher"),
+               "orion_prefill_tok_s": figure(rep.samples["orion prefill_tok_s"], "tok/s", "higher")}
     notes = [f"orion on {resolve_device(device)}: {ours.engine.compiles} programs compiled in {ours.compile_s:.1f} s "
-             f"(not timed); medians of {rep.reps} rounds (stopped: {rep.stopped}), decode from each round's "
-             f"median step"]
-    params = dict(p["config"], prompt=p["prompt"], tokens=p["tokens"], repeat={"orion": rep.summary()})
+             f"(not timed); medians of {rep.reps} turns of {', '.join(sides)} (stopped: {rep.stopped}), each "
+             f"side's sample the median of a block of back-to-back generations, decode from each one's median step"]
+    params = dict(p["config"], prompt=p["prompt"], tokens=p["tokens"], repeat=rep.summary())
     if use_torch:
-        try:
-            theirs, t_rep, by_threads = _fastest_torch(cfg, w32h, prompt, p["tokens"], time_cap=cap, target=target)
-        finally:
-            import torch  # optional: torch (not a dependency; seconds to import)
-            torch.set_num_threads(_TORCH_DEFAULT_THREADS)        # the train benchmark's torch: its default
-        params["repeat"]["torch"] = t_rep.summary()
-        metrics["torch_decode_tok_s"] = figure(t_rep.samples["decode_tok_s"], "tok/s", "higher")
-        metrics["torch_prefill_tok_s"] = figure(t_rep.samples["prefill_tok_s"], "tok/s", "higher")
+        torch_names = [n for n in sides if n != "orion"]
+        best = faster_torch(rep, torch_names)
+        theirs = sides[best]
         for kind in ("decode", "prefill"):
-            metrics[f"{kind}_speedup_vs_torch"] = ratio(metrics[f"orion_{kind}_tok_s"], metrics[f"torch_{kind}_tok_s"])
+            metrics[f"torch_{kind}_tok_s"] = figure(rep.samples[f"{best} {kind}_tok_s"], "tok/s", "higher")
+            metrics[f"{kind}_speedup_vs_torch"] = figure(rep.samples[f"orion/{best} {kind}"], "x", "higher")
         same = sum(x == y for x, y in zip(ours.tokens, theirs.tokens))
-        tried = ", ".join(f"{n} thread(s) {v:.4g} tok/s" for n, v in by_threads.items())
-        notes.append(f"PyTorch {theirs.version} CPU fp32, the faster decode of 1 and default threads ({tried}), "
-                     f"medians of {t_rep.reps} rounds (stopped: {t_rep.stopped}); greedy tokens equal: "
-                     f"{same}/{len(theirs.tokens)}")
+        tried = ", ".join(f"{sides[n].threads} thread(s) {statistics.median(rep.samples[f'{n} decode_tok_s']):.4g} "
+                          f"tok/s" for n in torch_names)
+        notes.append(f"PyTorch {theirs.version} CPU fp32, the faster decode of 1 and default threads ({tried}); "
+                     f"speed-ups per round against it; greedy tokens equal: {same}/{len(theirs.tokens)}")
     return {"params": params, "notes": notes, "metrics": metrics}

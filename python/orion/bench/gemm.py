@@ -18,7 +18,7 @@ import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from .. import _native
-from .measure import figure, repeat, time_cap
+from .measure import MIN_BLOCK_S, calls_per_block, figure, repeat, time_cap
 
 # name, batch, M, K, N  (C[M,N] = A[M,K] @ B[K,N])
 SHAPES = [
@@ -29,8 +29,6 @@ SHAPES = [
 ]
 QUICK_SHAPES = [("quick W[256,256]@X[256,64]", 1, 256, 256, 64)]
 
-MIN_BLOCK_S = 0.02       # seconds of back-to-back calls per timed sample
-MAX_CALLS = 1 << 16
 PAUSE_S = 0.1            # after a numpy block: OpenBLAS's idle threads spin ~0.1 s before they sleep
 
 
@@ -43,19 +41,6 @@ def blas_info() -> dict:
     """numpy's BLAS as threadpoolctl sees it now (kernel architecture, threads, version)."""
     blas = [d for d in threadpool_info() if d.get("user_api") == "blas"]
     return {k: blas[0].get(k) for k in ("internal_api", "architecture", "num_threads", "version")} if blas else {}
-
-
-def calls_per_block(fn, clock, min_block_s: float = MIN_BLOCK_S) -> int:
-    """How many back-to-back calls of ``fn`` last at least ``min_block_s`` (doubling from 1)."""
-    calls = 1
-    while calls < MAX_CALLS:
-        t0 = clock()
-        for _ in range(calls):
-            fn()
-        if clock() - t0 >= min_block_s:
-            break
-        calls *= 2
-    return calls
 
 
 def time_block(fn, calls: int, clock) -> float:

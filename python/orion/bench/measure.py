@@ -13,7 +13,6 @@ whose spread stayed above the target is marked ``"stable": false`` - reported, n
 from __future__ import annotations
 
 import functools
-import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -21,6 +20,8 @@ from dataclasses import dataclass, field
 TARGET_SPREAD = 0.10
 MIN_REPS = 6            # the fewest samples whose full range is a >= 95 % interval of the median (96.9 %)
 MAX_REPS = 1000
+MIN_BLOCK_S = 0.02      # seconds of back-to-back calls of one side before the other side's turn
+MAX_CALLS = 1 << 16
 QUICK_TIME_CAP = 3.0    # seconds of repetitions per measurement loop (a benchmark has one per side)
 FULL_TIME_CAP = 60.0
 _TAIL = 0.025           # each side of the 95 % interval
@@ -82,18 +83,6 @@ def figure(samples, unit: str, better: str) -> dict:
     return metric(statistics.median(samples), unit, better, samples)
 
 
-def ratio(a: dict, b: dict, unit: str = "x", better: str = "higher") -> dict:
-    """a / b of two metrics measured apart: relative spreads of independent estimates add in quadrature."""
-    spread = math.hypot(a["spread"], b["spread"])
-    return metric(a["value"] / b["value"], unit, better, spread=spread,
-                  stable=a["stable"] and b["stable"] and spread <= TARGET_SPREAD)
-
-
-def side_target(paired_with_another: bool) -> float:
-    """The spread to hold one side of a ratio at, so that the ratio of two such sides holds ``TARGET_SPREAD``."""
-    return TARGET_SPREAD / math.sqrt(2) if paired_with_another else TARGET_SPREAD
-
-
 @dataclass
 class Repeated:
     samples: dict = field(default_factory=dict)      # key -> one sample per round
@@ -128,6 +117,51 @@ def repeat(one_round, *, time_cap: float, target: float = TARGET_SPREAD, min_rep
         else:
             continue
         return out
+
+
+def calls_per_block(fn, clock=time.perf_counter, min_block_s: float = MIN_BLOCK_S) -> int:
+    """How many back-to-back calls of ``fn`` last at least ``min_block_s`` (doubling from 1)."""
+    calls = 1
+    while calls < MAX_CALLS:
+        t0 = clock()
+        for _ in range(calls):
+            fn()
+        if clock() - t0 >= min_block_s:
+            break
+        calls *= 2
+    return calls
+
+
+def alternating_blocks(sides: dict, *, time_cap: float, derived=None, min_block_s: float = MIN_BLOCK_S,
+                       clock=time.perf_counter, **repeat_args) -> Repeated:
+    """Rounds in which every side (``{name: fn}``, ``fn()`` returning ``{key: sample}``) takes a turn of a
+    block of back-to-back calls lasting at least ``min_block_s``, repeated (:func:`repeat`) until every
+    figure's spread is within target: samples keyed ``"{name} {key}"``, each the median of one block, and
+    those ``derived(round's samples)`` adds (ratios of the sides, held to the target too).
+    Why blocks, and why in turns (both seen on a 2-core VM):
+
+    - the machine's speed drifts (1.7x within a minute, a plain numpy loop alike), so a figure measured for
+      seconds after the other's differs by the drift; a round's blocks are milliseconds apart, so a ratio of
+      two sides taken per round keeps still while the figures move;
+    - a call right after the other side's, or after a pause, pays for threads gone to sleep and caches the
+      other side filled (a 126 us prefill took 230-680 us so); a block's first call, which pays it, is not
+      counted when the block has more, and who goes first alternates from round to round."""
+    calls = {name: calls_per_block(fn, clock, min_block_s) for name, fn in sides.items()}
+    order = list(sides)
+
+    def one_round():
+        out = {}
+        for name in order:
+            fn, n = sides[name], calls[name]
+            if n > 1:
+                fn()                                     # the turn's warm-up
+            samples = [fn() for _ in range(n)]
+            out.update({f"{name} {k}": statistics.median(s[k] for s in samples) for k in samples[0]})
+        order.reverse()
+        if derived is not None:
+            out.update(derived(out))
+        return out
+    return repeat(one_round, time_cap=time_cap, clock=clock, **repeat_args)
 
 
 def across_processes(metrics: list[dict]) -> dict:

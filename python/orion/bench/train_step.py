@@ -19,7 +19,7 @@ from ..train.programs import LayerPrograms
 from ..train.step import GradAccumulator, StepEngine, zero_grads
 from ..train.trainer import blas_threads as limit
 from ..train.trainer import default_blas_threads
-from .measure import figure, ratio, repeat, side_target, time_cap
+from .measure import alternating_blocks, figure, time_cap
 
 
 class OrionTrainSteps:
@@ -260,37 +260,38 @@ def setup(preset: str, layers: int, seq: int):
 
 def run(quick: bool = False, use_torch: bool = True, log=lambda *a: None) -> dict:
     """The ``train`` section of an ``orion bench`` result: seconds per step of both sides and our step's
-    split (medians after a warm-up step, repeated until their spreads are within target, :mod:`.measure`),
-    and the speed-up (torch time / ours)."""
+    split (medians repeated until their spreads are within target, :mod:`.measure`), and the speed-up (torch
+    time / ours). The sides take turns, a block of steps each per round, and the speed-up's samples are each
+    round's ratio (:func:`.measure.alternating_blocks` says why)."""
     p = QUICK if quick else FULL
-    cap, target = time_cap(quick), side_target(use_torch)
     cfg, params, tokens = setup(p["preset"], p["layers"], p["seq"])
     ours = OrionTrainSteps(cfg, {k: v.copy() for k, v in params.items()}, tokens, "dynamic", None)
-    try:
-        ours.step()                                    # warm-up
-        last = {}
+    theirs = TorchTrainSteps(cfg, params, tokens) if use_torch else None
+    last = {}
 
-        def one_step():
-            last.update(ours.step())
-            return {k: last[k] for k in ("total",) + PARTS}
-        rep = repeat(one_step, time_cap=cap, target=target)
+    def ours_step():
+        last.update(ours.step())
+        return {k: last[k] for k in ("total",) + PARTS}
+    sides = {"orion": ours_step}
+    if theirs is not None:
+        sides["torch"] = lambda: {"total": theirs.step()["total"]}
+    try:
+        rep = alternating_blocks(sides, time_cap=time_cap(quick) * len(sides),
+                                 derived=lambda r: {"speedup": r["torch total"] / r["orion total"]} if theirs else {})
     finally:
         ours.release()
-    metrics = {"orion_step_s": figure(rep.samples["total"], "s/step", "lower")}
+    samples = {k.removeprefix("orion "): v for k, v in rep.samples.items()}
+    metrics = {"orion_step_s": figure(samples["total"], "s/step", "lower")}
     for part in PARTS:
-        metrics[f"orion_{part}_s"] = figure(rep.samples[part], "s/step", "lower")
+        metrics[f"orion_{part}_s"] = figure(samples[part], "s/step", "lower")
     notes = [f"orion on {ours.device}, strategy dynamic: {last['compiles']} compiles and {last['loads']} loads "
-             f"per step; one-time compile {ours.compile_s:.2f} s (not timed); medians of {rep.reps} steps "
-             f"(stopped: {rep.stopped})"]
+             f"per step; one-time compile {ours.compile_s:.2f} s (not timed); medians of {rep.reps} rounds "
+             f"(stopped: {rep.stopped}), each a block's median"]
     params_out = dict(preset=p["preset"], layers=p["layers"], seq=p["seq"], d_model=cfg.d_model,
-                      vocab_size=cfg.vocab_size, repeat={"orion": rep.summary()})
-    if use_torch:
-        theirs = TorchTrainSteps(cfg, params, tokens)
-        theirs.step()                                  # warm-up
-        t_rep = repeat(lambda: {"total": theirs.step()["total"]}, time_cap=cap, target=target)
-        params_out["repeat"]["torch"] = t_rep.summary()
-        metrics["torch_step_s"] = figure(t_rep.samples["total"], "s/step", "lower")
-        metrics["speedup_vs_torch"] = ratio(metrics["torch_step_s"], metrics["orion_step_s"])
-        notes.append(f"PyTorch CPU fp32 with AdamW, {theirs.threads} threads; medians of {t_rep.reps} steps "
-                     f"(stopped: {t_rep.stopped})")
+                      vocab_size=cfg.vocab_size, repeat=rep.summary())
+    if theirs is not None:
+        metrics["torch_step_s"] = figure(samples["torch total"], "s/step", "lower")
+        metrics["speedup_vs_torch"] = figure(samples["speedup"], "x", "higher")
+        notes.append(f"PyTorch CPU fp32 with AdamW, {theirs.threads} threads, a block of steps after each block "
+                     f"of ours (:func:`orion.bench.measure.alternating_blocks`); speed-up = torch / orion, per round")
     return {"params": params_out, "notes": notes, "metrics": metrics}
