@@ -139,11 +139,7 @@ def test_nan_is_never_rewritten():
     assert np.isnan(global_norm({"a": np.array([1.0, np.nan], np.float32)}))
 
 
-def test_an_activation_within_fp16_goes_to_the_device_as_is_and_q_k_widen_exactly():
-    from orion.train.stability import _as_f32
+def test_an_activation_within_fp16_goes_to_the_device_as_is():
     stats = StabilityStats()
     x = np.array([[FP16_MAX, -FP16_MAX, 0.0, 1.5]], np.float32)
     assert to_device_activation(x, stats) is x and stats.boundary_clamps == 0     # no copy, nothing counted
-    h = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float16)
-    h[0, :3] = [np.float16(65504), np.float16(6e-8), np.float16(-0.0)]
-    np.testing.assert_array_equal(_as_f32(h).view(np.uint32), h.astype(np.float32).view(np.uint32))

@@ -99,17 +99,23 @@ def unpack_bits(packed, bits: int, count: int, signed: bool = False) -> np.ndarr
     if bits == 8:
         return p.view(np.int8 if signed else np.uint8).copy()
     g, b = _group(bits)
-    buf = np.zeros(-(-p.size // b) * b, np.uint32)
-    buf[:p.size] = p
-    buf = buf.reshape(-1, b)
-    acc = np.zeros(buf.shape[0], np.uint32)
-    for j in range(b):
-        acc |= buf[:, j] << np.uint32(8 * j)
-    mask = np.uint32((1 << bits) - 1)
-    vals = np.empty((buf.shape[0], g), np.uint8)
-    for i in range(g):
-        vals[:, i] = (acc >> np.uint32(i * bits)) & mask
-    vals = vals.reshape(-1)[:count]
+    if b == 1:       # 1/2/4 bits: a group is one byte - stay in uint8 (the 32-bit words cost 3x a 4-bit load's unpack)
+        vals = np.empty((p.size, g), np.uint8)
+        for i in range(g):
+            np.bitwise_and(p >> np.uint8(i * bits), np.uint8((1 << bits) - 1), out=vals[:, i])
+        vals = vals.reshape(-1)[:count]
+    else:            # 3/6 bits: 24-bit words
+        buf = np.zeros(-(-p.size // b) * b, np.uint32)
+        buf[:p.size] = p
+        buf = buf.reshape(-1, b)
+        acc = np.zeros(buf.shape[0], np.uint32)
+        for j in range(b):
+            acc |= buf[:, j] << np.uint32(8 * j)
+        mask = np.uint32((1 << bits) - 1)
+        vals = np.empty((buf.shape[0], g), np.uint8)
+        for i in range(g):
+            vals[:, i] = (acc >> np.uint32(i * bits)) & mask
+        vals = vals.reshape(-1)[:count]
     if signed:  # sign-extend from `bits` bits
         return ((vals.astype(np.int16) ^ (1 << (bits - 1))) - (1 << (bits - 1))).astype(np.int8)
     return vals.copy()

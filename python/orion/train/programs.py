@@ -57,6 +57,7 @@ from ..models import llama
 from ..models.config import LlamaConfig
 from ..models.fp16_safety import Fp16Plan
 from ..native import weight_updates
+from ..native.convert import to_fp16
 from ..native.runtime import resolve_device
 from ..native.weight_updates import verified_delta
 from ..quant import QuantizedArray
@@ -633,7 +634,7 @@ class BoundOutputs:
             if tuple(arr.shape) != tuple(b.shape):
                 raise TrainError(f"input {b.name!r}: shape {list(arr.shape)}, the program takes {list(b.shape)}")
             if arr.dtype == np.float32 and view.dtype == np.float16:
-                arr = _native.convert_fp(np.ascontiguousarray(arr))     # the runtime's fp32 -> fp16 (RNE)
+                arr = to_fp16(arr)                                      # the runtime's fp32 -> fp16 (RNE)
             np.copyto(view, arr, casting="same_kind")
             slots.append(surf)
         rt.eval_slots(slots, self.out_surfaces)

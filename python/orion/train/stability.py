@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .. import _native
+from ..native.convert import to_fp32
 from .programs import SCORE_CLAMP
 
 FP16_MAX = 65504.0
@@ -84,8 +84,8 @@ def count_score_clamps(q: np.ndarray, k: np.ndarray, n_heads: int, n_kv: int, cl
     s = q.shape[-1]
     hd = q.shape[0] // n_heads
     g = n_heads // n_kv
-    qh = _as_f32(q).reshape(n_heads, hd, s)
-    kh = _as_f32(k).reshape(n_kv, hd, s)
+    qh = to_fp32(q).reshape(n_heads, hd, s)
+    kh = to_fp32(k).reshape(n_kv, hd, s)
     qn = np.sqrt(np.einsum("hds,hds->hs", qh, qh)).max(axis=1)
     kn = np.sqrt(np.einsum("hds,hds->hs", kh, kh)).max(axis=1)
     total = 0
@@ -100,9 +100,3 @@ def count_score_clamps(q: np.ndarray, k: np.ndarray, n_heads: int, n_kv: int, cl
     return total
 
 
-def _as_f32(a: np.ndarray) -> np.ndarray:
-    """fp32 values of ``a``: the device's fp16 q/k widened by the native converter (exact, as numpy's, which
-    widens element by element at ~2.5 ns each: 0.5 ms per layer at the Stories110M shape)."""
-    if a.dtype == np.float16 and a.flags.c_contiguous:
-        return _native.convert_fp(a)
-    return np.asarray(a, np.float32)

@@ -9,35 +9,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import _native
 from ...errors import InputError
 from ...ir.graph import Graph
+from ...native import convert
 from .context import CompileContext
 
 FP16_MAX = 65504.0
 FP16_ROUNDS_TO_MAX = 65519.99  # larger magnitudes round to inf in fp16
 
 
-def _convert_fp16(arr: np.ndarray) -> np.ndarray:
-    """fp32/fp64 → contiguous fp16 (round to nearest even) with the native vectorised converter."""
-    if arr.dtype == np.float16:
-        return np.ascontiguousarray(arr)
-    if arr.size < 4096:  # a native call costs more than numpy's cast for tiny constants
-        with np.errstate(over="ignore", invalid="ignore"):
-            return np.ascontiguousarray(arr.astype(np.float16))
-
-    if not arr.flags.c_contiguous and arr.flags.f_contiguous:
-        # A transposed weight (W.T for the backward programs): convert the contiguous base, then
-        # transpose half the bytes — several times faster than transposing fp32 first.
-        return np.ascontiguousarray(_native.convert_fp(np.ascontiguousarray(arr.T, dtype=np.float32)).T)
-    return _native.convert_fp(np.ascontiguousarray(arr, dtype=np.float32))
-
-
 def to_fp16(node) -> np.ndarray:
     """The fp16 array the codegen bakes for a const node (converted once, cached on the node)."""
     cached = node.attrs.get("_fp16")
     if cached is None:
-        cached = node.attrs["_fp16"] = _convert_fp16(np.asarray(node.attrs["value"]))
+        cached = node.attrs["_fp16"] = convert.to_fp16(node.attrs["value"])
     return cached
 
 

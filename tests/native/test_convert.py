@@ -1,0 +1,55 @@
+"""orion.native.convert: fp32 <-> fp16 arrays through the native converter give numpy's casts bit for bit, at
+every size (tiny arrays take numpy's own cast), for C- and Fortran-ordered arrays, with overflow to inf and
+subnormals; and the dequantizations built on it (quant.common.shift_scale) equal numpy's arithmetic."""
+
+import numpy as np
+import pytest
+
+from orion.native import convert
+from orion.quant.common import shift_scale
+
+RNG = np.random.default_rng(0)
+
+
+def _hard_fp32(shape):
+    """fp32 values around every fp16 edge: random magnitudes from 2^-30 to 2^17 (subnormals, overflow), ties."""
+    x = (RNG.standard_normal(shape) * np.exp2(RNG.integers(-30, 18, shape))).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[:4] = [65519.99, 65520.0, -65520.0, np.float32(2.0 ** -25)]     # below / at the rounding to inf; a tie
+    return x
+
+
+@pytest.mark.parametrize("shape", [(5,), (40, 50), (300, 77)])
+def test_to_fp16_is_numpys_cast_bit_for_bit(shape):
+    x = _hard_fp32(shape)
+    with np.errstate(over="ignore"):
+        ref = x.astype(np.float16)
+    for arr in (x, np.asfortranarray(x), x.T):
+        got = convert.to_fp16(arr)
+        assert got.dtype == np.float16 and got.flags.c_contiguous and got.shape == arr.shape
+        with np.errstate(over="ignore"):
+            np.testing.assert_array_equal(got.view(np.uint16), arr.astype(np.float16).view(np.uint16))
+    assert np.isinf(ref.reshape(-1)[1])                                  # the edge cases did reach overflow
+
+
+def test_to_fp16_of_float64_goes_through_fp32_as_the_runtime_gets_it():
+    x = _hard_fp32((100, 100)).astype(np.float64) * (1 + 2.0 ** -30)
+    np.testing.assert_array_equal(convert.to_fp16(x).view(np.uint16),
+                                  convert.to_fp16(x.astype(np.float32)).view(np.uint16))
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (128, 64)])
+def test_to_fp32_widens_exactly(shape):
+    h = RNG.standard_normal(shape).astype(np.float16)
+    h.reshape(-1)[:3] = [np.float16(65504), np.float16(6e-8), np.float16(-0.0)]
+    np.testing.assert_array_equal(convert.to_fp32(h).view(np.uint32), h.astype(np.float32).view(np.uint32))
+
+
+def test_shift_scale_equals_numpys_arithmetic():
+    q = RNG.integers(-127, 128, (256, 96)).astype(np.int8)
+    scale = (RNG.random((256, 1)) * 2.0 ** RNG.integers(-14, 9, (256, 1))).astype(np.float16)
+    offset = RNG.integers(-3, 4, (256, 1)).astype(np.int8)
+    ref = ((q.astype(np.float32) - offset.astype(np.float32)) * scale.astype(np.float32))
+    with np.errstate(over="ignore"):
+        ref = ref.astype(np.float16)
+    np.testing.assert_array_equal(shift_scale(q, scale, offset).view(np.uint16), ref.view(np.uint16))
