@@ -258,22 +258,6 @@ def test_a_layers_decoded_weights_are_freed_with_their_last_use():
         gc.enable()
 
 
-def test_the_cpu_classifier_panels_are_built_block_by_block():
-    """The classifier's 16-row panels (k-major, the last one zero-padded) are written block by block into the
-    result, the mapped weight's pages handed back after each block: no padded or transposed whole copy."""
-    from orion.models.engine import PANEL_BLOCK_ROWS, _classifier_panels
-    V, d = 2 * PANEL_BLOCK_ROWS + 37, 8
-    W = np.random.default_rng(0).standard_normal((V, d)).astype(np.float16)
-    released = []
-    P = _classifier_panels(W, lambda: released.append(1))
-    n = -(-V // 16)
-    want = np.zeros((n * 16, d), np.float16)
-    want[:V] = W
-    assert P.shape == (n, d, 16) and P.flags.c_contiguous
-    assert P.tobytes() == np.ascontiguousarray(want.reshape(n, 16, d).transpose(0, 2, 1)).tobytes()
-    assert len(released) == 3
-
-
 def test_program_sets_of_one_bucket_allocate_the_layer_weights_once():
     """A second program set of the same layout stages each layer into a spare surface, finds the bytes of the
     first set's and keeps those: the layers' surfaces are the same objects in both sets and no spare outlives

@@ -53,3 +53,13 @@ def test_shift_scale_equals_numpys_arithmetic():
     with np.errstate(over="ignore"):
         ref = ref.astype(np.float16)
     np.testing.assert_array_equal(shift_scale(q, scale, offset).view(np.uint16), ref.view(np.uint16))
+
+
+def test_a_read_only_array_converts_in_place_of_a_copy():
+    """A weight memory-mapped read-only from the weight cache (the CPU classifier's) takes the native path."""
+    h = RNG.standard_normal((128, 64)).astype(np.float16)
+    h.flags.writeable = False
+    np.testing.assert_array_equal(convert.to_fp32(h).view(np.uint32), h.astype(np.float32).view(np.uint32))
+    x = h.astype(np.float32)
+    x.flags.writeable = False
+    np.testing.assert_array_equal(convert.to_fp16(x).view(np.uint16), h.view(np.uint16))

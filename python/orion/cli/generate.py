@@ -33,6 +33,7 @@ from .. import models
 from ..errors import InputError
 from ..lora.files import read_config
 from ..models.batch import MAX_BATCH, BatchStats
+from ..models.classifier import WEIGHTS
 from ..models.quantize import MODEL_SCHEMES
 from ..models.speculative import MAX_DRAFT
 from ..native.runtime import resolve_device
@@ -43,6 +44,12 @@ from .common import CHIPS, DEVICES, UsageError, check_writable_target, float_in,
 from .w8a8 import add_activation_flags, check_activation_flags, load_w8a8, read_text
 
 __all__ = ["add_generate_parser", "cmd_generate"]
+
+
+def _classifier_weights(args) -> dict:
+    """``classifier_weights`` for load() when --classifier-weights was given (else the model's default)."""
+    kind = getattr(args, "classifier_weights", None)
+    return {} if kind is None else {"classifier_weights": kind}
 
 
 def add_generate_parser(subparsers):
@@ -90,6 +97,8 @@ def add_generate_parser(subparsers):
     g.add_argument("--chip", choices=CHIPS, help="simulator chip profile")
     g.add_argument("--classifier", default="cpu", choices=["cpu", "device"], help="run the vocabulary projection "
                    "on the CPU (default) or as chunked programs")
+    g.add_argument("--classifier-weights", default=None, choices=WEIGHTS, help="the CPU classifier's weights "
+                   "(default: int8 with --quantize, else fp16)")
     g.add_argument("--adapter-path", "--adapter", dest="adapter", default=None, metavar="DIR", help="LoRA adapter (PEFT folder: adapter_config.json + "
                    "adapter_model.safetensors, e.g. from orion train --lora); A/B become program inputs")
     g.add_argument("--quantize", default=None, choices=MODEL_SCHEMES,
@@ -171,7 +180,7 @@ def cmd_generate(args, out=None, err=None) -> int:
     model = load_w8a8(models.load, args.model, err, tokenizer=args.tokenizer, device=args.device, profile=profile,
                       cache=args.cache_dir, use_cache=not getattr(args, "no_cache", False), classifier=args.classifier,
                       quantize=getattr(args, "quantize", None), activations=getattr(args, "activations", None),
-                      calibration=calib)
+                      calibration=calib, **_classifier_weights(args))
     if getattr(args, "adapter", None) or run_adapter is not None:
         model.set_adapter(run_adapter or args.adapter)
     kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
@@ -193,7 +202,7 @@ def cmd_generate(args, out=None, err=None) -> int:
         if draft_path:
             spec = models.load(draft_path, tokenizer=args.tokenizer, device=args.device, profile=profile,
                         cache=args.cache_dir, use_cache=not getattr(args, "no_cache", False),
-                        classifier=args.classifier)
+                        classifier=args.classifier, **_classifier_weights(args))
         r = model.generate(prompt, speculative=spec, draft_k=args.draft_k if draft_path else None, **kw)
         text = r.text if model.tokenizer is not None else " ".join(str(t) for t in r.tokens)
         out.write((prompt if isinstance(prompt, str) else "") + text + "\n")

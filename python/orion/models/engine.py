@@ -13,8 +13,8 @@ Design - the KV cache as program inputs:
   an additive ``mask [1,1,S,T]`` input (0 / -1e4), RoPE angles are ``cos``/``sin`` inputs, so one program
   serves every position. Context buckets ``T`` (powers of two up to ``n_ctx``) bound the attention work.
 * Programs are compiled once per ``(S, T)`` and kept; the classifier runs on the CPU (fp16 weights in
-  16-row panels through the native GEMM: fp32 accumulation, half the bytes of fp32 BLAS, no second
-  thread pool spinning between the stage programs) or as chunked programs (``classifier="device"``;
+  16-row panels, or int8 codes, through the native GEMM: fp32 accumulation, no second thread pool spinning
+  between the stage programs; :mod:`.classifier`) or as chunked programs (``classifier="device"``;
   rows split so no axis exceeds C22's 65,536 and no program holds more than ``classifier_chunk`` rows,
   C26).
 """
@@ -37,6 +37,7 @@ from ..errors import BudgetExceeded, CompileError, InputError, ModelFormatError
 from ..ir import Graph, ops
 from ..quant import QuantizedArray
 from ..native.runtime import resolve_device
+from . import classifier as cpu_classifier
 from . import host_pages, llama
 from .chain import StepChain, feed_once, same_feeds, shared_feeds
 from .feeds import additive_mask, layer_feeds
@@ -80,36 +81,6 @@ def _family(cfg):
     raise ModelFormatError(f"unsupported model family {cfg.family!r}")
 
 
-# rows of the classifier weight turned into panels at a time (its mapped pages handed back after each block)
-PANEL_BLOCK_ROWS = 4096
-
-
-def _classifier_panels(W, release=None) -> np.ndarray:
-    """``W [V, d]`` -> fp16 ``[ceil(V/16), d, 16]``: 16-row panels stored k-major, the layout the native
-    packed-weight GEMM streams in place (``gemm_panels_f16``). The CPU classifier reads half the bytes of fp32
-    (the programs hold fp16 weights anyway) and runs on orion's threads: no BLAS pool spinning between
-    the stage programs. Written block by block into the result (no padded or transposed copy of the whole
-    matrix beside it); ``release()`` after each block gives back the pages of ``W``'s mapped file it read
-    (:mod:`.host_pages`), so at most a block of them is resident with the panels."""
-    if not isinstance(W, np.ndarray):
-        W = np.asarray(W)
-    V, d = W.shape
-    n = -(-V // 16)
-    P = np.empty((n, d, 16), np.float16)
-    for r0 in range(0, V, PANEL_BLOCK_ROWS):
-        r1 = min(V, r0 + PANEL_BLOCK_ROWS)
-        rows = np.asarray(W[r0:r1], np.float16)
-        full = (r1 - r0) // 16
-        P[r0 // 16:r0 // 16 + full] = rows[:full * 16].reshape(full, 16, d).transpose(0, 2, 1)
-        if full * 16 < r1 - r0:                  # the last panel: zero rows below the vocabulary
-            last = np.zeros((16, d), np.float16)
-            last[:r1 - r0 - full * 16] = rows[full * 16:]
-            P[r0 // 16 + full] = last.T
-        if release is not None:
-            release()
-    return P
-
-
 def _take_values(g: Graph) -> dict:
     """``{weight name: (its graph value, its array)}``, the arrays taken out of the graph: a graph is a cycle of
     nodes and values that only the garbage collector frees, which would keep every layer's (decoded) weights
@@ -126,7 +97,8 @@ class Engine:
     """Runs one model on a device: ``reset()``, ``prefill(ids)``, ``step(token)`` → logits.
 
     ``ctx_buckets``: cache lengths T to compile for (default powers of two from 64 to n_ctx, plus n_ctx);
-    ``prefill_buckets``: prefill chunk sizes S; ``classifier``: "cpu" or "device";
+    ``prefill_buckets``: prefill chunk sizes S; ``classifier``: "cpu" or "device"; ``classifier_weights``: the
+    CPU classifier's "fp16" or "int8" (:mod:`.classifier`; the device classifier is fp16);
     ``residual_scale``: factor carried by the residual stream inside the programs so that it stays within
     fp16 (exact up to rounding; see :mod:`orion.models.fp16_safety`): a number, or "auto" (measured on
     ``probe_ids`` - default :func:`~.fp16_safety.calibration_ids` - through the model definition in
@@ -139,9 +111,10 @@ class Engine:
     def __init__(self, cfg, weights: dict, *, device: str = "auto", profile=None, classifier: str = "cpu",
                  ctx_buckets: Sequence[int] | None = None, prefill_buckets: Sequence[int] = PREFILL_BUCKETS,
                  classifier_chunk: int = 16384, compile_options: dict | None = None, residual_scale="auto",
-                 probe_ids=None, layers: str = "auto", stream_weights="auto"):
+                 probe_ids=None, layers: str = "auto", stream_weights="auto", classifier_weights: str = "fp16"):
         if classifier not in ("cpu", "device"):
             raise InputError(f"classifier must be 'cpu' or 'device', got {classifier!r}")
+        self.classifier_weights = cpu_classifier.check_weights(classifier_weights)
         if layers not in LAYER_MODES:
             raise InputError(f"layers must be one of {', '.join(LAYER_MODES)}, got {layers!r}")
         if stream_weights not in ("auto", True, False):
@@ -181,7 +154,7 @@ class Engine:
         self.cls_sets: dict[int, list[tuple[int, int, Stage]]] = {}
         self._synced: dict[tuple[int, int], int] = {}
         self._chains: dict = {}                          # ((S, T), n) -> (stages, StepChain or None)
-        self._wcls = None                                # classifier panels (CPU path)
+        self._wcls = None                                # the CPU classifier's weight (models/classifier.py)
         self.pos = 0
         self.T = self.ctx_buckets[0]
         self.compiles = 0
@@ -694,10 +667,12 @@ class Engine:
         z = _native.gemm_panels_f16(self._cpu_classifier(), hh, f32_out=True, trans_out=True)  # [n, 16 ceil(V/16)]
         return self._softcap(z[:, :self.cfg.vocab_size])
 
-    def _cpu_classifier(self) -> np.ndarray:
-        """The CPU classifier's weight panels, built once (the weights' mapped pages released after)."""
+    def _cpu_classifier(self):
+        """The CPU classifier's weight, built once (:mod:`.classifier`: fp16 panels, or int8 codes with
+        ``classifier_weights="int8"``; the weights' mapped pages released as it goes)."""
         if self._wcls is None:
-            self._wcls = _classifier_panels(self.fam.classifier_weight(self.cfg, self.w), self.release_host_pages)
+            self._wcls = cpu_classifier.build(self.fam.classifier_weight(self.cfg, self.w), self.classifier_weights,
+                                              self.release_host_pages)
         return self._wcls
 
     def _softcap(self, z: np.ndarray) -> np.ndarray:

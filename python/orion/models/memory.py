@@ -14,6 +14,7 @@ from ..compiler.driver import check
 from ..errors import InputError
 from ..native.runtime import resolve_device
 from ..quant import QuantizedArray
+from . import classifier as cpu_classifier
 from . import host_pages
 from .engine import AS_INPUTS, DECODE_S
 from .layer_params import take_stored
@@ -123,7 +124,7 @@ def memory_report(model) -> dict[str, int | None]:
         for s in own:
             count("program_surfaces", s)
         if eng._wcls is not None:
-            out["classifier_panels"] = int(np.asarray(eng._wcls).nbytes)
+            out["classifier_panels"] = cpu_classifier.held_bytes(eng._wcls)
     counted = sum(out[k] for k in COUNTED)
     rss = process_rss()
     out.update(counted=counted, process_rss=rss, other=None if rss is None else rss - counted)
@@ -254,9 +255,8 @@ def memory_plan(model, n_prompt: int = PLAN_PROMPT, n_new: int = PLAN_NEW) -> di
             for p in parts:
                 out["program_surfaces"] += (p["other"] + p["weight"]) * copies
                 out["kv_cache"] += p["kv_cache"] * copies
-    if eng.classifier == "cpu":      # engine._classifier_panels: fp16 rows padded to panels of 16
-        V, d = eng.cfg.vocab_size, eng.cfg.d_model
-        out["classifier_panels"] = -(-V // 16) * 16 * d * 2
+    if eng.classifier == "cpu":
+        out["classifier_panels"] = cpu_classifier.nbytes(eng.classifier_weights, eng.cfg.vocab_size, eng.cfg.d_model)
     out["counted"] = sum(out[k] for k in COUNTED)
     out["estimated"] = ["weights_resident", "layer_weight_surfaces", "layer_weights_streamed", "kv_cache",
                         "program_surfaces"]

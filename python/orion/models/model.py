@@ -33,7 +33,8 @@ class Model:
     >>> m = orion.models.load("stories260K.bin")
     >>> for tok in m.stream([1], max_tokens=20): print(tok.id)
 
-    ``quantize``: a scheme of :data:`~orion.models.quantize.MODEL_SCHEMES` for the layers' linears;
+    ``quantize``: a scheme of :data:`~orion.models.quantize.MODEL_SCHEMES` for the layers' linears (and then the
+    CPU classifier int8 unless ``classifier_weights="fp16"``: :mod:`orion.models.classifier`);
     ``weights_cache``: the weight cache entry ``weights`` came from (:func:`load` passes it), beside which the
     compressed weights are kept and memory-mapped (:func:`~orion.models.quantize.quantize_model`).
     """
@@ -49,6 +50,7 @@ class Model:
             check_w8a8(quantize, activations, calibration)
         if quantize is not None:
             weights, self.quantization = quantize_model(weights, quantize, cache_file=weights_cache)
+            engine_options.setdefault("classifier_weights", "int8")   # models/classifier.py says why
         self.config, self.weights, self.tokenizer = config, weights, tokenizer
         self.name = name or config.family
         self.device, self.profile = device, profile

@@ -4,8 +4,9 @@ into the parts the extra constexpr operands need under C18) becomes an
 :class:`orion.quant.QuantizedArray`, which the stage graphs bake as a constexpr op (the programs hold
 the compressed bytes) and every numpy consumer reads as the exact fp16 values the op produces.
 
-Kept fp16: embeddings, norms, biases and the classifier (it runs on the CPU by default; a device
-classifier is sliced into row chunks, which a compressed weight does not survive). Group / block sizes
+Kept fp16: embeddings, norms, biases and the device classifier (sliced into row chunks, which a compressed weight
+does not survive). The CPU classifier (the default) is int8 in a quantized model unless ``classifier_weights="fp16"``
+(:mod:`orion.models.classifier`: built from the fp16 weight at load, not stored). Group / block sizes
 that do not divide a tensor (stories260K's d_ff = 172 with LUT groups of 16, int4 blocks of 32) are
 replaced per tensor by the smallest divisor above them (:func:`orion.quant.fitting_divisor`; 172 -> 43).
 

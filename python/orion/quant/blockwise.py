@@ -16,8 +16,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import QuantizationError
-from .common import (QuantizedTensor, as_fp16_weight, check_divides, covering_scale, expand_shape,
-                     shift_scale)
+from ..native.convert import to_fp32
+from .common import QuantizedTensor, as_fp16_weight, check_divides, covering_scale, expand_shape, shift_scale
 from .packing import PackedInts
 
 __all__ = ["BlockwiseQuantized", "quantize_blockwise"]
@@ -95,7 +95,7 @@ def quantize_blockwise(w: np.ndarray, bits: int = 4, *, block_size: int = 32,
     rest = w16.shape[2:]
     # fp32 division is exact enough for rint() (see quantize_int8)
     # [out, blocks, block, rest...] -> statistics over everything but (out, blocks)
-    blocks = w16.astype(np.float32).reshape(out, n_in // bs, bs, -1)
+    blocks = to_fp32(w16).reshape(out, n_in // bs, bs, -1)
     sshape = (out, n_in // bs) + (1,) * len(rest)
     if symmetric:
         top = (1 << (bits - 1)) - 1

@@ -14,6 +14,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import QuantizationError
+from ..native.convert import to_fp32
 from .common import QuantizedTensor, as_fp16_weight, covering_scale, expand_shape, shift_scale
 from .packing import PackedInts
 
@@ -69,6 +70,13 @@ class AffineQuantized(QuantizedTensor):
         return AffineQuantized(self.quantized_data.reshaped(shape), self.scale, self.zero_point, self.axis)
 
 
+def symmetric_row_scales(rows: np.ndarray) -> np.ndarray:
+    """The fp16 scale of each row of ``rows`` (float32 ``[n, K]``, fp16 values) that symmetric :func:`quantize_int8`
+    gives it: ``max|row| / 127``, rounded up where fp16 rounding would clip (the CPU classifier computes them a
+    block of rows ahead of the codes: models/classifier.py)."""
+    return covering_scale(np.abs(rows).max(axis=1), 127)
+
+
 def quantize_int8(w: np.ndarray, *, symmetric: bool = True) -> AffineQuantized:
     """Quantize ``w`` (``[out, in, ...]``) per output channel (axis 0) to 8 bits.
 
@@ -80,9 +88,9 @@ def quantize_int8(w: np.ndarray, *, symmetric: bool = True) -> AffineQuantized:
     w16 = as_fp16_weight(w, "quantize_int8")
     # fp32 division is enough: a quotient of two fp16 values is never within half an fp32 ulp of a
     # rounding tie unless it is exactly one, so rint() gives what exact arithmetic gives.
-    rows = w16.reshape(w16.shape[0], -1).astype(np.float32)
+    rows = to_fp32(w16.reshape(w16.shape[0], -1))          # numpy widens fp16 element by element
     if symmetric:
-        scale = covering_scale(np.abs(rows).max(axis=1), 127)
+        scale = symmetric_row_scales(rows)
         zp = np.zeros(rows.shape[0], np.int8)
         q = np.clip(np.rint(rows / scale[:, None].astype(np.float32)), -127, 127).astype(np.int8)
     else:

@@ -89,6 +89,41 @@ nb::object gemm(const HArr& a, const HArr& b, bool trans_a, bool trans_b, bool f
   return nb::cast(out);
 }
 
+// C = A b for a packed A (caller-owned panels, or a compressed weight's) as [16 ceil(M / 16), N] (or its transpose):
+// rows past A's M - a compressed weight's last panel's padding - are zero, as they are in padded panels.
+template <typename T>
+void packed_product_into(const k::PackedA& pa, const k::GemmShape& g, const f16* pb, T* c, int64_t rows, bool trans_out) {
+  nb::gil_scoped_release nogil;
+  if (rows > pa.M) {
+    if (!trans_out) std::fill(c + pa.M * g.N, c + rows * g.N, T{});
+    else for (int64_t j = 0; j < g.N; ++j) std::fill(c + j * rows + pa.M, c + (j + 1) * rows, T{});
+  }
+  k::gemm_packed_f16(pa, g, 1, &pb, &c, trans_out);
+}
+
+nb::object packed_product(const k::PackedA& pa, const HArr& b, bool f32_out, bool trans_out) {
+  Operand B = operand(b, "b");
+  if (b.ndim() != 2) throw std::invalid_argument("gemm_panels_f16: b must be 2-D [K, N]");
+  if (B.rows != pa.K) throw std::invalid_argument("gemm_panels_f16: inner dimensions differ");
+  const int64_t rows = (pa.M + 15) / 16 * 16;
+  k::GemmShape g;
+  g.N = B.cols;
+  g.ldb = B.ld;
+  g.ldc = trans_out ? rows : g.N;
+  std::vector<size_t> shape{(size_t)rows, (size_t)g.N};
+  if (trans_out) std::swap(shape[0], shape[1]);
+  if (f32_out) {
+    float* c;
+    auto out = new_array<float>(shape, &c);
+    packed_product_into(pa, g, hp(b), c, rows, trans_out);
+    return nb::cast(out);
+  }
+  half_t* c;
+  auto out = new_array<half_t>(shape, &c);
+  packed_product_into(pa, g, hp(b), reinterpret_cast<f16*>(c), rows, trans_out);
+  return nb::cast(out);
+}
+
 // C [P * 16, N] = A @ b with A given as its 16-row panels [P, K, 16] (row 16 p + r of A at k is
 // panels[p, k, r]): the packed layout the simulator streams for constant weights, here owned by the
 // caller (the engine's CPU classifier), so a matrix-vector product runs the multi-panel route.
@@ -98,37 +133,11 @@ nb::object gemm_panels(const HArr& panels, const HArr& b, bool f32_out, bool tra
   if (panels.ndim() != 3 || panels.shape(2) != 16)
     throw std::invalid_argument("gemm_panels_f16: panels must be [P, K, 16]");
   require_contig(panels, "gemm_panels_f16: panels");
-  Operand B = operand(b, "b");
-  if (b.ndim() != 2) throw std::invalid_argument("gemm_panels_f16: b must be 2-D [K, N]");
   k::PackedA pa;
   pa.M = (int64_t)panels.shape(0) * 16;
   pa.K = (int64_t)panels.shape(1);
   pa.view = hp(panels);
-  if (B.rows != pa.K) throw std::invalid_argument("gemm_panels_f16: inner dimensions differ");
-  k::GemmShape g;
-  g.N = B.cols;
-  g.ldb = B.ld;
-  g.ldc = trans_out ? pa.M : g.N;
-  std::vector<size_t> shape{(size_t)pa.M, (size_t)g.N};
-  if (trans_out) std::swap(shape[0], shape[1]);
-  const f16* pb = hp(b);
-  if (f32_out) {
-    float* c;
-    auto out = new_array<float>(shape, &c);
-    {
-      nb::gil_scoped_release nogil;
-      k::gemm_packed_f16(pa, g, 1, &pb, &c, trans_out);
-    }
-    return nb::cast(out);
-  }
-  half_t* c;
-  auto out = new_array<half_t>(shape, &c);
-  f16* pc = reinterpret_cast<f16*>(c);
-  {
-    nb::gil_scoped_release nogil;
-    k::gemm_packed_f16(pa, g, 1, &pb, &pc, trans_out);
-  }
-  return nb::cast(out);
+  return packed_product(pa, b, f32_out, trans_out);
 }
 
 using F32In = nb::ndarray<const float, nb::ndim<2>, nb::device::cpu>;
@@ -180,7 +189,8 @@ void adamw_update(F32Flat& p, const F32FlatIn& g, F32Flat& m, F32Flat& v, float 
   k::adamw_update(pp, pg, pm, pv, n, c);
 }
 
-nb::object convert(const AnyArr& x) {
+// Read-only input taken too: a weight memory-mapped from the weight cache is converted in place.
+nb::object convert(const nb::ndarray<nb::ro, nb::device::cpu>& x) {
   int64_t s = 1;
   for (size_t i = x.ndim(); i-- > 0;) {
     if (x.shape(i) != 1 && x.stride(i) != s) throw std::invalid_argument("convert: array must be C-contiguous");
@@ -222,8 +232,9 @@ std::shared_ptr<k::CompressedWeight> compressed_weight(const std::string& kind, 
   auto fail = [](const std::string& what) { throw std::invalid_argument("compressed_weight: " + what); };
   if (kind != "lut" && kind != "shift_scale") fail("kind must be 'lut' or 'shift_scale', got '" + kind + "'");
   if (bits < 1 || bits > 8) fail("bits must be 1..8, got " + std::to_string(bits));
-  if (M < 1 || K < 1 || (int64_t)codes.size() != M * K)
-    fail("codes must hold M x K = " + std::to_string(M) + " x " + std::to_string(K) + " bytes, got " + std::to_string(codes.size()));
+  if (M < 1 || K < 1 || (codes.size() && (int64_t)codes.size() != M * K))
+    fail("codes must hold M x K = " + std::to_string(M) + " x " + std::to_string(K) + " bytes (or none: all 0, "
+         "for set_rows), got " + std::to_string(codes.size()));
   if (rows_per_block < 1 || M % rows_per_block || blocks_per_row < 1 || K % blocks_per_row)
     fail("rows_per_block must divide M and blocks_per_row must divide K");
   const int64_t blocks = M / rows_per_block * blocks_per_row;
@@ -248,9 +259,27 @@ std::shared_ptr<k::CompressedWeight> compressed_weight(const std::string& kind, 
   }
   {
     nb::gil_scoped_release nogil;
-    w->set_codes(codes.data());
+    if (codes.size())
+      w->set_codes(codes.data());
+    else
+      w->zero_codes();
   }
   return w;
+}
+
+void set_rows(k::CompressedWeight& w, int64_t row0, const U8In& codes) {
+  if (codes.size() % (size_t)w.K)
+    throw std::invalid_argument("set_rows: codes must hold whole rows of K = " + std::to_string(w.K) + " bytes");
+  const int64_t n = (int64_t)codes.size() / w.K;
+  nb::gil_scoped_release nogil;
+  w.set_code_rows(row0, n, codes.data());  // checks the rows are whole panels of the weight
+}
+
+// gemm_panels_f16 with the weight read from its compressed form (a panel decoded at a time, or int8 / 4-bit LUT
+// codes decoded in the GEMV's registers): the same results as on the panels of its decoded values.
+nb::object gemm_compressed(std::shared_ptr<k::CompressedWeight> w, const HArr& b, bool f32_out, bool trans_out) {
+  const int64_t M = w->M, K = w->K;
+  return packed_product(k::pack_a(std::shared_ptr<const k::PanelSource>(std::move(w)), M, K), b, f32_out, trans_out);
 }
 
 void panels_into(const k::CompressedWeight& w, HOut& dst, int64_t width) {
@@ -273,6 +302,10 @@ void bind_kernels(nb::module_& m) {
                                   "order + tables or scales per block); decodes exactly as the constexpr op.")
       .def_prop_ro("nbytes", [](const k::CompressedWeight& w) { return w.bytes(); })
       .def_prop_ro("shape", [](const k::CompressedWeight& w) { return std::vector<int64_t>{w.M, w.K}; })
+      .def("set_rows", &set_rows, nb::arg("row0"), nb::arg("codes").noconvert(),
+           "Rows row0.. of the codes (uint8, one a element, row-major [n][K]; two's complement when signed), "
+           "row0 a multiple of 16 and n too unless they end at M: a big weight built a block of rows at a time "
+           "(start from compressed_weight with no codes).")
       .def("panels_into", &panels_into, nb::arg("dst").noconvert(), nb::arg("width"),
            "Decodes every row into dst, C-contiguous fp16 [ceil(M / width), K, ld >= width] (a weight input's "
            "column panels, rows padded to ld: only [..., :width] is written), with the GIL released.");
@@ -294,6 +327,10 @@ void bind_kernels(nb::module_& m) {
         nb::arg("eps"), nb::arg("decay"),
         "AdamW in place on C-contiguous float32 arrays, one pass: m = b1 m + ga g; v = b2 v + gb g^2; p = decay p; "
         "p -= k m / (sqrt(v) + eps), each operation rounded to fp32 in that order (coefficients as fp32).");
+  m.def("gemm_panels_f16", &gemm_compressed, nb::arg("weight"), nb::arg("b").noconvert(), nb::arg("f32_out") = false,
+        nb::arg("trans_out") = false,
+        "gemm_panels_f16 with A a CompressedWeight [M, K], read in its compressed form: the same results as on the "
+        "panels of its decoded values (C has 16 ceil(M / 16) rows, those past M zero).");
   m.def("gemm_panels_f16", &gemm_panels, nb::arg("panels").noconvert(), nb::arg("b").noconvert(),
         nb::arg("f32_out") = false, nb::arg("trans_out") = false,
         "C [16 P, N] = A @ b with A as its 16-row panels [P, K, 16] (k-major per panel; C-contiguous): the "

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -100,14 +102,38 @@ void shift_scale_panel(const CompressedWeight& w, const uint8_t* src, const int6
 
 }  // namespace
 
+void CompressedWeight::zero_codes() {
+  const int64_t npan = (M + kR - 1) / kR;
+  codes.assign((size_t)(npan * K * 2 * bits) + 8, 0);
+}
+
 void CompressedWeight::set_codes(const uint8_t* unpacked) {
-  const int64_t npan = (M + kR - 1) / kR, rb = 2 * bits;
-  codes.assign((size_t)(npan * K * rb) + 8, 0);
+  zero_codes();
+  set_code_rows(0, M, unpacked);
+}
+
+void CompressedWeight::set_code_rows(int64_t r0, int64_t n, const uint8_t* unpacked) {
+  const int64_t rb = 2 * bits;
+  if (r0 < 0 || n < 0 || r0 + n > M || r0 % kR || (n % kR && r0 + n != M) ||
+      codes.size() != (size_t)(((M + kR - 1) / kR) * K * rb) + 8)
+    throw std::invalid_argument("CompressedWeight: rows " + std::to_string(r0) + ".." + std::to_string(r0 + n) +
+                                " are not whole panels of a " + std::to_string(M) + "-row weight with its codes sized");
+  // the rows' panels are theirs alone: cleared, then each code OR-ed into its bits
+  std::fill(codes.begin() + (r0 / kR) * K * rb, codes.begin() + ((r0 + n + kR - 1) / kR) * K * rb, 0);
+  if (bits == 8) {  // a byte per code: each panel is its 16 rows transposed (k-major), a straight copy
+    for (int64_t r = r0; r < r0 + n; ++r) {
+      const uint8_t* src = unpacked + (r - r0) * K;
+      uint8_t* dst = codes.data() + (r / kR) * K * rb + r % kR;
+      for (int64_t k = 0; k < K; ++k) dst[k * rb] = src[k];
+    }
+    return;
+  }
   const unsigned mask = (1u << bits) - 1;
-  for (int64_t r = 0; r < M; ++r) {
+  for (int64_t r = r0; r < r0 + n; ++r) {
     const int64_t p = r / kR, j = r % kR;
+    const uint8_t* src = unpacked + (r - r0) * K;
     for (int64_t k = 0; k < K; ++k) {
-      unsigned v = (unsigned)unpacked[r * K + k] & mask;  // two's complement bits of a signed code
+      unsigned v = (unsigned)src[k] & mask;  // two's complement bits of a signed code
       uint8_t* row = codes.data() + (p * K + k) * rb;
       unsigned bit = (unsigned)j * bits;
       row[bit >> 3] |= (uint8_t)(v << (bit & 7));

@@ -38,6 +38,11 @@ struct CompressedWeight : PanelSource {
 
   // Codes from one byte per element, row-major [M][K] (int8 for signed, uint8 otherwise); M, K, bits set.
   void set_codes(const uint8_t* unpacked);
+  // Rows [r0, r0 + n) of the codes from one byte per element, row-major [n][K], into codes already sized (by
+  // set_codes, or zero_codes): r0 a multiple of 16 and n too unless the rows end at M, so that they fill whole
+  // panels of their own - a big weight built a block of rows at a time, never whole in row-major form.
+  void set_code_rows(int64_t r0, int64_t n, const uint8_t* unpacked);
+  void zero_codes();  // every code 0 (M, K, bits set)
   void panel(int64_t p, f16* dst) const override;
   void dense(f16* dst) const;  // all M x K values, row-major
   // All M rows in a weight input's column-panel layout [ceil(M / width)][K][ld] (row r at
