@@ -209,3 +209,35 @@ def test_layers_read_their_compressed_weights_in_place(quantize, use_chain, tmp_
         assert not any(lw.panels for lw in m.engine._layer_surf.values())
     finally:
         m.release()
+
+
+@pytest.mark.parametrize("wide", [False, True])          # weights decoded before each eval / read in place
+def test_another_program_sets_capture_takes_the_checked_layers_as_they_are(wide, tmp_path, monkeypatch):
+    """A layer's streamed inputs are staged and their decode checked by the first program set's capture; another
+    set's capture of the same layer (same compressed weights, same places in the same panels) stages them no more
+    and checks nothing again - and computes the same (the tests above, against fp16 copies, run both sets)."""
+    from orion.compiler.program import CompiledProgram
+    path = _wide(tmp_path) if wide else make_deep("llama3", str(tmp_path / "deep"), layers=8)
+    m = load(path, device="sim", layers="shared", quantize="int8")
+    staged = []
+    real_set = CompiledProgram.set_weights
+    monkeypatch.setattr(CompiledProgram, "set_weights", lambda self, **kw: staged.append((self, set(kw))) or
+                        real_set(self, **kw))
+    try:
+        eng = m.engine
+        eng.program_set(32, 64)
+        layers = {i: lw for i, lw in eng._layer_surf.items()}
+        assert layers and all(lw.checked and lw.checked.keys() == lw.streamed.keys() for lw in layers.values())
+        first = len(staged)
+        eng.program_set(16, 64)
+        second = staged[first:]
+        assert len(second) == len(layers)                         # one capture a layer
+        for cp, names in second:
+            io = cp.io_plan
+            known = {n for n, dw in io.dynamic.items() if io.inputs[dw.input_key].mil_name in layers[1].checked}
+            assert known and not names & known                   # the streamed weights: not staged again
+        sets = [[st for st in sts if hasattr(st, "weights")] for sts in eng.sets.values()]
+        assert len(sets) == 2 and all(a.weights.checked == b.weights.checked for a, b in zip(*sets))
+        assert all(a.weights.streamed.keys() == b.weights.streamed.keys() for a, b in zip(*sets))
+    finally:
+        m.release()

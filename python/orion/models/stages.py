@@ -262,10 +262,13 @@ class LayerWeights:
     read the compressed weights themselves - the simulator's -, a surface of the layer's own whose panels stand
     for its bytes (``Surface.set_panels``), bound like ``surfaces`` and never written: no decode before the eval)."""
 
-    __slots__ = ("fed", "panels", "streamed", "surfaces")
+    __slots__ = ("checked", "fed", "panels", "streamed", "surfaces")
 
-    def __init__(self, surfaces: dict, fed: dict, streamed: dict | None = None, panels: dict | None = None):
+    def __init__(self, surfaces: dict, fed: dict, streamed: dict | None = None, panels: dict | None = None,
+                 checked: dict | None = None):
         self.surfaces, self.fed, self.streamed, self.panels = surfaces, fed, streamed or {}, panels or {}
+        # {mil input name of `streamed`: the signature its decode was checked under (_stream_signature)}
+        self.checked = checked or {}
 
     @property
     def nbytes(self) -> int:
@@ -439,6 +442,7 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
     base.fill_state["weights"] = None                    # staging below may write the program's own surfaces
     alloc = prog.input_surface(inputs[0].mil_name).alloc_size
     stream: dict = {}
+    known: set = set()       # streamed inputs whose decode another program set's capture of this layer checked
     if natives is not None:
         values = values() if callable(values) else values
         stream = streamable(cp.io_plan, getattr(values, "stored", {}), natives)
@@ -460,10 +464,19 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
             spare = base.spare_surfaces.pop(b.mil_name, None)
             fresh[b.mil_name] = spare if spare is not None else prog.new_surface(alloc)
             prog.bind_input(b.mil_name, fresh[b.mil_name])
-    cp.set_weights(**(values() if callable(values) else values))
-    streamed = {}
+    if reuse is not None:
+        known = {name for name, parts in stream.items() if name not in base.fed_views and
+                 reuse.checked.get(name) == _stream_signature(base, name, parts, alloc)}
+    values = values() if callable(values) else values
+    mil_of = {n: cp.io_plan.inputs[dw.input_key].mil_name for n, dw in cp.io_plan.dynamic.items()}
+    # a known input's values are neither decoded nor staged again: the check below would compare the same bytes
+    cp.set_weights(**{n: a for n, a in values.items() if mil_of.get(n) not in known})
+    streamed, checked = {}, {}
     for name, parts in stream.items():
         if name in base.fed_views:
+            continue
+        if name in known:
+            streamed[name], checked[name] = parts, reuse.checked[name]
             continue
         view = _own_panels(base, name)
         exact = True
@@ -472,7 +485,7 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
             cw.panels_into(got, width)
             exact = exact and _same_bytes(got, view[p0:p0 + n])
         if exact:
-            streamed[name] = parts
+            streamed[name], checked[name] = parts, _stream_signature(base, name, parts, alloc)
         else:                                            # not the staged values: this layer keeps a surface
             fresh[name] = prog.new_surface(alloc)
             fresh[name].view("uint8")[...] = base.own_surfaces[name].view("uint8")
@@ -495,8 +508,15 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
             same = o is not None and o.alloc_size == alloc and [(id(cw), r, w) for cw, r, w in parts] == \
                 [(id(cw), r, w) for cw, r, w in old.streamed[name]]
             panels[name] = o if same else _panel_surface(base, name, parts, alloc)
-            base.own_surfaces[name].zero()     # the staged values were only for the check above: pages back
-    return LayerWeights(surfaces, fed, streamed, panels)
+            if name not in known:
+                base.own_surfaces[name].zero()     # the staged values were only for the check above: pages back
+    return LayerWeights(surfaces, fed, streamed, panels, checked)
+
+
+def _stream_signature(base: Stage, mil_name: str, parts: list, alloc: int) -> tuple:
+    """What a streamed input's decode check depends on: the compressed weights (by identity: one native form a
+    weight, shared by the program sets), where each goes in the input's column panels, and those panels' shape."""
+    return (tuple((id(cw), r, w) for cw, r, w in parts), _own_panels(base, mil_name).shape, alloc)
 
 
 def _panel_surface(base: Stage, mil_name: str, parts: list, alloc: int):
