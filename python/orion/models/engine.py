@@ -81,29 +81,15 @@ def _family(cfg):
     raise ModelFormatError(f"unsupported model family {cfg.family!r}")
 
 
-def _take_values(g: Graph, decode: bool = True) -> dict:
+def _take_values(g: Graph) -> dict:
     """``{weight name: (its graph value, its array)}``, the arrays taken out of the graph: a graph is a cycle of
     nodes and values that only the garbage collector frees, which would keep every layer's (decoded) weights
-    alive for a while after the graph is dropped. ``decode=False``: a compressed weight (QuantizedArray) is
-    left as it is, decoded only where it is used."""
-    out = {}
-    for n, v in g.weights.items():
-        a = v.node.attrs.pop("value")
-        out[n] = (v, a if not decode and isinstance(a, QuantizedArray) else np.asarray(a))
-    return out
-
-
-def _in_shape(a, shape):
-    """``a`` in ``shape``: a compressed weight already in it stays compressed (set_weights decodes what it stages;
-    a capture skips the streamed inputs another program set's capture checked: models/stages.py)."""
-    if isinstance(a, QuantizedArray) and tuple(a.shape) == tuple(shape):
-        return a
-    return np.asarray(a).reshape(shape)
+    alive for a while after the graph is dropped."""
+    return {n: (v, np.asarray(v.node.attrs.pop("value"))) for n, v in g.weights.items()}
 
 
 class _LayerValues(dict):
-    """A shared stage's weight values by graph name (compressed ones may be QuantizedArrays, decoded where used);
-    ``stored``: the compressed ones as stored (QuantizedArray)."""
+    """A shared stage's weight values by graph name; ``stored``: the compressed ones as stored (QuantizedArray)."""
     stored: dict = {}
 
 
@@ -230,7 +216,7 @@ class Engine:
         cp.drop_weight_files()             # the runtime holds the weights; a host copy per program doubles them
         if shared:
             cp.drop_host_weights()         # each layer's values are in its own surfaces
-            _take_values(g, decode=False)  # (dropped, not read)
+            _take_values(g)
         self.compile_seconds += time.perf_counter() - t
         self.compiles += 1
         return cp
@@ -270,8 +256,7 @@ class Engine:
         ``set_weights`` takes them), read off that stage's own shared graph: the model definition applies
         every host-side fold (Gemma's scaled post-norms, adapters) once, for every layer alike."""
         g = self.fam.stage_graph(self.cfg, self.w, stage, S, T, shared=True, **{**self.graph_options, **extra})
-        out = _LayerValues((n, _in_shape(a, v.node.attrs.get("user_shape", v.shape)))
-                           for n, (v, a) in _take_values(g, decode=False).items())
+        out = _LayerValues((n, a.reshape(v.node.attrs.get("user_shape", v.shape))) for n, (v, a) in _take_values(g).items())
         out.stored = take_stored(g)
         return out
 

@@ -469,7 +469,7 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
                  reuse.checked.get(name) == _stream_signature(base, name, parts, alloc)}
     values = values() if callable(values) else values
     mil_of = {n: cp.io_plan.inputs[dw.input_key].mil_name for n, dw in cp.io_plan.dynamic.items()}
-    # a known input's values are neither decoded nor staged again: the check below would compare the same bytes
+    # a known input is not staged again: the check below would compare the same bytes
     cp.set_weights(**{n: a for n, a in values.items() if mil_of.get(n) not in known})
     streamed, checked = {}, {}
     for name, parts in stream.items():
