@@ -505,8 +505,7 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
     for name, parts in streamed.items():                 # where the program reads the compressed weights themselves
         if prog._p.reads_panels(prog._p.input_slot(name)):
             o = old.panels.get(name)
-            same = o is not None and o.alloc_size == alloc and [(id(cw), r, w) for cw, r, w in parts] == \
-                [(id(cw), r, w) for cw, r, w in old.streamed[name]]
+            same = o is not None and o.alloc_size == alloc and _parts_key(parts) == _parts_key(old.streamed[name])
             panels[name] = o if same else _panel_surface(base, name, parts, alloc)
             if name not in known:
                 base.own_surfaces[name].zero()     # the staged values were only for the check above: pages back
@@ -516,7 +515,13 @@ def capture_layer_weights(base: Stage, values, reuse: LayerWeights | None = None
 def _stream_signature(base: Stage, mil_name: str, parts: list, alloc: int) -> tuple:
     """What a streamed input's decode check depends on: the compressed weights (by identity: one native form a
     weight, shared by the program sets), where each goes in the input's column panels, and those panels' shape."""
-    return (tuple((id(cw), r, w) for cw, r, w in parts), _own_panels(base, mil_name).shape, alloc)
+    return _parts_key(parts), _own_panels(base, mil_name).shape, alloc
+
+
+def _parts_key(parts: list) -> tuple:
+    """A streamed input's parts as comparable values: each native weight by identity (one a weight, shared by the
+    program sets), its region and width."""
+    return tuple((id(cw), r, w) for cw, r, w in parts)
 
 
 def _panel_surface(base: Stage, mil_name: str, parts: list, alloc: int):
