@@ -55,6 +55,61 @@ def test_shift_scale_equals_numpys_arithmetic():
     np.testing.assert_array_equal(shift_scale(q, scale, offset).view(np.uint16), ref.view(np.uint16))
 
 
+def _numpy_shift_scale(q, scale, offset):
+    """The ops' arithmetic in numpy, the grids repeated to q's shape: fp16(fp32(q - offset) * scale)."""
+    def spread(v):
+        for axis, (n, g) in enumerate(zip(q.shape, v.shape)):
+            v = np.repeat(v, n // g, axis)
+        return v.astype(np.float32)
+    d = q.astype(np.float32) - (0 if offset is None else spread(offset))
+    with np.errstate(over="ignore"):
+        return (d * spread(scale)).astype(np.float16)
+
+
+# (codes' shape, grid shape): per row (int8), blocks along the row (blockwise int4/int8, with trailing conv dims),
+# blocks of rows too, a per-column grid (a transposed weight's), rows whose length is no multiple of 16, and a
+# grid along dim 2 (numpy's path)
+GRIDS = [((256, 96), (256, 1)), ((64, 128, 1, 1), (64, 4, 1, 1)), ((48, 40), (12, 5)), ((24, 33), (1, 33)),
+         ((5, 3, 7), (5, 1, 1)), ((17,), (17,)), ((8, 6, 32), (8, 1, 4))]
+
+
+@pytest.mark.parametrize("shape,grid", GRIDS)
+@pytest.mark.parametrize("signed", [True, False])
+@pytest.mark.parametrize("with_offset", [True, False])
+def test_shift_scale_of_every_grid_equals_numpys_arithmetic_on_every_isa(shape, grid, signed, with_offset):
+    """quant.common.shift_scale (the int8 and blockwise dequantize): the native pass over row blocks x column runs
+    (every ISA's decode_ss8 and its scalar tail) and numpy's path for other grids give the ops' bits; scales from
+    subnormal to overflowing products (inf, as the op gives it)."""
+    from orion import _native
+    lo, hi = (-128, 128) if signed else (0, 256)
+    q = RNG.integers(lo, hi, shape).astype(np.int8 if signed else np.uint8)
+    scale = (RNG.random(grid) * 2.0 ** RNG.integers(-24, 10, grid)).astype(np.float16)
+    offset = RNG.integers(lo // 2, hi // 2, grid).astype(q.dtype) if with_offset else None
+    ref = _numpy_shift_scale(q, scale, offset)
+    isas = [i for i in ("scalar", "avx2", "avx512", "neon") if _native.testing.force_isa(i)]
+    try:
+        for isa in isas:
+            _native.testing.force_isa(isa)
+            for threads in (1, 2):
+                _native.set_num_threads(threads)
+                got = shift_scale(q, scale, offset)
+                assert got.shape == q.shape and got.dtype == np.float16
+                np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16), err_msg=f"{isa} {threads}")
+    finally:
+        _native.testing.force_isa("best")
+        _native.set_num_threads(0)
+
+
+def test_codes_to_fp16_refuses_grids_that_do_not_divide_the_codes():
+    q = np.zeros((6, 10), np.int8)
+    with pytest.raises(ValueError, match="rows_per_block must divide"):
+        convert.codes_to_fp16(q, np.ones(4, np.float32), None, 4, 1)
+    with pytest.raises(ValueError, match="one value per block"):
+        convert.codes_to_fp16(q, np.ones(5, np.float32), None, 2, 2)
+    with pytest.raises(ValueError, match="int8 or uint8"):
+        convert.codes_to_fp16(q.astype(np.int16), np.ones(6, np.float32), None, 1, 1)
+
+
 def test_a_read_only_array_converts_in_place_of_a_copy():
     """A weight memory-mapped read-only from the weight cache (the CPU classifier's) takes the native path."""
     h = RNG.standard_normal((128, 64)).astype(np.float16)

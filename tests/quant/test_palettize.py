@@ -163,3 +163,37 @@ def test_ios16_form_refuses_grouped_tables_and_3_bits():
         palettize(_gauss((16, 40)), 4, group_size=8).ios16_operands()
     with pytest.raises(QuantizationError, match="use the iOS18 form"):
         palettize(_gauss((16, 40)), 3).ios16_operands()
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4, 6, 8])
+@pytest.mark.parametrize("shape,groups", [((64, 48), 4), ((16, 37, 1, 1), 16), ((5, 3), 1), ((33, 64), 33)])
+def test_dequantize_is_the_table_gather_on_every_isa(bits, shape, groups):
+    """dequantize (the native lookup: 4-bit rows of whole 16-code runs through each ISA's decode_lut4, other widths
+    and odd rows code by code, codes crossing bytes) gives lut[row's table][code] for every element."""
+    from orion import _native
+    rng = np.random.default_rng(bits)
+    codes = rng.integers(0, 1 << bits, shape)
+    tables = rng.standard_normal((groups, 1 << bits)).astype(np.float16)
+    lut = tables.reshape((groups,) + (1,) * (len(shape) - 1) + (1 << bits, 1))
+    q = LutQuantized(PackedInts.pack(codes, bits), lut)
+    want = tables[np.arange(shape[0])[:, None] // (shape[0] // groups), codes.reshape(shape[0], -1)].reshape(shape)
+    isas = [i for i in ("scalar", "avx2", "avx512", "neon") if _native.testing.force_isa(i)]
+    try:
+        for isa in isas:
+            _native.testing.force_isa(isa)
+            got = q.dequantize()
+            assert got.dtype == np.float16 and got.shape == shape
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16), err_msg=isa)
+    finally:
+        _native.testing.force_isa("best")
+
+
+def test_native_lookup_refuses_sizes_that_do_not_match():
+    from orion.native.convert import lut_to_fp16
+    tables = np.zeros((2, 16), np.float16)
+    with pytest.raises(ValueError, match="packed must hold"):
+        lut_to_fp16(np.zeros(7, np.uint8), 4, 4, 4, tables, 2)
+    with pytest.raises(ValueError, match="rows_per_table must divide"):
+        lut_to_fp16(np.zeros(8, np.uint8), 4, 4, 4, tables, 3)
+    with pytest.raises(ValueError, match="lut must hold"):
+        lut_to_fp16(np.zeros(8, np.uint8), 4, 4, 4, tables, 1)

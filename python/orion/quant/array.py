@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..native.convert import to_fp32
 from .common import QuantizedTensor
 
 __all__ = ["QuantizedArray"]
@@ -51,7 +52,11 @@ class QuantizedArray(np.lib.mixins.NDArrayOperatorsMixin):
         if copy is False:
             raise ValueError("a QuantizedArray is decoded at each use: it has no fp16 buffer to view without a copy")
         a = self.quant.dequantize()
-        return a if dtype is None else a.astype(dtype, copy=False)
+        if dtype is None or np.dtype(dtype) == np.float16:
+            return a
+        if np.dtype(dtype) == np.float32:     # 1.5x numpy's cast (numpy's to float64, the probe's, is the faster)
+            return to_fp32(a)
+        return a.astype(dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         inputs = tuple(np.asarray(x) if isinstance(x, QuantizedArray) else x for x in inputs)

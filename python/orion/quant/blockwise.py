@@ -60,16 +60,10 @@ class BlockwiseQuantized(QuantizedTensor):
             ops["offset"] = (self.offset.dtype, self.offset.shape, self.offset.payload)
         return ops
 
-    def _repeat(self, v: np.ndarray) -> np.ndarray:
-        for axis, b in enumerate(self.block_sizes):
-            if b > 1:
-                v = np.repeat(v, b, axis)
-        return v
-
     def dequantize(self) -> np.ndarray:
         """The fp16 tensor the op produces (arithmetic: :func:`orion.quant.common.shift_scale`)."""
-        off = None if self.offset is None else self._repeat(self.offset.unpack())
-        return shift_scale(self.data.unpack(), self._repeat(self.scale), off)
+        off = None if self.offset is None else self.offset.unpack()
+        return shift_scale(self.data.unpack(), self.scale, off)
 
     def expand_rank(self, rank: int) -> "BlockwiseQuantized":
         """The same weights with unit dims appended, e.g. linear ``[out, in]`` -> conv ``[out, in, 1, 1]``."""

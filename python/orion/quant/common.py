@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import QuantizationError
-from ..native.convert import to_fp16
+from ..native.convert import codes_to_fp16, to_fp16
 
 __all__ = ["QuantizedTensor", "as_fp16_weight", "check_divides", "expand_shape", "covering_scale", "shift_scale"]
 
@@ -87,19 +87,44 @@ def covering_scale(span: np.ndarray, steps: int) -> np.ndarray:
 
 
 def shift_scale(q: np.ndarray, scale: np.ndarray, offset: np.ndarray | None) -> np.ndarray:
-    """``fp16(scale * (q - offset))`` with ``scale`` and ``offset`` already broadcast to ``q``.
+    """``fp16(scale * (q - offset))`` with ``scale`` and ``offset`` as block grids: of ``q``'s rank, each dim
+    dividing ``q``'s (a dim of 1 spans the whole dim, as the constexpr ops' ``scale`` / ``offset`` are shaped).
 
     The arithmetic of ``constexpr_affine_dequantize`` and ``constexpr_blockwise_shift_scale`` as
     coremltools evaluates them (``optimize._utils.dequantize_by_scale_and_zp``: fp32; iOS18 ``decompress``:
     fp16): ``q - offset`` is an exact integer (|.| <= 255) and its product with an fp16 scale needs at
     most 9 + 11 significant bits, so it is exact in fp32 and the result is that exact product rounded
     once to fp16 (round to nearest even) - the same bits either way. This is the reference the
-    simulator's dequantizing kernels must equal.
+    simulator's dequantizing kernels must equal. Grids of blocks of rows x runs of a row (every weight
+    orion quantizes: blocks along the first two dims only) decode natively in one threaded pass (10x numpy's
+    four; a 1B model's load decodes each weight several times); others through numpy.
     """
+    grid = _row_blocks(q.shape, scale.shape)
+    if grid is not None and q.dtype in (np.int8, np.uint8):
+        return codes_to_fp16(q, scale, offset, *grid)
+    scale, offset = _spread(scale, q.shape), None if offset is None else _spread(offset, q.shape)
     d = q.astype(np.float32)
     if offset is not None:
         d = d - offset.astype(np.float32)
-    return to_fp16(d * scale.astype(np.float32))           # numpy's own cast: 80 % of a dequantization
+    return to_fp16(d * scale.astype(np.float32))
+
+
+def _row_blocks(shape: tuple, grid: tuple) -> tuple[int, int] | None:
+    """(rows per block, blocks per row) when a parameter grid of ``shape`` has blocks of whole rows (dim 0) x
+    runs of consecutive elements of a row (dim 1, whatever dims follow it whole); else None."""
+    if len(grid) != len(shape) or not shape or 0 in shape or any(g != 1 for g in grid[2:]):
+        return None
+    if any(g < 1 or n % g for n, g in zip(shape, grid)):
+        return None
+    return shape[0] // grid[0], grid[1] if len(grid) > 1 else 1
+
+
+def _spread(v: np.ndarray, shape: tuple) -> np.ndarray:
+    """A block grid repeated along the dims whose blocks span several elements (dims of 1 broadcast)."""
+    for axis, (n, g) in enumerate(zip(shape, v.shape)):
+        if 1 < g < n:
+            v = np.repeat(v, n // g, axis)
+    return v
 
 
 def expand_shape(shape: tuple, rank: int) -> tuple:

@@ -16,14 +16,12 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import QuantizationError
+from ..native.convert import lut_to_fp16
 from .common import QuantizedTensor, as_fp16_weight, check_divides, expand_shape
 from .kmeans import fp16_histogram, kmeans_1d, nearest_sorted
 from .packing import PackedInts, mil_int_dtype
 
 __all__ = ["LutQuantized", "palettize"]
-
-
-_TAKE_ROWS = 8         # LutQuantized.dequantize: tables of at least this many rows gather per table
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,16 +85,11 @@ class LutQuantized(QuantizedTensor):
             grids = np.ix_(*[np.arange(n) // (n // g) for n, g in zip(self.shape, groups)])
             block = np.ravel_multi_index(np.broadcast_arrays(*grids), groups)
             return self.lut.reshape(-1, 1 << self.bits)[block, idx]
-        idx = self.indices.unpack().reshape(self.shape[0], -1)
         tables = self.lut.reshape(self.lut.shape[0], -1)  # [G, 2**bits]
-        gs = self.group_size
-        if gs < _TAKE_ROWS:      # tables of a few rows: one 2-D gather (a call per group would cost more)
-            rows = np.repeat(np.arange(tables.shape[0]), gs)[:, None]
-            return tables[rows, idx].reshape(self.shape)
-        out = np.empty(idx.shape, np.float16)   # a gather per group from its own table (2-3x the 2-D gather)
-        for g in range(tables.shape[0]):
-            np.take(tables[g], idx[g * gs:(g + 1) * gs], out=out[g * gs:(g + 1) * gs])
-        return out.reshape(self.shape)
+        rows, size = self.shape[0], int(np.prod(self.shape))
+        if size == 0:
+            return np.zeros(self.shape, np.float16)
+        return lut_to_fp16(self.indices.payload, self.bits, rows, size // rows, tables, self.group_size).reshape(self.shape)
 
     def expand_rank(self, rank: int) -> "LutQuantized":
         """The same weights with unit dims appended, e.g. linear ``[out, in]`` -> conv ``[out, in, 1, 1]``."""

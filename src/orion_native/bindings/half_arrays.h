@@ -40,6 +40,17 @@ nb::ndarray<nb::numpy, T> new_array(const std::vector<size_t>& shape, T** data) 
   return nb::ndarray<nb::numpy, T>(p, shape.size(), shape.data(), owner);
 }
 
+// Generic-dtype result array of the same dtype as `like`.
+template <class Arr>
+inline nb::object new_like(const Arr& like, const std::vector<size_t>& shape, void** data) {
+  size_t n = 1, es = like.itemsize();
+  for (size_t s : shape) n *= s;
+  uint8_t* p = new uint8_t[(n ? n : 1) * es];
+  *data = p;
+  nb::capsule owner(p, [](void* q) noexcept { delete[] static_cast<uint8_t*>(q); });
+  return nb::cast(nb::ndarray<nb::numpy>(p, shape.size(), shape.data(), owner, nullptr, like.dtype()));
+}
+
 inline const f16* hp(const HArr& a) { return reinterpret_cast<const f16*>(a.data()); }
 
 inline bool contiguous(const HArr& a) {

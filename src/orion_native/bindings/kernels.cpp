@@ -189,6 +189,31 @@ void adamw_update(F32Flat& p, const F32FlatIn& g, F32Flat& m, F32Flat& v, float 
   k::adamw_update(pp, pg, pm, pv, n, c);
 }
 
+// y = x with its dims permuted (numpy's ascontiguousarray(x.transpose(perm))) for any element size: the tiled
+// transpose of cpu/kernels/layout.cpp, threaded (numpy's strided copy of a weight's fp16 panels is 2x slower).
+nb::object transpose(const nb::ndarray<nb::ro, nb::device::cpu>& x, const std::vector<int64_t>& perm) {
+  int64_t s = 1;
+  for (size_t i = x.ndim(); i-- > 0;) {
+    if (x.shape(i) != 1 && x.stride(i) != s) throw std::invalid_argument("transpose: array must be C-contiguous");
+    s *= (int64_t)x.shape(i);
+  }
+  std::vector<int64_t> xs(x.ndim());
+  std::vector<size_t> ys(x.ndim());
+  for (size_t i = 0; i < x.ndim(); ++i) xs[i] = (int64_t)x.shape(i);
+  if (perm.size() != x.ndim()) throw std::invalid_argument("transpose: perm length");
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= (int64_t)x.ndim()) throw std::invalid_argument("transpose: bad perm");
+    ys[i] = x.shape((size_t)perm[i]);
+  }
+  void* y;
+  nb::object out = new_like(x, ys, &y);
+  {
+    nb::gil_scoped_release nogil;
+    k::transpose(x.data(), y, x.itemsize(), xs, perm);
+  }
+  return out;
+}
+
 // Read-only input taken too: a weight memory-mapped from the weight cache is converted in place.
 nb::object convert(const nb::ndarray<nb::ro, nb::device::cpu>& x) {
   int64_t s = 1;
@@ -275,6 +300,58 @@ void set_rows(k::CompressedWeight& w, int64_t row0, const U8In& codes) {
   w.set_code_rows(row0, n, codes.data());  // checks the rows are whole panels of the weight
 }
 
+// fp16 values of shift/scale codes in their file's layout (cpu/kernels/compressed.h, shift_scale_dense): codes int8
+// or uint8 [M, ...] C-contiguous, rows of K = size / M; scale (and offset, or none) float32 [M / rows_per_block,
+// blocks_per_row] flattened. The result has the codes' shape.
+nb::object shift_scale_f16(const nb::ndarray<nb::ro, nb::device::cpu, nb::c_contig>& codes, const F32FlatIn& scale,
+                           const F32FlatIn& offset, int64_t rows_per_block, int64_t blocks_per_row) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("shift_scale_f16: " + what); };
+  const bool is_signed = codes.dtype() == nb::dtype<int8_t>();
+  if (!is_signed && codes.dtype() != nb::dtype<uint8_t>()) fail("codes must be int8 or uint8");
+  if (codes.ndim() < 1 || codes.shape(0) < 1 || codes.size() == 0) fail("codes must have at least one row");
+  const int64_t M = (int64_t)codes.shape(0), K = (int64_t)codes.size() / M;
+  if (rows_per_block < 1 || M % rows_per_block || blocks_per_row < 1 || K % blocks_per_row)
+    fail("rows_per_block must divide the " + std::to_string(M) + " rows and blocks_per_row the row length " +
+         std::to_string(K));
+  const int64_t blocks = M / rows_per_block * blocks_per_row;
+  if ((int64_t)scale.size() != blocks || (offset.size() && (int64_t)offset.size() != blocks))
+    fail("scale (and offset, if any) must hold one value per block (" + std::to_string(blocks) + ")");
+  std::vector<size_t> shape(codes.ndim());
+  for (size_t i = 0; i < codes.ndim(); ++i) shape[i] = codes.shape(i);
+  half_t* y;
+  auto out = new_array<half_t>(shape, &y);
+  {
+    nb::gil_scoped_release nogil;
+    k::shift_scale_dense(static_cast<const uint8_t*>(codes.data()), is_signed, M, K, scale.data(),
+                         offset.size() ? offset.data() : nullptr, rows_per_block, blocks_per_row,
+                         reinterpret_cast<f16*>(y));
+  }
+  return nb::cast(out);
+}
+
+// fp16 values of a LUT weight in its file's layout (cpu/kernels/compressed.h, lut_dense): `bits`-wide codes packed
+// LSB-first, row-major [M, K]; tables fp16 [M / rows_per_table, 2^bits]. Returns [M, K].
+nb::object lut_f16(const U8In& packed, unsigned bits, int64_t M, int64_t K, const HIn& lut, int64_t rows_per_table) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("lut_f16: " + what); };
+  if (bits < 1 || bits > 8) fail("bits must be 1..8, got " + std::to_string(bits));
+  if (M < 1 || K < 1) fail("M and K must be positive");
+  if ((int64_t)packed.size() != (M * K * (int64_t)bits + 7) / 8)
+    fail("packed must hold ceil(M K bits / 8) = " + std::to_string((M * K * (int64_t)bits + 7) / 8) + " bytes, got " +
+         std::to_string(packed.size()));
+  if (rows_per_table < 1 || M % rows_per_table) fail("rows_per_table must divide M = " + std::to_string(M));
+  if ((int64_t)lut.size() != (M / rows_per_table) << bits)
+    fail("lut must hold " + std::to_string((M / rows_per_table) << bits) + " fp16 entries (a table per " +
+         std::to_string(rows_per_table) + " rows)");
+  half_t* y;
+  auto out = new_array<half_t>({(size_t)M, (size_t)K}, &y);
+  {
+    nb::gil_scoped_release nogil;
+    k::lut_dense(packed.data(), bits, M, K, reinterpret_cast<const f16*>(lut.data()), rows_per_table,
+                 reinterpret_cast<f16*>(y));
+  }
+  return nb::cast(out);
+}
+
 // gemm_panels_f16 with the weight read from its compressed form (a panel decoded at a time, or int8 / 4-bit LUT
 // codes decoded in the GEMV's registers): the same results as on the panels of its decoded values.
 nb::object gemm_compressed(std::shared_ptr<k::CompressedWeight> w, const HArr& b, bool f32_out, bool trans_out) {
@@ -314,6 +391,15 @@ void bind_kernels(nb::module_& m) {
         nb::arg("lut").noconvert(), nb::arg("scale").noconvert(), nb::arg("offset").noconvert(),
         "A CompressedWeight from codes (uint8, one a element, row-major [M][K]; two's complement when signed) and "
         "its parameter grid: 'lut' tables (fp16 [blocks << bits]) or 'shift_scale' scale/offset (float32 [blocks]).");
+  m.def("shift_scale_f16", &shift_scale_f16, nb::arg("codes").noconvert(), nb::arg("scale").noconvert(),
+        nb::arg("offset").noconvert(), nb::arg("rows_per_block"), nb::arg("blocks_per_row"),
+        "fp16(float(code - offset) * scale) of int8 / uint8 codes [M, ...] (C-contiguous; rows of K = size / M) with "
+        "scale and offset (float32, or offset empty: 0) per block of rows_per_block rows x K / blocks_per_row "
+        "columns, [M / rows_per_block, blocks_per_row] flattened: the constexpr shift/scale ops' values, threaded.");
+  m.def("lut_f16", &lut_f16, nb::arg("packed").noconvert(), nb::arg("bits"), nb::arg("M"), nb::arg("K"),
+        nb::arg("lut").noconvert(), nb::arg("rows_per_table"),
+        "fp16 [M, K]: lut[r // rows_per_table][code] of bits-wide codes packed LSB-first row-major (MILBlob's "
+        "layout) with tables fp16 [M / rows_per_table, 2**bits]: constexpr_lut_to_dense's values, threaded.");
   m.def("gemm_f16", &gemm, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("trans_a") = false,
         nb::arg("trans_b") = false, nb::arg("f32_out") = false, nb::arg("ldc_pad") = 0,
         "C = op(a) @ op(b) on fp16 arrays (2-D or 3-D; batch 1 broadcasts) with the simulator's GEMM: fp32 "
@@ -335,6 +421,8 @@ void bind_kernels(nb::module_& m) {
         nb::arg("f32_out") = false, nb::arg("trans_out") = false,
         "C [16 P, N] = A @ b with A as its 16-row panels [P, K, 16] (k-major per panel; C-contiguous): the "
         "simulator's packed-weight GEMM, same results as gemm_f16 on A. trans_out: C^T [N, 16 P] instead.");
+  m.def("transpose", &transpose, nb::arg("x").noconvert(), nb::arg("perm"),
+        "x (C-contiguous, any dtype) with its dims permuted, as a new C-contiguous array, with the GIL released.");
   m.def("convert_fp", &convert, nb::arg("x").noconvert(),
         "float16 -> float32 or float32 -> float16 (round to nearest even), vectorised.");
   m.def("kernel_isa", [] { return std::string(k::isa_name()); }, "The SIMD kernel table in use: avx512, avx2, neon or scalar.");

@@ -154,39 +154,6 @@ nb::object softmax(const HArr& x, int axis) {
   return nb::cast(out);
 }
 
-// Generic-dtype result array of the same dtype as `like`.
-nb::object new_like(const AnyArr& like, const std::vector<size_t>& shape, void** data) {
-  size_t n = 1, es = like.itemsize();
-  for (size_t s : shape) n *= s;
-  uint8_t* p = new uint8_t[(n ? n : 1) * es];
-  *data = p;
-  nb::capsule owner(p, [](void* q) noexcept { delete[] static_cast<uint8_t*>(q); });
-  return nb::cast(nb::ndarray<nb::numpy>(p, shape.size(), shape.data(), owner, nullptr, like.dtype()));
-}
-
-nb::object transpose(const AnyArr& x, const std::vector<int64_t>& perm) {
-  int64_t s = 1;
-  for (size_t i = x.ndim(); i-- > 0;) {
-    if (x.shape(i) != 1 && x.stride(i) != s) throw std::invalid_argument("transpose: array must be C-contiguous");
-    s *= (int64_t)x.shape(i);
-  }
-  std::vector<int64_t> xs(x.ndim());
-  std::vector<size_t> ys(x.ndim());
-  for (size_t i = 0; i < x.ndim(); ++i) xs[i] = (int64_t)x.shape(i);
-  if (perm.size() != x.ndim()) throw std::invalid_argument("transpose: perm length");
-  for (size_t i = 0; i < perm.size(); ++i) {
-    if (perm[i] < 0 || perm[i] >= (int64_t)x.ndim()) throw std::invalid_argument("transpose: bad perm");
-    ys[i] = x.shape((size_t)perm[i]);
-  }
-  void* y;
-  nb::object out = new_like(x, ys, &y);
-  {
-    nb::gil_scoped_release nogil;
-    k::transpose(x.data(), y, x.itemsize(), xs, perm);
-  }
-  return out;
-}
-
 // y[idx] = flat(x)[offset + sum idx_i * strides_i] over `shape` (x contiguous, bounds checked here).
 nb::object strided_copy(const AnyArr& x, int64_t offset, const std::vector<int64_t>& strides,
                         const std::vector<int64_t>& shape) {
@@ -226,7 +193,6 @@ void bind_testing_kernels(nb::module_& t) {
       nb::arg("x").noconvert(), nb::arg("scale"), nb::arg("bias"));
   t.def("reduce", &reduce, nb::arg("op"), nb::arg("x").noconvert(), nb::arg("axis"));
   t.def("softmax", &softmax, nb::arg("x").noconvert(), nb::arg("axis") = -1);
-  t.def("transpose", &transpose, nb::arg("x").noconvert(), nb::arg("perm"));
   t.def("strided_copy", &strided_copy, nb::arg("x").noconvert(), nb::arg("offset"), nb::arg("strides"),
         nb::arg("shape"));
   t.def("force_isa", [](const std::string& name) { return k::force_isa(name.c_str()); }, nb::arg("name"),

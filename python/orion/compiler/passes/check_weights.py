@@ -30,8 +30,18 @@ def fits_fp16(arr: np.ndarray) -> bool:
     """No NaN/inf and nothing that rounds beyond +-65504 (two reductions: cheaper than an fp16 scan)."""
     if arr.size == 0:
         return True
+    if arr.dtype == np.float16:
+        return finite_fp16(arr)
     lo, hi = arr.min(), arr.max()             # NaN propagates and fails both comparisons
     return bool(-FP16_ROUNDS_TO_MAX <= lo and hi <= FP16_ROUNDS_TO_MAX)
+
+
+def finite_fp16(arr: np.ndarray, chunk: int = 1 << 20) -> bool:
+    """Whether every value of an fp16 array is finite (all finite fp16 values fit): its bits with the sign cleared
+    stay below inf's, an integer reduction a chunk at a time (numpy's fp16 min / max convert element by element:
+    0.17 s for a 1B model's 16M-value matrix, of which a load checks dozens)."""
+    bits = arr.reshape(-1).view(np.uint16)
+    return all(int((bits[i:i + chunk] & 0x7FFF).max()) < 0x7C00 for i in range(0, bits.size, chunk))
 
 
 def describe_bad(arr: np.ndarray, ref: np.ndarray) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...errors import CompileError
 from ...ir.graph import Graph, Value
+from ...native.layout import transposed
 from ...native.sim import catalog_limits
 
 _LIMITS = catalog_limits()      # the simulator's numbers (defined once, in the native constraint catalog)
@@ -136,10 +137,10 @@ class DynamicWeight:
         arr = np.asarray(arr)
         if self.layout == "conv_t":
             oc, ic = self.surface_shape[3], self.surface_shape[1]
-            return np.ascontiguousarray(arr.reshape(oc, ic).T).reshape(self.surface_shape)
+            return transposed(arr.reshape(oc, ic), (1, 0)).reshape(self.surface_shape)
         if self.layout == "conv_p":
             _, p, ic, width = self.surface_shape
-            return np.ascontiguousarray(arr.reshape(p, width, ic).transpose(0, 2, 1)).reshape(self.surface_shape)
+            return transposed(arr.reshape(p, width, ic), (0, 2, 1)).reshape(self.surface_shape)
         return arr.reshape(self.surface_shape)
 
     def place(self, packed: np.ndarray, surf: np.ndarray) -> None:

@@ -272,6 +272,59 @@ void CompressedWeight::panels_into(f16* dst, int64_t width, int64_t ld) const {
   });
 }
 
+void shift_scale_dense(const uint8_t* codes, bool is_signed, int64_t M, int64_t K, const float* scale,
+                       const float* offset, int64_t rows_per_block, int64_t blocks_per_row, f16* dst) {
+  const int64_t cols = K / blocks_per_row, whole = cols / kR * kR;
+  const simd::IsaOps& o = simd::ops();
+  // decode_ss8 decodes k-rows of 16 lanes, each lane with its own scale: with all 16 the same, a k-row is 16
+  // consecutive codes of one row
+  parallel_for(M, std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(K, 1)), [&](int64_t lo, int64_t hi) {
+    float sc[kR], of[kR], tail[kR];
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t base = (r / rows_per_block) * blocks_per_row;
+      for (int64_t b = 0; b < blocks_per_row; ++b) {
+        const float s = scale[base + b], f = offset ? offset[base + b] : 0.0f;
+        const uint8_t* c = codes + r * K + b * cols;
+        f16* d = dst + r * K + b * cols;
+        std::fill(sc, sc + kR, s);
+        std::fill(of, of + kR, f);
+        if (whole) o.decode_ss8(c, whole / kR, is_signed, sc, of, d);
+        for (int64_t j = whole; j < cols; ++j)
+          tail[j - whole] = ((float)(is_signed ? (int32_t)(int8_t)c[j] : (int32_t)c[j]) - f) * s;
+        if (cols > whole) o.f32_to_f16(tail, d + whole, (size_t)(cols - whole));
+      }
+    }
+  });
+}
+
+void lut_dense(const uint8_t* packed, unsigned bits, int64_t M, int64_t K, const f16* lut, int64_t rows_per_table,
+               f16* dst) {
+  const simd::IsaOps& o = simd::ops();
+  const unsigned mask = (1u << bits) - 1;
+  // a row of 4-bit codes starts on a byte and its 16-code runs are 8 bytes LSB-first: decode_lut4's k-rows
+  const bool runs4 = bits == 4 && K % 16 == 0;
+  parallel_for(M, std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(K, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const f16* t = lut + ((size_t)(r / rows_per_table) << bits);
+      f16* d = dst + r * K;
+      if (runs4) {
+        o.decode_lut4(packed + r * K / 2, K / 16, t, d);
+      } else if (bits == 8) {
+        const uint8_t* c = packed + r * K;
+        for (int64_t k = 0; k < K; ++k) d[k] = t[c[k]];
+      } else {
+        uint64_t bit = (uint64_t)(r * K) * bits;
+        for (int64_t k = 0; k < K; ++k, bit += bits) {
+          const unsigned sh = bit & 7;
+          unsigned v = packed[bit >> 3];
+          if (sh + bits > 8) v |= (unsigned)packed[(bit >> 3) + 1] << 8;  // the code crosses into the next byte
+          d[k] = t[(v >> sh) & mask];
+        }
+      }
+    }
+  });
+}
+
 size_t CompressedWeight::bytes() const {
   return codes.size() + lut.size() * sizeof(f16) + (scale.size() + offset.size()) * sizeof(float);
 }

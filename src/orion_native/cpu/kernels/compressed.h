@@ -58,6 +58,19 @@ struct CompressedWeight : PanelSource {
   size_t bytes() const;        // what the plan holds: codes + tables / scales / offsets
 };
 
+// fp16(float(c - offset[b]) * scale[b]) for codes stored a byte each, row-major [M][K] (int8 when is_signed), with
+// b = (r / rows_per_block) * blocks_per_row + k / (K / blocks_per_row): a shift/scale weight decoded in its file's
+// layout (orion.quant's dequantize: the probe and the graphs' values), exactly as CompressedWeight decodes it. offset
+// may be null (0). Threads over rows; the 16-code runs go through the ISA's decode_ss8.
+void shift_scale_dense(const uint8_t* codes, bool is_signed, int64_t M, int64_t K, const float* scale,
+                       const float* offset, int64_t rows_per_block, int64_t blocks_per_row, f16* dst);
+
+// lut[(r / rows_per_table) << bits | c] for codes packed LSB-first at `bits` (1..8) in one row-major stream [M][K]
+// (MILBlob's sub-byte layout): a constexpr_lut_to_dense weight decoded in its file's layout (orion.quant's
+// dequantize). Threads over rows; 4-bit rows of whole 16-code runs go through the ISA's decode_lut4.
+void lut_dense(const uint8_t* packed, unsigned bits, int64_t M, int64_t K, const f16* lut, int64_t rows_per_table,
+               f16* dst);
+
 // A compressed weight standing for bytes of a weight input laid out as panels_into lays it out (column panels of
 // `width` rows, rows padded to `ld`) from byte `offset` of the input (runtime/surface.h: a surface's panels). The
 // simulator's panel GEMM reads the weight from it (decoding a panel at a time, or int8 codes in the GEMV's
