@@ -225,7 +225,7 @@ void panel_cols(const PanelTile& t, int j0) {
   }
 }
 
-// Stores the finished accumulators of panels<> / panels_q8<> / panels_lut4<>: acc[q][j] is column j of panel q
+// Stores the finished accumulators of panels_of<>: acc[q][j] is column j of panel q
 // (rows 0-7, 8-15).
 template <int NC, int P>
 void store_panels(const PanelTile& t, __m256 (&acc)[P][NC][2]) {
@@ -262,30 +262,50 @@ inline void fma_row(__m256 a0, __m256 a1, const float* b, __m256 (&acc)[NC][2]) 
   }
 }
 
-// NC (<= 2) columns of P whole panels at once: 2 P NC independent chains (one column of one panel is
-// only two). Rows past t.rows come from the panels' zero padding and are not stored.
-template <int NC, int P>
-void panels(const PanelTile& t) {
+// The multi-panel GEMV of every weight form: NC (<= 2) columns of P whole panels at once, 2 P NC independent chains
+// (one column of one panel is only two). `Rows` (constructed from the tile) gives k-row k of panel q as fp32 rows
+// 0-7 and 8-15 - fp16 values widened, or codes decoded in registers exactly as decode_ss8 / decode_lut4 decode them -
+// so every form runs the same fma chains on the same values. Rows past t.rows come from the panels' zero padding
+// and are not stored.
+template <int NC, int P, class Rows>
+void panels_of(const PanelTile& t) {
+  Rows rows(t);
   __m256 acc[P][NC][2];
   for (int q = 0; q < P; ++q)
     for (int j = 0; j < NC; ++j) acc[q][j][0] = acc[q][j][1] = _mm256_setzero_ps();
-  const f16* a = t.ap;
+  const auto* a = rows.a;               // k-row k of panel 0; panel q's is pstride further
   const float* b = t.bp;
-  const int64_t ps = t.pstride;
-  for (int64_t k = 0; k < t.K; ++k, a += t.lda, b += t.ldb) {
+  for (int64_t k = 0; k < t.K; ++k, a += rows.step, b += t.ldb) {
 #pragma GCC unroll 4
     for (int q = 0; q < P; ++q) {
-      const f16* aq = a + q * ps;
-      _mm_prefetch((const char*)(aq + 64 * t.lda), _MM_HINT_T0);
-      fma_row<NC>(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)aq)),
-                  _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(aq + 8))), b, acc[q]);
+      rows.prefetch(a, q);
+      __m256 v0, v1;
+      rows.row(a, q, &v0, &v1);
+      fma_row<NC>(v0, v1, b, acc[q]);
     }
   }
   store_panels<NC, P>(t, acc);
 }
 
+// fp16 panels (pstride apart), k-rows lda apart.
+struct F16Rows {
+  const f16* a;
+  int64_t ps, step;
+  explicit F16Rows(const PanelTile& t) : a(t.ap), ps(t.pstride), step(t.lda) {}
+  void prefetch(const f16* k, int q) const { _mm_prefetch((const char*)(k + q * ps + 64 * step), _MM_HINT_T0); }
+  void row(const f16* k, int q, __m256* v0, __m256* v1) const {
+    *v0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(k + q * ps)));
+    *v1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(k + q * ps + 8)));
+  }
+};
+
+template <int NC, int P>
+void panels(const PanelTile& t) {
+  panels_of<NC, P, F16Rows>(t);
+}
+
 // One k-row of an 8-bit scale/offset panel (16 codes) as fp32 (code - of) * sc, rows 0-7 and 8-15, not yet
-// rounded to fp16 (decode_ss8 and panels_q8).
+// rounded to fp16 (decode_ss8 and Q8Rows).
 template <bool S>
 inline void ss8_row(__m128i c8, const __m256 (&s)[2], const __m256 (&o)[2], __m256* v0, __m256* v1) {
   const __m128i c8h = _mm_srli_si128(c8, 8);
@@ -295,32 +315,32 @@ inline void ss8_row(__m128i c8, const __m256 (&s)[2], const __m256 (&o)[2], __m2
   *v1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(c1), o[1]), s[1]);
 }
 
-// panels<NC, P> on 8-bit codes with a scale / offset per row: each k-row decoded in registers exactly as
-// decode_ss8 does (fp32 (code - of) * sc, rounded to fp16 and widened back), then the same fma chains.
+// 8-bit code panels with a scale / offset per row: each k-row decoded exactly as decode_ss8 does (fp32
+// (code - of) * sc, rounded to fp16 and widened back).
+template <int P, bool S>
+struct Q8Rows {
+  const uint8_t* a;
+  int64_t ps;
+  __m256 s[P][2], o[P][2];
+  explicit Q8Rows(const PanelTile& t) : a(t.q8), ps(t.pstride) {
+    for (int q = 0; q < P; ++q)
+      for (int h = 0; h < 2; ++h) {
+        s[q][h] = _mm256_loadu_ps(t.sc + 16 * q + 8 * h);
+        o[q][h] = _mm256_loadu_ps(t.of + 16 * q + 8 * h);
+      }
+  }
+  static constexpr int64_t step = 16;
+  void prefetch(const uint8_t* k, int q) const { _mm_prefetch((const char*)(k + q * ps + 16 * 64), _MM_HINT_T0); }
+  void row(const uint8_t* k, int q, __m256* v0, __m256* v1) const {
+    ss8_row<S>(_mm_loadu_si128((const __m128i*)(k + q * ps)), s[q], o[q], v0, v1);
+    *v0 = _mm256_cvtph_ps(_mm256_cvtps_ph(*v0, kRound));
+    *v1 = _mm256_cvtph_ps(_mm256_cvtps_ph(*v1, kRound));
+  }
+};
+
 template <int NC, int P, bool S>
 void panels_q8(const PanelTile& t) {
-  __m256 acc[P][NC][2], s[P][2], o[P][2];
-  for (int q = 0; q < P; ++q) {
-    for (int h = 0; h < 2; ++h) {
-      s[q][h] = _mm256_loadu_ps(t.sc + 16 * q + 8 * h);
-      o[q][h] = _mm256_loadu_ps(t.of + 16 * q + 8 * h);
-    }
-    for (int j = 0; j < NC; ++j) acc[q][j][0] = acc[q][j][1] = _mm256_setzero_ps();
-  }
-  const uint8_t* a = t.q8;
-  const float* b = t.bp;
-  const int64_t ps = t.pstride;
-  for (int64_t k = 0; k < t.K; ++k, a += 16, b += t.ldb) {
-#pragma GCC unroll 4
-    for (int q = 0; q < P; ++q) {
-      _mm_prefetch((const char*)(a + q * ps + 16 * 64), _MM_HINT_T0);
-      __m256 v0, v1;
-      ss8_row<S>(_mm_loadu_si128((const __m128i*)(a + q * ps)), s[q], o[q], &v0, &v1);
-      fma_row<NC>(_mm256_cvtph_ps(_mm256_cvtps_ph(v0, kRound)), _mm256_cvtph_ps(_mm256_cvtps_ph(v1, kRound)), b,
-                  acc[q]);
-    }
-  }
-  store_panels<NC, P>(t, acc);
+  panels_of<NC, P, Q8Rows<P, S>>(t);
 }
 
 // A 16-entry fp16 table split into its low and high bytes, for pshufb lookups (decode_lut4's).
@@ -338,32 +358,31 @@ inline Lut4Table lut4_table(const f16* table) {
   return {_mm_load_si128((const __m128i*)lo), _mm_load_si128((const __m128i*)hi)};
 }
 
-// panels<NC, P> on 4-bit LUT codes, one table per panel: each k-row (8 bytes) looked up in registers exactly as
-// decode_lut4 does (the fp16 values themselves), widened, the same fma chains.
+// 4-bit LUT code panels, one table each: each k-row (8 bytes) looked up exactly as decode_lut4 does (the fp16
+// values themselves), widened.
+template <int P>
+struct Lut4Rows {
+  const uint8_t* a;
+  int64_t ps;
+  Lut4Table tab[P];
+  __m128i m = _mm_set1_epi8(0x0F);
+  explicit Lut4Rows(const PanelTile& t) : a(t.q4), ps(t.pstride) {
+    for (int q = 0; q < P; ++q) tab[q] = lut4_table(t.tabs[q]);
+  }
+  static constexpr int64_t step = 8;
+  void prefetch(const uint8_t* k, int q) const { _mm_prefetch((const char*)(k + q * ps + 8 * 64), _MM_HINT_T0); }
+  void row(const uint8_t* k, int q, __m256* v0, __m256* v1) const {
+    const __m128i bytes = _mm_loadl_epi64((const __m128i*)(k + q * ps));
+    const __m128i c = _mm_unpacklo_epi8(_mm_and_si128(bytes, m), _mm_and_si128(_mm_srli_epi16(bytes, 4), m));
+    const __m128i vl = _mm_shuffle_epi8(tab[q].lo, c), vh = _mm_shuffle_epi8(tab[q].hi, c);
+    *v0 = _mm256_cvtph_ps(_mm_unpacklo_epi8(vl, vh));
+    *v1 = _mm256_cvtph_ps(_mm_unpackhi_epi8(vl, vh));
+  }
+};
+
 template <int NC, int P>
 void panels_lut4(const PanelTile& t) {
-  __m256 acc[P][NC][2];
-  Lut4Table tab[P];
-  for (int q = 0; q < P; ++q) {
-    tab[q] = lut4_table(t.tabs[q]);
-    for (int j = 0; j < NC; ++j) acc[q][j][0] = acc[q][j][1] = _mm256_setzero_ps();
-  }
-  const __m128i m = _mm_set1_epi8(0x0F);
-  const uint8_t* a = t.q4;
-  const float* b = t.bp;
-  const int64_t ps = t.pstride;
-  for (int64_t k = 0; k < t.K; ++k, a += 8, b += t.ldb) {
-#pragma GCC unroll 4
-    for (int q = 0; q < P; ++q) {
-      _mm_prefetch((const char*)(a + q * ps + 8 * 64), _MM_HINT_T0);
-      const __m128i bytes = _mm_loadl_epi64((const __m128i*)(a + q * ps));
-      const __m128i c = _mm_unpacklo_epi8(_mm_and_si128(bytes, m), _mm_and_si128(_mm_srli_epi16(bytes, 4), m));
-      const __m128i vl = _mm_shuffle_epi8(tab[q].lo, c), vh = _mm_shuffle_epi8(tab[q].hi, c);
-      fma_row<NC>(_mm256_cvtph_ps(_mm_unpacklo_epi8(vl, vh)), _mm256_cvtph_ps(_mm_unpackhi_epi8(vl, vh)), b,
-                  acc[q]);
-    }
-  }
-  store_panels<NC, P>(t, acc);
+  panels_of<NC, P, Lut4Rows<P>>(t);
 }
 
 void panel_one(const PanelTile& t) {

@@ -358,29 +358,47 @@ void store_panels(const PanelTile& t, __m512 (&acc)[P][NC]) {
   }
 }
 
-// NC (<= 4) columns of P whole panels at once: P x NC independent chains (one column is a single
-// chain per panel, latency-bound at 32 bytes of A per fma latency). Rows past t.rows are computed from
-// the panels' zero padding and not stored.
-template <int NC, int P>
-void panels(const PanelTile& t) {
+// The multi-panel GEMV of every weight form: NC (<= 4) columns of P whole panels at once, P x NC independent chains
+// (one column is a single chain per panel, latency-bound at 32 bytes of A per fma latency). `Rows` (constructed from
+// the tile) gives k-row k of panel q as 16 fp32 lanes - fp16 values widened, or codes decoded in registers exactly as
+// decode_ss8 / decode_lut4 decode them - so every form runs the same fma chains on the same values. Rows past t.rows
+// come from the panels' zero padding and are not stored.
+template <int NC, int P, class Rows>
+void panels_of(const PanelTile& t) {
+  Rows rows(t);
   __m512 acc[P][NC];
 #pragma GCC unroll 16
   for (int q = 0; q < P; ++q)
 #pragma GCC unroll 4
     for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_setzero_ps();
-  const f16* a = t.ap;
+  const auto* a = rows.a;               // k-row k of panel 0; panel q's is pstride further
   const float* b = t.bp;
-  const int64_t ps = t.pstride;
-  for (int64_t k = 0; k < t.K; ++k, a += t.lda, b += t.ldb) {
+  for (int64_t k = 0; k < t.K; ++k, a += rows.step, b += t.ldb) {
 #pragma GCC unroll 16
     for (int q = 0; q < P; ++q) {
-      _mm_prefetch((const char*)(a + q * ps + kPrefetchRows * t.lda), _MM_HINT_T0);
-      __m512 av = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(a + q * ps)));
+      rows.prefetch(a, q);
+      const __m512 av = rows.row(a, q);
 #pragma GCC unroll 4
       for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j]), acc[q][j]);
     }
   }
   store_panels<NC, P>(t, acc);
+}
+
+// fp16 panels (pstride apart), k-rows lda apart.
+struct F16Rows {
+  const f16* a;
+  int64_t ps, step;
+  explicit F16Rows(const PanelTile& t) : a(t.ap), ps(t.pstride), step(t.lda) {}
+  void prefetch(const f16* k, int q) const {
+    _mm_prefetch((const char*)(k + q * ps + kPrefetchRows * step), _MM_HINT_T0);
+  }
+  __m512 row(const f16* k, int q) const { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(k + q * ps))); }
+};
+
+template <int NC, int P>
+void panels(const PanelTile& t) {
+  panels_of<NC, P, F16Rows>(t);
 }
 
 void panel_one(const PanelTile& t) {
@@ -410,34 +428,35 @@ int panel_group(int cols) { return cols <= 1 ? 8 : cols == 2 ? 4 : cols <= 4 ? 2
 
 namespace {
 
-// panels<NC, P> on 8-bit codes: each k-row of a panel decoded in registers exactly as decode_ss8 does
-// (fp32 (code - of) * sc, rounded to fp16 and widened back), then the same fma chains.
-template <int NC, int P, bool S>
-void panels_q8(const PanelTile& t) {
-  __m512 acc[P][NC], s[P], o[P];
-#pragma GCC unroll 16
-  for (int q = 0; q < P; ++q) {
-    s[q] = _mm512_loadu_ps(t.sc + 16 * q);
-    o[q] = _mm512_loadu_ps(t.of + 16 * q);
-#pragma GCC unroll 4
-    for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_setzero_ps();
-  }
-  const uint8_t* a = t.q8;
-  const float* b = t.bp;
-  const int64_t ps = t.pstride;
-  for (int64_t k = 0; k < t.K; ++k, a += 16, b += t.ldb) {
+// 8-bit code panels with a scale / offset per row: each k-row (16 codes) decoded exactly as decode_ss8 does (fp32
+// (code - of) * sc, rounded to fp16 and widened back).
+template <int P, bool S>
+struct Q8Rows {
+  const uint8_t* a;
+  int64_t ps;
+  __m512 s[P], o[P];
+  explicit Q8Rows(const PanelTile& t) : a(t.q8), ps(t.pstride) {
 #pragma GCC unroll 16
     for (int q = 0; q < P; ++q) {
-      _mm_prefetch((const char*)(a + q * ps + 16 * kPrefetchRows), _MM_HINT_T0);
-      __m128i c8 = _mm_loadu_si128((const __m128i*)(a + q * ps));
-      __m512i c = S ? _mm512_cvtepi8_epi32(c8) : _mm512_cvtepu8_epi32(c8);
-      __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(c), o[q]), s[q]);
-      __m512 av = _mm512_cvtph_ps(_mm512_cvtps_ph(v, kRound));
-#pragma GCC unroll 4
-      for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j]), acc[q][j]);
+      s[q] = _mm512_loadu_ps(t.sc + 16 * q);
+      o[q] = _mm512_loadu_ps(t.of + 16 * q);
     }
   }
-  store_panels<NC, P>(t, acc);
+  static constexpr int64_t step = 16;
+  void prefetch(const uint8_t* k, int q) const {
+    _mm_prefetch((const char*)(k + q * ps + 16 * kPrefetchRows), _MM_HINT_T0);
+  }
+  __m512 row(const uint8_t* k, int q) const {
+    const __m128i c8 = _mm_loadu_si128((const __m128i*)(k + q * ps));
+    const __m512i c = S ? _mm512_cvtepi8_epi32(c8) : _mm512_cvtepu8_epi32(c8);
+    const __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(c), o[q]), s[q]);
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, kRound));
+  }
+};
+
+template <int NC, int P, bool S>
+void panels_q8(const PanelTile& t) {
+  panels_of<NC, P, Q8Rows<P, S>>(t);
 }
 
 #if defined(ORION_HAVE_AVX512FP16)
@@ -534,34 +553,32 @@ inline __m512i lut4_idx(__m128i bytes, __m512i m_lo, __m512i m_hi) {
   return _mm512_or_si512(_mm512_and_si512(b, m_lo), _mm512_slli_epi32(_mm512_and_si512(b, m_hi), 12));
 }
 
-// panels<NC, P> on 4-bit LUT codes: each k-row of a panel looked up in its table in registers exactly as
-// decode_lut4 does (a 16-bit permute through the table: the fp16 values themselves), widened, the same fma chains.
+// 4-bit LUT code panels, one table each: each k-row (8 bytes) looked up exactly as decode_lut4 does (a 16-bit permute
+// through the table: the fp16 values themselves), widened.
+template <int P>
+struct Lut4Rows {
+  const uint8_t* a;
+  int64_t ps;
+  __m512i tab[P];
+  __m512i m_lo = _mm512_set1_epi32(0x0F), m_hi = _mm512_set1_epi32(0xF0);
+  explicit Lut4Rows(const PanelTile& t) : a(t.q4), ps(t.pstride) {
+#pragma GCC unroll 16
+    for (int q = 0; q < P; ++q) tab[q] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i*)t.tabs[q]));
+  }
+  static constexpr int64_t step = 8;
+  void prefetch(const uint8_t* k, int q) const {
+    _mm_prefetch((const char*)(k + q * ps + 8 * kPrefetchRows), _MM_HINT_T0);
+  }
+  __m512 row(const uint8_t* k, int q) const {
+    const __m512i v =
+        _mm512_permutexvar_epi16(lut4_idx(_mm_loadl_epi64((const __m128i*)(k + q * ps)), m_lo, m_hi), tab[q]);
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(v));
+  }
+};
+
 template <int NC, int P>
 void panels_lut4(const PanelTile& t) {
-  __m512 acc[P][NC];
-  __m512i tab[P];
-#pragma GCC unroll 16
-  for (int q = 0; q < P; ++q) {
-    tab[q] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i*)t.tabs[q]));
-#pragma GCC unroll 4
-    for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_setzero_ps();
-  }
-  const __m512i m_lo = _mm512_set1_epi32(0x0F), m_hi = _mm512_set1_epi32(0xF0);
-  const uint8_t* a = t.q4;
-  const float* b = t.bp;
-  const int64_t ps = t.pstride;
-  for (int64_t k = 0; k < t.K; ++k, a += 8, b += t.ldb) {
-#pragma GCC unroll 16
-    for (int q = 0; q < P; ++q) {
-      _mm_prefetch((const char*)(a + q * ps + 8 * kPrefetchRows), _MM_HINT_T0);
-      const __m512i v = _mm512_permutexvar_epi16(lut4_idx(_mm_loadl_epi64((const __m128i*)(a + q * ps)), m_lo, m_hi),
-                                                     tab[q]);
-      const __m512 av = _mm512_cvtph_ps(_mm512_castsi512_si256(v));
-#pragma GCC unroll 4
-      for (int j = 0; j < NC; ++j) acc[q][j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j]), acc[q][j]);
-    }
-  }
-  store_panels<NC, P>(t, acc);
+  panels_of<NC, P, Lut4Rows<P>>(t);
 }
 
 }  // namespace
