@@ -51,16 +51,38 @@ def test_weights_are_float64_one_at_a_time():
         assert peak < 3 * one, f"peak {peak} bytes: more than one weight's float64 copy at a time"
 
 
-def test_the_constants_cache_still_holds_every_weight_once():
+def test_the_constants_cache_holds_every_weight_once_as_stored():
+    """The sampler's cache across evaluations: each conv weight once, fp16 as stored (convs widen blocks of it)."""
     g, ws, _ = _stack(False)
     x = np.random.default_rng(1).standard_normal((1, D, 1, 4))
     cache: dict = {}
     a = evaluate(g, {"x": x}, consts=cache)
-    held = [v for _, v in cache.values() if v.shape[:2] == (D, D)]
+    held = [v for _, v in cache.values() if v.size == D * D]
     b = evaluate(g, {"x": x}, consts=cache)
-    assert len(held) == LAYERS and all(v.dtype == np.float64 for v in held)
-    assert len(cache) == len([v for _, v in cache.values()])
+    assert len(held) == LAYERS and all(v.dtype == np.float16 for v in held)
     np.testing.assert_array_equal(a["y"], b["y"])
+
+
+def test_conv_weights_kept_as_stored_give_the_float64_products_bit_for_bit():
+    """fp16 weights read by convs (through the linear's reshape) are widened a block at a time: the same bits as
+    the same weights given in float64; a weight also read by another op, or returned, is converted whole."""
+    g16, ws, _ = _stack(False)
+    g64 = Graph()
+    x = g64.input("x", (1, D, 1, 4))
+    h = x
+    for i, w in enumerate(ws):
+        h = ops.add(h, ops.linear(h, g64.weight(f"w{i}", w.astype(np.float64))))
+    g64.output("y", h)
+    xs = np.random.default_rng(2).standard_normal((1, D, 1, 4))
+    np.testing.assert_array_equal(evaluate(g16, {"x": xs})["y"], evaluate(g64, {"x": xs})["y"])
+    g = Graph()
+    x = g.input("x", (1, 4, 1, 2))
+    w = g.weight("w", np.arange(16, dtype=np.float16).reshape(4, 4) / 8)
+    g.output("y", ops.linear(x, w))
+    g.output("w_out", w)                                # returned: float64 like every output
+    out = evaluate(g, {"x": np.ones((1, 4, 1, 2))})
+    assert out["w_out"].dtype == np.float64 and out["y"].dtype == np.float64
+    np.testing.assert_array_equal(out["y"][0, :, 0, 0], (np.arange(16).reshape(4, 4) / 8).sum(1))
 
 
 def test_an_output_that_is_a_constant_or_an_input():

@@ -21,7 +21,10 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray] | None = None, values: 
 
     A constant is converted to float64 when first read and every value is dropped after its last reader (unless
     returned): a model stage's weights in float64 are 4x their fp16 bytes, and held all at once they were the peak
-    of a 1B model's load (its fp16 probe)."""
+    of a 1B model's load (its fp16 probe). A constant only convs read as their weight (directly or through
+    reshapes) is not converted at all: conv widens a block of output channels at a time (fp16 and fp32 are exact
+    in float64, so the products are the same), where a whole float64 copy of each weight cost the probe as much
+    time as its products."""
     inputs = dict(inputs or {})
     keep = {id(v) for v in graph.outputs.values()} | {id(v) for v in values or ()}
     last: dict[int, int] = {}                 # id(value) -> index of the last node reading it
@@ -29,13 +32,14 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray] | None = None, values: 
         for v in n.inputs.values():
             for x in v if isinstance(v, tuple) else (v,):
                 last[id(x)] = i
+    weights = _conv_weights(graph, keep)
     env: dict[int, np.ndarray] = {}
     lazy: dict[int, object] = {}              # id(value) -> its const node, not yet converted
 
     def read(x: Value) -> np.ndarray:
         a = env.get(id(x))
         if a is None:
-            a = env[id(x)] = _const(lazy.pop(id(x)), consts)
+            a = env[id(x)] = _const(lazy.pop(id(x)), consts, id(x) in weights)
         return a
 
     for i, n in enumerate(graph.nodes):
@@ -50,6 +54,8 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray] | None = None, values: 
             env[id(n.out)] = arr
         elif n.op == "const":
             lazy[id(n.out)] = n
+        elif id(n.out) in weights:               # a reshape on the way to a conv's weight: no float64 copy
+            env[id(n.out)] = read(n.inputs["x"]).reshape(n.out.shape)
         else:
             args = {k: (tuple(read(x) for x in v) if isinstance(v, tuple) else read(v))
                     for k, v in n.inputs.items()}
@@ -66,10 +72,32 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray] | None = None, values: 
     return out
 
 
-def _const(n, consts: dict | None) -> np.ndarray:
-    """A const node's value in float64 (through ``consts``, the cache across evaluations, when given)."""
-    if consts is None:
-        return np.asarray(n.attrs["value"], dtype=np.float64)
-    if id(n) not in consts:
-        consts[id(n)] = (n, np.asarray(n.attrs["value"], dtype=np.float64))   # n: keeps the id valid
-    return consts[id(n)][1]
+def _conv_weights(graph: Graph, keep: set) -> set:
+    """ids of the values that only convs read, as their weight - directly or through reshapes - and that are not
+    returned: they may stay in their stored precision."""
+    readers: dict[int, list] = {}
+    for n in graph.nodes:
+        for k, v in n.inputs.items():
+            for x in v if isinstance(v, tuple) else (v,):
+                readers.setdefault(id(x), []).append((n, k))
+    out: set = set()
+    for n in reversed(graph.nodes):           # a reshape's readers are decided before it
+        if n.op not in ("const", "reshape") or id(n.out) in keep or id(n.out) not in readers:
+            continue
+        if all((r.op == "conv" and k == "weight") or (r.op == "reshape" and id(r.out) in out)
+               for r, k in readers[id(n.out)]):
+            out.add(id(n.out))
+    return out
+
+
+def _const(n, consts: dict | None, conv_weight: bool = False) -> np.ndarray:
+    """A const node's value in float64 (through ``consts``, the cache across evaluations, when given); a conv's
+    weight as stored when fp16 or fp32."""
+    if consts is not None and id(n) in consts:
+        return consts[id(n)][1]
+    a = np.asarray(n.attrs["value"])
+    if not (conv_weight and a.dtype in (np.float16, np.float32)):
+        a = np.asarray(a, dtype=np.float64)
+    if consts is not None:
+        consts[id(n)] = (n, a)            # n: keeps the id valid
+    return a
