@@ -93,3 +93,56 @@ def test_an_output_that_is_a_constant_or_an_input():
     g.output("y", ops.add(x, x))
     out = evaluate(g, {"x": np.full((1, 2, 1, 3), 2.0)})
     assert out["c_out"].dtype == np.float64 and (out["c_out"] == 1).all() and (out["x_out"] == 2).all() and (out["y"] == 4).all()
+
+
+def _matmul_stack():
+    """LAYERS matmuls of the stream by D x D fp16 constants (not conv weights: converted to float64 when read)."""
+    rng = np.random.default_rng(3)
+    ws = [(rng.standard_normal((D, D)) / 16).astype(np.float16) for _ in range(LAYERS)]
+    g = Graph()
+    h = g.input("x", (1, 1, 4, D))
+    for i, w in enumerate(ws):
+        h = ops.add(h, ops.matmul(h, g.weight(f"m{i}", w.reshape(1, 1, D, D))))
+    g.output("y", h)
+    return g, ws
+
+
+def test_float64_constants_are_dropped_after_their_last_reader():
+    g, ws = _matmul_stack()
+    x = np.random.default_rng(1).standard_normal((1, 1, 4, D))
+    tracemalloc.start()
+    out = evaluate(g, {"x": x})
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    h = x[0, 0]
+    for w in ws:
+        h = h + h @ w.astype(np.float64)
+    np.testing.assert_allclose(out["y"][0, 0], h, rtol=1e-12)
+    assert peak < 4 * D * D * 8, f"peak {peak} bytes: float64 constants held past their last reader"
+
+
+def test_a_weight_read_by_a_conv_and_another_op_is_float64_for_the_other():
+    """A constant that a conv and an elementwise op both read is converted whole (not a conv-only weight); a
+    reshape of a computed value on its way to a conv weight is freed after its reader; a cached conv weight
+    tapped later comes back float64."""
+    g = Graph()
+    x = g.input("x", (1, 4, 1, 2))
+    w = g.weight("w", (np.arange(16, dtype=np.float16).reshape(4, 4) / 8))
+    y = ops.linear(x, w)
+    g.output("y", y)
+    g.output("wsum", ops.add(w, w))
+    w2 = ops.mul(g.weight("v", np.full((4, 4), 0.5, np.float16)), 2.0)     # computed, then reshaped for the conv
+    g.output("z", ops.linear(x, w2))
+    xs = np.ones((1, 4, 1, 2))
+    out = evaluate(g, {"x": xs})
+    wd = np.arange(16).reshape(4, 4) / 8
+    np.testing.assert_array_equal(out["wsum"], 2 * wd)
+    assert out["wsum"].dtype == np.float64
+    np.testing.assert_array_equal(out["y"][0, :, 0, 0], wd.sum(1))
+    np.testing.assert_array_equal(out["z"][0, :, 0, 0], np.full(4, 4.0))
+    g2, _, mids = _stack(False)
+    cache: dict = {}
+    evaluate(g2, {"x": np.ones((1, D, 1, 4))}, consts=cache)
+    weight = next(v for v in g2.weights.values())
+    tapped = evaluate(g2, {"x": np.ones((1, D, 1, 4))}, values=[weight], consts=cache)
+    assert tapped[weight].dtype == np.float64

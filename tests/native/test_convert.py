@@ -100,6 +100,19 @@ def test_shift_scale_of_every_grid_equals_numpys_arithmetic_on_every_isa(shape, 
         _native.set_num_threads(0)
 
 
+def test_shift_scale_broadcasts_a_lower_rank_grid_from_the_right():
+    """A scale / offset of lower rank than the codes broadcasts as numpy would (leading dims of 1): a per-column
+    scale [K] of codes [M, K], and an offset of another grid than the scale's (numpy's path)."""
+    q = RNG.integers(-127, 128, (8, 32)).astype(np.int8)
+    col = (RNG.random(32) + 0.5).astype(np.float16)
+    want = _numpy_shift_scale(q, col.reshape(1, 32), None)
+    np.testing.assert_array_equal(shift_scale(q, col, None).view(np.uint16), want.view(np.uint16))
+    row = (RNG.random((8, 1)) + 0.5).astype(np.float16)
+    off = RNG.integers(-3, 4, (1, 32)).astype(np.int8)
+    want = _numpy_shift_scale(q, np.broadcast_to(row, (8, 32)), np.broadcast_to(off, (8, 32)))
+    np.testing.assert_array_equal(shift_scale(q, row, off).view(np.uint16), want.view(np.uint16))
+
+
 def test_codes_to_fp16_refuses_grids_that_do_not_divide_the_codes():
     q = np.zeros((6, 10), np.int8)
     with pytest.raises(ValueError, match="rows_per_block must divide"):

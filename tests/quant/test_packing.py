@@ -111,3 +111,13 @@ def test_wrong_payload_size_is_refused():
         unpack_bits(np.zeros(3, np.uint8), 4, 3)
     with pytest.raises(QuantizationError, match="1-D uint8"):
         unpack_bits(np.zeros(2, np.int8), 4, 3)
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_eight_bit_unpack_is_a_read_only_view_of_the_payload(signed):
+    """8-bit values unpack to the payload itself (no copy a decode), read-only: a caller cannot change the weight."""
+    p = PackedInts.pack(np.arange(-5, 5) if signed else np.arange(10), 8, signed=signed)
+    v = p.unpack()
+    assert v.dtype == (np.int8 if signed else np.uint8) and np.shares_memory(v, p.payload)
+    with pytest.raises(ValueError):
+        v[0] = 1

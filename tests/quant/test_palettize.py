@@ -181,11 +181,20 @@ def test_dequantize_is_the_table_gather_on_every_isa(bits, shape, groups):
     try:
         for isa in isas:
             _native.testing.force_isa(isa)
-            got = q.dequantize()
-            assert got.dtype == np.float16 and got.shape == shape
-            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16), err_msg=isa)
+            for threads in (1, 2):
+                _native.set_num_threads(threads)
+                got = q.dequantize()
+                assert got.dtype == np.float16 and got.shape == shape
+                np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16), err_msg=f"{isa} {threads}")
     finally:
         _native.testing.force_isa("best")
+        _native.set_num_threads(0)
+
+
+def test_a_payload_of_the_wrong_size_is_a_quantization_error():
+    q = LutQuantized(PackedInts(np.zeros(7, np.uint8), (4, 4), 4, False), np.zeros((1, 1, 16, 1), np.float16))
+    with pytest.raises(QuantizationError, match="take 8 bytes"):
+        q.dequantize()
 
 
 def test_native_lookup_refuses_sizes_that_do_not_match():

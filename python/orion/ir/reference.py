@@ -54,14 +54,15 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray] | None = None, values: 
             env[id(n.out)] = arr
         elif n.op == "const":
             lazy[id(n.out)] = n
-        elif id(n.out) in weights:               # a reshape on the way to a conv's weight: no float64 copy
-            env[id(n.out)] = read(n.inputs["x"]).reshape(n.out.shape)
         else:
-            args = {k: (tuple(read(x) for x in v) if isinstance(v, tuple) else read(v))
-                    for k, v in n.inputs.items()}
-            for o, r in zip(n.outputs, evaluate_node(n.op, args, n.attrs)):
-                env[id(o)] = r.reshape(o.shape)
-            del args
+            if id(n.out) in weights:             # a reshape on the way to a conv's weight: no float64 copy
+                env[id(n.out)] = read(n.inputs["x"]).reshape(n.out.shape)
+            else:
+                args = {k: (tuple(read(x) for x in v) if isinstance(v, tuple) else read(v))
+                        for k, v in n.inputs.items()}
+                for o, r in zip(n.outputs, evaluate_node(n.op, args, n.attrs)):
+                    env[id(o)] = r.reshape(o.shape)
+                del args
             for v in n.inputs.values():
                 for x in v if isinstance(v, tuple) else (v,):
                     if last[id(x)] == i and id(x) not in keep:
@@ -94,7 +95,8 @@ def _const(n, consts: dict | None, conv_weight: bool = False) -> np.ndarray:
     """A const node's value in float64 (through ``consts``, the cache across evaluations, when given); a conv's
     weight as stored when fp16 or fp32."""
     if consts is not None and id(n) in consts:
-        return consts[id(n)][1]
+        a = consts[id(n)][1]                  # cached as stored for a conv: float64 for any other reader
+        return a if conv_weight or a.dtype == np.float64 else np.asarray(a, dtype=np.float64)
     a = np.asarray(n.attrs["value"])
     if not (conv_weight and a.dtype in (np.float16, np.float32)):
         a = np.asarray(a, dtype=np.float64)

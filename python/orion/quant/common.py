@@ -99,8 +99,10 @@ def shift_scale(q: np.ndarray, scale: np.ndarray, offset: np.ndarray | None) -> 
     orion quantizes: blocks along the first two dims only) decode natively in one threaded pass (10x numpy's
     four; a 1B model's load decodes each weight several times); others through numpy.
     """
+    scale = _full_rank(np.asarray(scale), q.ndim)
+    offset = None if offset is None else _full_rank(np.asarray(offset), q.ndim)
     grid = _row_blocks(q.shape, scale.shape)
-    if grid is not None and q.dtype in (np.int8, np.uint8):
+    if grid is not None and q.dtype in (np.int8, np.uint8) and (offset is None or offset.shape == scale.shape):
         return codes_to_fp16(q, scale, offset, *grid)
     scale, offset = _spread(scale, q.shape), None if offset is None else _spread(offset, q.shape)
     d = q.astype(np.float32)
@@ -111,12 +113,24 @@ def shift_scale(q: np.ndarray, scale: np.ndarray, offset: np.ndarray | None) -> 
 
 def _row_blocks(shape: tuple, grid: tuple) -> tuple[int, int] | None:
     """(rows per block, blocks per row) when a parameter grid of ``shape`` has blocks of whole rows (dim 0) x
-    runs of consecutive elements of a row (dim 1, whatever dims follow it whole); else None."""
+    runs of at least 16 consecutive elements of a row (dim 1, whatever dims follow it whole: the native decode's
+    unit); else None."""
     if len(grid) != len(shape) or not shape or 0 in shape or any(g != 1 for g in grid[2:]):
         return None
     if any(g < 1 or n % g for n, g in zip(shape, grid)):
         return None
-    return shape[0] // grid[0], grid[1] if len(grid) > 1 else 1
+    blocks = grid[1] if len(grid) > 1 else 1
+    if int(np.prod(shape[1:])) // blocks < _MIN_RUN:
+        return None
+    return shape[0] // grid[0], blocks
+
+
+_MIN_RUN = 16          # a block's run of a row below this decodes faster through numpy than a native call a run
+
+
+def _full_rank(v: np.ndarray, rank: int) -> np.ndarray:
+    """A grid of lower rank than its codes broadcasts from the right, as numpy would: leading dims of 1."""
+    return v.reshape((1,) * (rank - v.ndim) + v.shape) if v.ndim < rank else v
 
 
 def _spread(v: np.ndarray, shape: tuple) -> np.ndarray:

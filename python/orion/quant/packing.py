@@ -86,9 +86,8 @@ def pack_bits(values, bits: int, signed: bool = False) -> np.ndarray:
     return out.reshape(-1)[:packed_size(n, bits)].copy()
 
 
-def unpack_bits(packed, bits: int, count: int, signed: bool = False) -> np.ndarray:
-    """Inverse of :func:`pack_bits`: the first ``count`` values as a 1-D int8 (signed) or uint8 array (8 bits: a
-    read-only view of ``packed``)."""
+def checked_payload(packed, bits: int, count: int, signed: bool = False) -> np.ndarray:
+    """``packed`` as the 1-D uint8 payload of ``count`` ``bits``-wide values, or QuantizationError."""
     mil_int_dtype(bits, signed)
     p = np.asarray(packed)
     if p.dtype != np.uint8 or p.ndim != 1:
@@ -97,6 +96,13 @@ def unpack_bits(packed, bits: int, count: int, signed: bool = False) -> np.ndarr
     if p.size != need:
         raise QuantizationError(f"{count} {mil_int_dtype(bits, signed)} values take {need} bytes, "
                                 f"got {p.size}; pass the payload of exactly this tensor")
+    return p
+
+
+def unpack_bits(packed, bits: int, count: int, signed: bool = False) -> np.ndarray:
+    """Inverse of :func:`pack_bits`: the first ``count`` values as a 1-D int8 (signed) or uint8 array (8 bits: a
+    read-only view of ``packed``)."""
+    p = checked_payload(packed, bits, count, signed)
     if bits == 8:                    # the payload itself, read-only (a copy per decode cost a 1B model's load 1.2 s)
         out = p.view(np.int8 if signed else np.uint8)
         out.flags.writeable = False

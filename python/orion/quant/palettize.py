@@ -19,7 +19,7 @@ from ..errors import QuantizationError
 from ..native.convert import lut_to_fp16
 from .common import QuantizedTensor, as_fp16_weight, check_divides, expand_shape
 from .kmeans import fp16_histogram, kmeans_1d, nearest_sorted
-from .packing import PackedInts, mil_int_dtype
+from .packing import PackedInts, checked_payload, mil_int_dtype
 
 __all__ = ["LutQuantized", "palettize"]
 
@@ -89,7 +89,8 @@ class LutQuantized(QuantizedTensor):
         rows, size = self.shape[0], int(np.prod(self.shape))
         if size == 0:
             return np.zeros(self.shape, np.float16)
-        return lut_to_fp16(self.indices.payload, self.bits, rows, size // rows, tables, self.group_size).reshape(self.shape)
+        packed = checked_payload(self.indices.payload, self.bits, size)
+        return lut_to_fp16(packed, self.bits, rows, size // rows, tables, self.group_size).reshape(self.shape)
 
     def expand_rank(self, rank: int) -> "LutQuantized":
         """The same weights with unit dims appended, e.g. linear ``[out, in]`` -> conv ``[out, in, 1, 1]``."""
