@@ -144,3 +144,45 @@ def test_dataclass_checks_operand_layout():
         AffineQuantized(q.quantized_data, q.scale, q.zero_point.astype(np.uint8))
     with pytest.raises(QuantizationError, match="int8 or uint8"):
         AffineQuantized(PackedInts.pack(np.zeros((8, 16), np.uint8), 4), q.scale, q.zero_point)
+
+
+def _numpy_symmetric(w16):
+    """quantize_int8's symmetric arithmetic in numpy: float32 quotient, rint (ties to even), clip."""
+    rows = w16.reshape(w16.shape[0], -1).astype(np.float32)
+    from orion.quant.common import covering_scale
+    scale = covering_scale(np.abs(rows).max(axis=1), 127)
+    return scale, np.clip(np.rint(rows / scale[:, None].astype(np.float32)), -127, 127).astype(np.int8)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_native_symmetric_codes_are_numpys_with_ties_zeros_and_edges(threads):
+    """The native row quantizer (orion.native.convert.fp16_to_codes / row_absmax, used by quantize_int8 and the CPU
+    classifier) gives numpy's float32 rint-and-clip codes: quotients exactly at k + 1/2 round to even, -0 and 0,
+    the row's extreme at +-127, subnormal rows, rows of zeros (scale 1)."""
+    from orion import _native
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((64, 300)) * np.exp2(rng.integers(-20, 4, (64, 1)))).astype(np.float16)
+    w[0, :8] = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.0, -0.0]) / 64   # ties once the scale is 1/64
+    w[0, 8] = 127 / 64                                                          # max |w| -> scale exactly 1/64
+    w[0, 9:] = 0
+    w[1] = 0
+    w[2] = np.float16(6e-8) * rng.integers(-3, 4, 300)                         # subnormals
+    _native.set_num_threads(threads)
+    try:
+        q = quantize_int8(w)
+    finally:
+        _native.set_num_threads(0)
+    scale, codes = _numpy_symmetric(w)
+    assert q.scale[0] == np.float16(1 / 64) and q.scale[1] == 1
+    np.testing.assert_array_equal(q.scale.view(np.uint16), scale.view(np.uint16))
+    np.testing.assert_array_equal(q.quantized_data.unpack().reshape(64, 300), codes)
+    np.testing.assert_array_equal(codes[0, :6], [0, 2, 2, 0, -2, -2])
+
+
+def test_row_absmax_propagates_nan():
+    from orion.native.convert import row_absmax
+    w = np.ones((3, 40), np.float16)
+    w[1, 17] = np.nan
+    w[2, 3] = -5
+    m = row_absmax(w)
+    assert m[0] == 1 and np.isnan(m[1]) and m[2] == 5

@@ -20,8 +20,7 @@ import numpy as np
 
 from .. import _native
 from ..errors import InputError
-from ..native.convert import to_fp32
-from ..quant import quantize_int8
+from ..native.convert import fp16_to_codes
 from ..quant.int8 import symmetric_row_scales
 
 WEIGHTS = ("fp16", "int8")
@@ -82,23 +81,20 @@ def fp16_panels(W, release=None) -> np.ndarray:
 
 def int8_weight(W, release=None):
     """``W [V, d]`` -> a ``_native.CompressedWeight`` of :func:`orion.quant.quantize_int8` of its rows (the same codes
-    and scales as quantizing ``W`` whole: each row is quantized on its own). Two passes over the blocks: the scales
-    (the weight takes them when made), then the codes, set a block of rows at a time."""
+    and scales as quantizing ``W`` whole: each row is quantized on its own, by the same two functions). Two passes
+    over the blocks: the scales (the weight takes them when made), then the codes, set a block of rows at a time."""
     if not isinstance(W, np.ndarray):
         W = np.asarray(W)
     V, d = W.shape
     scale = np.empty(V, np.float16)
     for r0, r1 in _blocks(V):
-        scale[r0:r1] = symmetric_row_scales(to_fp32(np.asarray(W[r0:r1], np.float16)))
+        scale[r0:r1] = symmetric_row_scales(np.asarray(W[r0:r1], np.float16))
         if release is not None:
             release()
     cw = _native.compressed_weight("shift_scale", np.zeros(0, np.uint8), V, d, 8, True, 1, 1, _EMPTY16,
                                    scale.astype(np.float32), _EMPTY32)
     for r0, r1 in _blocks(V):
-        q = quantize_int8(np.asarray(W[r0:r1], np.float16))
-        if not np.array_equal(q.scale.view(np.uint16), scale[r0:r1].view(np.uint16)):
-            raise RuntimeError(f"classifier rows {r0}..{r1}: quantize_int8's scales differ from the first pass's")
-        cw.set_rows(r0, np.ascontiguousarray(q.quantized_data.unpack()).view(np.uint8).reshape(-1))
+        cw.set_rows(r0, fp16_to_codes(np.asarray(W[r0:r1], np.float16), scale[r0:r1]).view(np.uint8).reshape(-1))
         if release is not None:
             release()
     return cw

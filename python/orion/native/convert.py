@@ -2,7 +2,8 @@
 same bits as numpy's casts (tests/native/test_kernels.py holds every ISA to them), which numpy computes element by
 element (~1.8 ns an element for fp32 -> fp16 here: 1.6 ms of a 1536 x 576 weight's 2 ms dequantization); and
 integer codes with a scale / offset per block (:func:`codes_to_fp16`) or packed codes into tables (:func:`lut_to_fp16`)
-to fp16, in one threaded pass each."""
+to fp16, in one threaded pass each; and fp16 rows to symmetric 8-bit codes (:func:`row_absmax`,
+:func:`fp16_to_codes`)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,18 @@ def lut_to_fp16(packed: np.ndarray, bits: int, rows: int, cols: int, tables: np.
     values of ``constexpr_lut_to_dense``."""
     return _native.lut_f16(np.ascontiguousarray(packed, np.uint8).reshape(-1), int(bits), int(rows), int(cols),
                            np.ascontiguousarray(tables, np.float16).reshape(-1), int(rows_per_table))
+
+
+def row_absmax(rows: np.ndarray) -> np.ndarray:
+    """max |x| of each row of fp16 ``rows`` ``[n, d]`` as float32 ``[n]`` (exact; NaN for a row holding one)."""
+    return _native.absmax_rows_f16(np.ascontiguousarray(rows, np.float16))
+
+
+def fp16_to_codes(rows: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """int8 ``[n, d]``: ``clip(rint(float32(x) / float32(scale[r])), -127, 127)`` of fp16 ``rows`` (positive finite
+    scales, one a row): :func:`orion.quant.quantize_int8`'s symmetric codes."""
+    return _native.quantize_rows_s8(np.ascontiguousarray(rows, np.float16),
+                                    np.ascontiguousarray(scale, np.float32).reshape(-1))
 
 
 _EMPTY32 = np.zeros(0, np.float32)

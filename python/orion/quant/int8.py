@@ -14,7 +14,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import QuantizationError
-from ..native.convert import to_fp32
+from ..native.convert import fp16_to_codes, row_absmax, to_fp32
 from .common import QuantizedTensor, as_fp16_weight, covering_scale, expand_shape, shift_scale
 from .packing import PackedInts
 
@@ -71,10 +71,10 @@ class AffineQuantized(QuantizedTensor):
 
 
 def symmetric_row_scales(rows: np.ndarray) -> np.ndarray:
-    """The fp16 scale of each row of ``rows`` (float32 ``[n, K]``, fp16 values) that symmetric :func:`quantize_int8`
-    gives it: ``max|row| / 127``, rounded up where fp16 rounding would clip (the CPU classifier computes them a
-    block of rows ahead of the codes: models/classifier.py)."""
-    return covering_scale(np.abs(rows).max(axis=1), 127)
+    """The fp16 scale of each row of fp16 ``rows`` ``[n, K]`` that symmetric :func:`quantize_int8` gives it:
+    ``max|row| / 127``, rounded up where fp16 rounding would clip (the CPU classifier computes them a block of rows
+    ahead of the codes: models/classifier.py)."""
+    return covering_scale(row_absmax(rows), 127)
 
 
 def quantize_int8(w: np.ndarray, *, symmetric: bool = True) -> AffineQuantized:
@@ -88,12 +88,13 @@ def quantize_int8(w: np.ndarray, *, symmetric: bool = True) -> AffineQuantized:
     w16 = as_fp16_weight(w, "quantize_int8")
     # fp32 division is enough: a quotient of two fp16 values is never within half an fp32 ulp of a
     # rounding tie unless it is exactly one, so rint() gives what exact arithmetic gives.
-    rows = to_fp32(w16.reshape(w16.shape[0], -1))          # numpy widens fp16 element by element
     if symmetric:
-        scale = symmetric_row_scales(rows)
-        zp = np.zeros(rows.shape[0], np.int8)
-        q = np.clip(np.rint(rows / scale[:, None].astype(np.float32)), -127, 127).astype(np.int8)
+        rows16 = w16.reshape(w16.shape[0], -1)
+        scale = symmetric_row_scales(rows16)
+        zp = np.zeros(rows16.shape[0], np.int8)
+        q = fp16_to_codes(rows16, scale)                   # clip(rint(float32(w) / scale), -127, 127), natively
     else:
+        rows = to_fp32(w16.reshape(w16.shape[0], -1))      # numpy widens fp16 element by element
         lo = np.minimum(rows.min(axis=1).astype(np.float64), 0.0)  # span exact in fp64
         hi = np.maximum(rows.max(axis=1).astype(np.float64), 0.0)
         scale = covering_scale(hi - lo, 255)

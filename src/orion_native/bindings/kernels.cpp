@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -352,6 +353,36 @@ nb::object lut_f16(const U8In& packed, unsigned bits, int64_t M, int64_t K, cons
   return nb::cast(out);
 }
 
+// Symmetric 8-bit quantization of fp16 rows (cpu/kernels/quantize.cpp): w C-contiguous [n, d] (read-only taken:
+// a mapped weight); scale float32 [n].
+using HRo = nb::ndarray<nb::ro, const half_t, nb::ndim<2>, nb::device::cpu, nb::c_contig>;
+
+nb::object absmax_rows(const HRo& w) {
+  const int64_t n = (int64_t)w.shape(0), d = (int64_t)w.shape(1);
+  float* y;
+  auto out = new_array<float>({(size_t)n}, &y);
+  {
+    nb::gil_scoped_release nogil;
+    k::absmax_rows_f16(reinterpret_cast<const f16*>(w.data()), n, d, y);
+  }
+  return nb::cast(out);
+}
+
+nb::object quantize_rows(const HRo& w, const F32FlatIn& scale) {
+  const int64_t n = (int64_t)w.shape(0), d = (int64_t)w.shape(1);
+  if ((int64_t)scale.size() != n) throw std::invalid_argument("quantize_rows_s8: scale must hold one value a row");
+  for (int64_t r = 0; r < n; ++r)
+    if (!(scale.data()[r] > 0.0f) || std::isinf(scale.data()[r]))
+      throw std::invalid_argument("quantize_rows_s8: scales must be positive and finite");
+  int8_t* y;
+  auto out = new_array<int8_t>({(size_t)n, (size_t)d}, &y);
+  {
+    nb::gil_scoped_release nogil;
+    k::quantize_rows_s8(reinterpret_cast<const f16*>(w.data()), n, d, scale.data(), y);
+  }
+  return nb::cast(out);
+}
+
 // gemm_panels_f16 with the weight read from its compressed form (a panel decoded at a time, or int8 / 4-bit LUT
 // codes decoded in the GEMV's registers): the same results as on the panels of its decoded values.
 nb::object gemm_compressed(std::shared_ptr<k::CompressedWeight> w, const HArr& b, bool f32_out, bool trans_out) {
@@ -400,6 +431,10 @@ void bind_kernels(nb::module_& m) {
         nb::arg("lut").noconvert(), nb::arg("rows_per_table"),
         "fp16 [M, K]: lut[r // rows_per_table][code] of bits-wide codes packed LSB-first row-major (MILBlob's "
         "layout) with tables fp16 [M / rows_per_table, 2**bits]: constexpr_lut_to_dense's values, threaded.");
+  m.def("absmax_rows_f16", &absmax_rows, nb::arg("w").noconvert(),
+        "max |w| of each row of a C-contiguous fp16 [n, d] array, float32 [n] (NaN for a row holding one).");
+  m.def("quantize_rows_s8", &quantize_rows, nb::arg("w").noconvert(), nb::arg("scale").noconvert(),
+        "int8 [n, d]: clip(rint(w / scale[r]), -127, 127) of fp16 rows in float32 arithmetic (quantize_int8's codes).");
   m.def("gemm_f16", &gemm, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("trans_a") = false,
         nb::arg("trans_b") = false, nb::arg("f32_out") = false, nb::arg("ldc_pad") = 0,
         "C = op(a) @ op(b) on fp16 arrays (2-D or 3-D; batch 1 broadcasts) with the simulator's GEMM: fp32 "

@@ -19,6 +19,12 @@ namespace orion::cpu::kernels {
 void f16_to_f32(const f16* src, float* dst, size_t n);
 void f32_to_f16(const float* src, f16* dst, size_t n);
 
+// ---- symmetric 8-bit quantization (cpu/kernels/quantize.cpp) --------------------------------------
+// max |w| of each fp16 row [n][d] (NaN where a row holds one); codes clip(rint(w / scale[r]), -127, 127) of each
+// row in float32 arithmetic - orion.quant.quantize_int8's, bit for bit.
+void absmax_rows_f16(const f16* w, int64_t n, int64_t d, float* out);
+void quantize_rows_s8(const f16* w, int64_t n, int64_t d, const float* scale, int8_t* out);
+
 // ---- GEMM ---------------------------------------------------------------------------------------
 // For each batch b: C_b[M,N] = op(A_b)[M,K] * op(B_b)[K,N], fp32 accumulation, one rounding to fp16.
 // op(A) = A (A stored [M, lda>=K]) or A^T (trans_a: A stored [K, lda>=M]); likewise B ([K, ldb>=N] or
