@@ -5,6 +5,7 @@ subnormals; and the dequantizations built on it (quant.common.shift_scale) equal
 import numpy as np
 import pytest
 
+from kernel_helpers import each_isa_and_threads
 from orion.native import convert
 from orion.quant.common import shift_scale
 
@@ -80,24 +81,15 @@ def test_shift_scale_of_every_grid_equals_numpys_arithmetic_on_every_isa(shape, 
     """quant.common.shift_scale (the int8 and blockwise dequantize): the native pass over row blocks x column runs
     (every ISA's decode_ss8 and its scalar tail) and numpy's path for other grids give the ops' bits; scales from
     subnormal to overflowing products (inf, as the op gives it)."""
-    from orion import _native
     lo, hi = (-128, 128) if signed else (0, 256)
     q = RNG.integers(lo, hi, shape).astype(np.int8 if signed else np.uint8)
     scale = (RNG.random(grid) * 2.0 ** RNG.integers(-24, 10, grid)).astype(np.float16)
     offset = RNG.integers(lo // 2, hi // 2, grid).astype(q.dtype) if with_offset else None
     ref = _numpy_shift_scale(q, scale, offset)
-    isas = [i for i in ("scalar", "avx2", "avx512", "neon") if _native.testing.force_isa(i)]
-    try:
-        for isa in isas:
-            _native.testing.force_isa(isa)
-            for threads in (1, 2):
-                _native.set_num_threads(threads)
-                got = shift_scale(q, scale, offset)
-                assert got.shape == q.shape and got.dtype == np.float16
-                np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16), err_msg=f"{isa} {threads}")
-    finally:
-        _native.testing.force_isa("best")
-        _native.set_num_threads(0)
+    for isa, threads in each_isa_and_threads():
+        got = shift_scale(q, scale, offset)
+        assert got.shape == q.shape and got.dtype == np.float16
+        np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16), err_msg=f"{isa} {threads}")
 
 
 def test_shift_scale_broadcasts_a_lower_rank_grid_from_the_right():

@@ -8,6 +8,7 @@ import pytest
 from orion.errors import QuantizationError
 from orion.quant import LutQuantized, PackedInts, palettize
 
+from kernel_helpers import each_isa_and_threads
 from quant_helpers import coremltools_module
 
 
@@ -170,25 +171,16 @@ def test_ios16_form_refuses_grouped_tables_and_3_bits():
 def test_dequantize_is_the_table_gather_on_every_isa(bits, shape, groups):
     """dequantize (the native lookup: 4-bit rows of whole 16-code runs through each ISA's decode_lut4, other widths
     and odd rows code by code, codes crossing bytes) gives lut[row's table][code] for every element."""
-    from orion import _native
     rng = np.random.default_rng(bits)
     codes = rng.integers(0, 1 << bits, shape)
     tables = rng.standard_normal((groups, 1 << bits)).astype(np.float16)
     lut = tables.reshape((groups,) + (1,) * (len(shape) - 1) + (1 << bits, 1))
     q = LutQuantized(PackedInts.pack(codes, bits), lut)
     want = tables[np.arange(shape[0])[:, None] // (shape[0] // groups), codes.reshape(shape[0], -1)].reshape(shape)
-    isas = [i for i in ("scalar", "avx2", "avx512", "neon") if _native.testing.force_isa(i)]
-    try:
-        for isa in isas:
-            _native.testing.force_isa(isa)
-            for threads in (1, 2):
-                _native.set_num_threads(threads)
-                got = q.dequantize()
-                assert got.dtype == np.float16 and got.shape == shape
-                np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16), err_msg=f"{isa} {threads}")
-    finally:
-        _native.testing.force_isa("best")
-        _native.set_num_threads(0)
+    for isa, threads in each_isa_and_threads():
+        got = q.dequantize()
+        assert got.dtype == np.float16 and got.shape == shape
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16), err_msg=f"{isa} {threads}")
 
 
 def test_a_payload_of_the_wrong_size_is_a_quantization_error():

@@ -13,11 +13,10 @@ import pytest
 
 import orion
 from orion import _native
+from kernel_helpers import each_isa_and_threads
 from simutil import assert_fp16_close, blob_const, blob_file, const, f16, program, ref, run, stmt
 
 rng = np.random.default_rng(99)
-ISAS = [i for i in ("scalar", "avx2", "avx512", "neon") if _native.testing.force_isa(i)]
-_native.testing.force_isa("best")
 
 
 @pytest.fixture(autouse=True)
@@ -41,16 +40,13 @@ def everywhere(fn):
     """fn() (an array or a dict of arrays) under every ISA and 1 / 2 threads; all results must be
     bit-identical; returns the first."""
     first = None
-    for isa in ISAS:
-        assert _native.testing.force_isa(isa)
-        for n in (1, 2):
-            _native.set_num_threads(n)
-            got = fn()
-            if first is None:
-                first = got
-            for k in (got if isinstance(got, dict) else [None]):
-                g, f = (got[k], first[k]) if k is not None else (got, first)
-                np.testing.assert_array_equal(bits(g), bits(f), err_msg=f"{k or ''} {isa}, {n} threads")
+    for isa, n in each_isa_and_threads():
+        got = fn()
+        if first is None:
+            first = got
+        for k in (got if isinstance(got, dict) else [None]):
+            g, f = (got[k], first[k]) if k is not None else (got, first)
+            np.testing.assert_array_equal(bits(g), bits(f), err_msg=f"{k or ''} {isa}, {n} threads")
     return first
 
 
