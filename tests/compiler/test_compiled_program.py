@@ -156,11 +156,14 @@ def test_dropped_weight_files_free_the_host_copy_and_say_so(rng, tmp_path):
 @pytest.mark.parametrize("bad", [np.nan, np.inf, 70000.0])
 def test_a_dynamic_weight_update_with_a_non_finite_value_is_refused_in_fp16_and_fp32(rng, bad):
     """set_weights checks fp16 updates by their bits (finite_fp16) and fp32 ones by their fp16 rounding: NaN, inf
-    and values beyond +-65504 raise InputError naming the weight (C37); +-65504 passes."""
+    and values beyond +-65504 raise InputError naming the weight (C37); +-65504 passes, and so does an fp32 value
+    just below 65520 (beyond the two-reduction bound, but fp16 rounds it to 65504)."""
     prog = sim_compile(_graph(rng))
     for dtype in (np.float16, np.float32):
         d = np.zeros((32, 64), dtype)
         d[0, 0] = 65504
+        if dtype == np.float32:
+            d[0, 1] = np.float32(65520) - np.float32(2.0 ** -8)
         prog.set_weights(d=d)
         with np.errstate(over="ignore"):
             d[5, 7] = dtype(bad)

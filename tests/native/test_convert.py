@@ -68,10 +68,10 @@ def _numpy_shift_scale(q, scale, offset):
 
 
 # (codes' shape, grid shape): per row (int8), blocks along the row (blockwise int4/int8, with trailing conv dims),
-# blocks of rows too, a per-column grid (a transposed weight's), rows whose length is no multiple of 16, and a
-# grid along dim 2 (numpy's path)
+# blocks of rows too, a per-column grid (a transposed weight's), rows whose length is no multiple of 16, a grid
+# along dim 2 after a dim of 6 (numpy's path) and after a unit dim (runs of a row: native)
 GRIDS = [((256, 96), (256, 1)), ((64, 128, 1, 1), (64, 4, 1, 1)), ((48, 40), (12, 5)), ((24, 33), (1, 33)),
-         ((5, 3, 7), (5, 1, 1)), ((17,), (17,)), ((8, 6, 32), (8, 1, 4))]
+         ((5, 3, 7), (5, 1, 1)), ((17,), (17,)), ((8, 6, 32), (8, 1, 4)), ((16, 1, 64), (4, 1, 2))]
 
 
 @pytest.mark.parametrize("shape,grid", GRIDS)

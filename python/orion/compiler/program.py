@@ -23,7 +23,7 @@ from .. import _html
 from ..errors import InputError, ProgramStateError, WeightUpdateError
 from ..fileio import atomic_folder, read_json
 from .lowered import Lowered
-from .passes.check_weights import finite_fp16
+from .passes.check_weights import rounds_finite
 from .passes.context import (
     CompileOptions, CompileWarning, DynamicWeight, InputBinding, IOPlan, OutputBinding, OutputPart,
 )
@@ -238,12 +238,7 @@ class CompiledProgram:
     # -- weights ----------------------------------------------------------------------------------
     def _check_weight(self, name: str, arr, shape) -> np.ndarray:
         arr = _check_array("weight", name, arr, shape)
-        if arr.dtype == np.float16:
-            finite = finite_fp16(arr)
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                finite = np.isfinite(arr.astype(np.float16, copy=False)).all()
-        if not finite:
+        if not rounds_finite(arr):
             msg = f"weight {name!r}: contains NaN/inf or values beyond the fp16 range +-65504 [C37]"
             if self._non_finite == "error":
                 raise InputError(msg)

@@ -27,12 +27,9 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray] | None = None, values: 
     time as its products."""
     inputs = dict(inputs or {})
     keep = {id(v) for v in graph.outputs.values()} | {id(v) for v in values or ()}
-    last: dict[int, int] = {}                 # id(value) -> index of the last node reading it
-    for i, n in enumerate(graph.nodes):
-        for v in n.inputs.values():
-            for x in v if isinstance(v, tuple) else (v,):
-                last[id(x)] = i
-    weights = _conv_weights(graph, keep)
+    readers = _readers(graph)
+    last = {x: rs[-1][0] for x, rs in readers.items()}     # id(value) -> index of the last node reading it
+    weights = _conv_weights(graph, readers, keep)
     env: dict[int, np.ndarray] = {}
     lazy: dict[int, object] = {}              # id(value) -> its const node, not yet converted
 
@@ -73,20 +70,25 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray] | None = None, values: 
     return out
 
 
-def _conv_weights(graph: Graph, keep: set) -> set:
-    """ids of the values that only convs read, as their weight - directly or through reshapes - and that are not
-    returned: they may stay in their stored precision."""
+def _readers(graph: Graph) -> dict[int, list]:
+    """id(value) -> [(index, node, input name)] of the nodes reading it, in graph order."""
     readers: dict[int, list] = {}
-    for n in graph.nodes:
+    for i, n in enumerate(graph.nodes):
         for k, v in n.inputs.items():
             for x in v if isinstance(v, tuple) else (v,):
-                readers.setdefault(id(x), []).append((n, k))
+                readers.setdefault(id(x), []).append((i, n, k))
+    return readers
+
+
+def _conv_weights(graph: Graph, readers: dict, keep: set) -> set:
+    """ids of the values that only convs read, as their weight - directly or through reshapes - and that are not
+    returned: they may stay in their stored precision."""
     out: set = set()
     for n in reversed(graph.nodes):           # a reshape's readers are decided before it
         if n.op not in ("const", "reshape") or id(n.out) in keep or id(n.out) not in readers:
             continue
         if all((r.op == "conv" and k == "weight") or (r.op == "reshape" and id(r.out) in out)
-               for r, k in readers[id(n.out)]):
+               for _, r, k in readers[id(n.out)]):
             out.add(id(n.out))
     return out
 

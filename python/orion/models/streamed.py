@@ -22,6 +22,7 @@ import numpy as np
 from .. import _native
 from ..quant import QuantizedArray
 from ..quant.blockwise import BlockwiseQuantized
+from ..quant.common import row_block_grid
 from ..quant.int8 import AffineQuantized
 from ..quant.palettize import LutQuantized
 
@@ -29,16 +30,6 @@ __all__ = ["native_weight"]
 
 _EMPTY16 = np.zeros(0, np.float16)
 _EMPTY32 = np.zeros(0, np.float32)
-
-
-def _grid(shape: tuple, blocks: tuple) -> tuple[int, int] | None:
-    """(rows_per_block, blocks_per_row) of a parameter grid ``blocks`` (blocks per dim) over ``shape`` seen as
-    [shape[0], the rest]: blocks along dim 0 and along at most one other dim with unit dims before it (the
-    kernels' 2-D blocks, as ``sim/ops/constexpr.cpp`` reads the ops); None otherwise."""
-    varying = [i for i in range(1, len(shape)) if blocks[i] > 1]
-    if len(varying) > 1 or (varying and any(shape[i] != 1 for i in range(1, varying[0]))):
-        return None
-    return shape[0] // blocks[0], blocks[varying[0]] if varying else 1
 
 
 def native_weight(a) -> object | None:
@@ -65,7 +56,7 @@ def native_weight(a) -> object | None:
         lut, scale, kind = _EMPTY16, q.scale.astype(np.float32).reshape(-1), "shift_scale"
     else:
         return None
-    grid = _grid(shape, blocks)
+    grid = row_block_grid(shape, blocks)
     if grid is None:
         return None
     codes = np.ascontiguousarray(codes).view(np.uint8).reshape(-1)      # two's complement bytes when signed

@@ -13,7 +13,8 @@ import numpy as np
 from ..errors import QuantizationError
 from ..native.convert import codes_to_fp16, to_fp16
 
-__all__ = ["QuantizedTensor", "as_fp16_weight", "check_divides", "expand_shape", "covering_scale", "shift_scale"]
+__all__ = ["QuantizedTensor", "as_fp16_weight", "check_divides", "expand_shape", "covering_scale", "shift_scale",
+           "row_block_grid"]
 
 _FP16_MAX = float(np.finfo(np.float16).max)
 
@@ -95,14 +96,15 @@ def shift_scale(q: np.ndarray, scale: np.ndarray, offset: np.ndarray | None) -> 
     fp16): ``q - offset`` is an exact integer (|.| <= 255) and its product with an fp16 scale needs at
     most 9 + 11 significant bits, so it is exact in fp32 and the result is that exact product rounded
     once to fp16 (round to nearest even) - the same bits either way. This is the reference the
-    simulator's dequantizing kernels must equal. Grids of blocks of rows x runs of a row (every weight
-    orion quantizes: blocks along the first two dims only) decode natively in one threaded pass (10x numpy's
+    simulator's dequantizing kernels must equal. Grids of blocks of rows x runs of at least 16 elements of a row
+    (:func:`row_block_grid`: every weight orion quantizes) decode natively in one threaded pass (10x numpy's
     four; a 1B model's load decodes each weight several times); others through numpy.
     """
     scale = _full_rank(np.asarray(scale), q.ndim)
     offset = None if offset is None else _full_rank(np.asarray(offset), q.ndim)
-    grid = _row_blocks(q.shape, scale.shape)
-    if grid is not None and q.dtype in (np.int8, np.uint8) and (offset is None or offset.shape == scale.shape):
+    grid = row_block_grid(q.shape, scale.shape)
+    if (grid is not None and q.dtype in (np.int8, np.uint8) and (offset is None or offset.shape == scale.shape)
+            and int(np.prod(q.shape[1:])) // grid[1] >= _MIN_RUN):
         return codes_to_fp16(q, scale, offset, *grid)
     scale, offset = _spread(scale, q.shape), None if offset is None else _spread(offset, q.shape)
     d = q.astype(np.float32)
@@ -111,18 +113,18 @@ def shift_scale(q: np.ndarray, scale: np.ndarray, offset: np.ndarray | None) -> 
     return to_fp16(d * scale.astype(np.float32))
 
 
-def _row_blocks(shape: tuple, grid: tuple) -> tuple[int, int] | None:
-    """(rows per block, blocks per row) when a parameter grid of ``shape`` has blocks of whole rows (dim 0) x
-    runs of at least 16 consecutive elements of a row (dim 1, whatever dims follow it whole: the native decode's
-    unit); else None."""
-    if len(grid) != len(shape) or not shape or 0 in shape or any(g != 1 for g in grid[2:]):
+def row_block_grid(shape: tuple, blocks: tuple) -> tuple[int, int] | None:
+    """(rows per block, blocks per row) of a parameter grid ``blocks`` (blocks per dim, each dividing ``shape``'s)
+    over a weight of ``shape`` seen as [shape[0], the rest]: blocks along dim 0 and along at most one other dim with
+    unit dims before it, so that each block of a row is a run of consecutive elements (the native kernels' 2-D
+    blocks: the dense decodes here, the CompressedWeight of a streamed layer, ``sim/ops/constexpr.cpp``); None
+    otherwise."""
+    if len(blocks) != len(shape) or not shape or 0 in shape or any(g < 1 or n % g for n, g in zip(shape, blocks)):
         return None
-    if any(g < 1 or n % g for n, g in zip(shape, grid)):
+    varying = [i for i in range(1, len(shape)) if blocks[i] > 1]
+    if len(varying) > 1 or (varying and any(shape[i] != 1 for i in range(1, varying[0]))):
         return None
-    blocks = grid[1] if len(grid) > 1 else 1
-    if int(np.prod(shape[1:])) // blocks < _MIN_RUN:
-        return None
-    return shape[0] // grid[0], blocks
+    return shape[0] // blocks[0], blocks[varying[0]] if varying else 1
 
 
 _MIN_RUN = 16          # a block's run of a row below this decodes faster through numpy than a native call a run

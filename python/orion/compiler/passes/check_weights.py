@@ -44,6 +44,15 @@ def finite_fp16(arr: np.ndarray, chunk: int = 1 << 20) -> bool:
     return all(int((bits[i:i + chunk] & 0x7FFF).max()) < 0x7C00 for i in range(0, bits.size, chunk))
 
 
+def rounds_finite(arr: np.ndarray) -> bool:
+    """Whether ``arr`` rounded to fp16 (as the runtime stages it) holds no NaN or inf: :func:`fits_fp16` first, and
+    numpy's fp16 rounding itself only where its bound is not met (|x| in (65519.99, 65520) still rounds to 65504)."""
+    if fits_fp16(arr):
+        return True
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(arr.astype(np.float16, copy=False)).all())
+
+
 def describe_bad(arr: np.ndarray, ref: np.ndarray) -> str:
     bad = ~np.isfinite(arr)
     i = int(np.flatnonzero(bad.ravel())[0])

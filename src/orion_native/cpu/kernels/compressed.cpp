@@ -272,13 +272,17 @@ void CompressedWeight::panels_into(f16* dst, int64_t width, int64_t ld) const {
   });
 }
 
+namespace {
+constexpr int64_t kRowGrain = int64_t(1) << 16;  // elements per chunk of rows before threads are worth waking
+}  // namespace
+
 void shift_scale_dense(const uint8_t* codes, bool is_signed, int64_t M, int64_t K, const float* scale,
                        const float* offset, int64_t rows_per_block, int64_t blocks_per_row, f16* dst) {
   const int64_t cols = K / blocks_per_row, whole = cols / kR * kR;
   const simd::IsaOps& o = simd::ops();
   // decode_ss8 decodes k-rows of 16 lanes, each lane with its own scale: with all 16 the same, a k-row is 16
   // consecutive codes of one row
-  parallel_for(M, std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(K, 1)), [&](int64_t lo, int64_t hi) {
+  parallel_for(M, grain_for(K, kRowGrain), [&](int64_t lo, int64_t hi) {
     float sc[kR], of[kR], tail[kR];
     for (int64_t r = lo; r < hi; ++r) {
       const int64_t base = (r / rows_per_block) * blocks_per_row;
@@ -303,7 +307,7 @@ void lut_dense(const uint8_t* packed, unsigned bits, int64_t M, int64_t K, const
   const unsigned mask = (1u << bits) - 1;
   // a row of 4-bit codes starts on a byte and its 16-code runs are 8 bytes LSB-first: decode_lut4's k-rows
   const bool runs4 = bits == 4 && K % 16 == 0;
-  parallel_for(M, std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(K, 1)), [&](int64_t lo, int64_t hi) {
+  parallel_for(M, grain_for(K, kRowGrain), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const f16* t = lut + ((size_t)(r / rows_per_table) << bits);
       f16* d = dst + r * K;

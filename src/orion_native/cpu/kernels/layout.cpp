@@ -56,7 +56,7 @@ void copy_rows(const View& v, const T* x, int64_t offset, T* y) {
   if (last >= 1 && xs != 1 && v.xs[last - 1] == 1 && n >= kTile && v.shape[last - 1] >= kTile) {
     int64_t m = v.shape[last - 1], outer = rows / m;
     int64_t ti = (m + kTile - 1) / kTile, tj = (n + kTile - 1) / kTile;
-    int64_t grain = std::max<int64_t>(1, kGrainBytes / (int64_t)(kTile * kTile * sizeof(T)));
+    int64_t grain = grain_for(kTile * kTile * (int64_t)sizeof(T), kGrainBytes);
     parallel_for(outer * ti * tj, grain, [&](int64_t b, int64_t e) {
       for (int64_t it = b; it < e; ++it) {
         int64_t o = it / (ti * tj), t = it % (ti * tj);
@@ -74,7 +74,7 @@ void copy_rows(const View& v, const T* x, int64_t offset, T* y) {
     });
     return;
   }
-  int64_t grain = std::max<int64_t>(1, kGrainBytes / (int64_t)(n * sizeof(T)));
+  int64_t grain = grain_for(n * (int64_t)sizeof(T), kGrainBytes);
   parallel_for(rows, grain, [&](int64_t b, int64_t e) {
     for (int64_t row = b; row < e; ++row) {
       int64_t xo = offset, r = row;

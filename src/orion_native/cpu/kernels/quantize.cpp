@@ -1,7 +1,6 @@
 // Weights into symmetric 8-bit codes (orion.quant's quantize_int8 and the quantized model's int8 CPU classifier):
 // fp16 rows widened exactly, then numpy's float32 arithmetic - the quotient w / scale rounded once, rint (ties to
 // even), clipped to [-127, 127] - so the codes are the ones numpy computed, a row at a time on the pool.
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -12,12 +11,12 @@
 namespace orion::cpu::kernels {
 
 namespace {
-int64_t row_grain(int64_t d) { return std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(d, 1)); }
+constexpr int64_t kRowGrain = int64_t(1) << 16;  // elements per chunk of rows before threads are worth waking
 }  // namespace
 
 void absmax_rows_f16(const f16* w, int64_t n, int64_t d, float* out) {
   const simd::IsaOps& o = simd::ops();
-  parallel_for(n, row_grain(d), [&](int64_t lo, int64_t hi) {
+  parallel_for(n, grain_for(d, kRowGrain), [&](int64_t lo, int64_t hi) {
     std::vector<float> row((size_t)d);
     for (int64_t r = lo; r < hi; ++r) {
       o.f16_to_f32(w + r * d, row.data(), (size_t)d);
@@ -35,7 +34,7 @@ void absmax_rows_f16(const f16* w, int64_t n, int64_t d, float* out) {
 
 void quantize_rows_s8(const f16* w, int64_t n, int64_t d, const float* scale, int8_t* out) {
   const simd::IsaOps& o = simd::ops();
-  parallel_for(n, row_grain(d), [&](int64_t lo, int64_t hi) {
+  parallel_for(n, grain_for(d, kRowGrain), [&](int64_t lo, int64_t hi) {
     std::vector<float> row((size_t)d);
     for (int64_t r = lo; r < hi; ++r) {
       o.f16_to_f32(w + r * d, row.data(), (size_t)d);

@@ -24,7 +24,7 @@ void reduce(Reduce op, const f16* x, f16* y, int64_t outer, int64_t axis_len, in
   if (outer <= 0 || inner <= 0) return;
   const simd::IsaOps& o = simd::ops();
   if (inner == 1) {
-    int64_t grain = std::max<int64_t>(1, kGrainElems / std::max<int64_t>(axis_len, 1));
+    int64_t grain = grain_for(axis_len, kGrainElems);
     parallel_for(outer, grain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         float v = finish(op, o.reduce_row(op, x + r * axis_len, axis_len), axis_len);
@@ -35,7 +35,7 @@ void reduce(Reduce op, const f16* x, f16* y, int64_t outer, int64_t axis_len, in
   }
   int64_t cblocks = (inner + kColBlock - 1) / kColBlock;
   int64_t item = std::min(inner, kColBlock) * std::max<int64_t>(axis_len, 1);
-  parallel_for(outer * cblocks, std::max<int64_t>(1, kGrainElems / item), [&](int64_t b, int64_t e) {
+  parallel_for(outer * cblocks, grain_for(item, kGrainElems), [&](int64_t b, int64_t e) {
     float* acc = scratch_as<float>(ScratchSlot::tmp2, (size_t)kColBlock);
     for (int64_t it = b; it < e; ++it) {
       int64_t r = it / cblocks, c0 = (it % cblocks) * kColBlock, n = std::min(kColBlock, inner - c0);
@@ -53,7 +53,7 @@ void softmax(const f16* x, f16* y, int64_t outer, int64_t axis_len, int64_t inne
   if (outer <= 0 || inner <= 0 || axis_len <= 0) return;
   const simd::IsaOps& o = simd::ops();
   if (inner == 1) {
-    int64_t grain = std::max<int64_t>(1, (kGrainElems / 4) / axis_len);  // exp-heavy: smaller grain
+    int64_t grain = grain_for(axis_len, kGrainElems / 4);  // exp-heavy: smaller grain
     parallel_for(outer, grain, [&](int64_t b, int64_t e) {
       float* tmp = scratch_as<float>(ScratchSlot::tmp2, (size_t)axis_len);
       for (int64_t r = b; r < e; ++r) o.softmax_row(x + r * axis_len, y + r * axis_len, axis_len, tmp);
@@ -63,7 +63,7 @@ void softmax(const f16* x, f16* y, int64_t outer, int64_t axis_len, int64_t inne
   // Column blocks small enough that the exp values of a whole block stay in cache.
   int64_t cb = std::min<int64_t>(inner, std::max<int64_t>(16, (int64_t)(1 << 15) / axis_len / 16 * 16));
   int64_t cblocks = (inner + cb - 1) / cb;
-  parallel_for(outer * cblocks, std::max<int64_t>(1, (kGrainElems / 4) / (cb * axis_len)), [&](int64_t b, int64_t e) {
+  parallel_for(outer * cblocks, grain_for(cb * axis_len, kGrainElems / 4), [&](int64_t b, int64_t e) {
     float* buf = scratch_as<float>(ScratchSlot::tmp2, (size_t)(cb * (axis_len + 2)));
     float* m = buf;
     float* s = buf + cb;
