@@ -146,3 +146,23 @@ def test_a_weight_read_by_a_conv_and_another_op_is_float64_for_the_other():
     weight = next(v for v in g2.weights.values())
     tapped = evaluate(g2, {"x": np.ones((1, D, 1, 4))}, values=[weight], consts=cache)
     assert tapped[weight].dtype == np.float64
+
+
+def test_a_computed_conv_weight_is_dropped_after_its_reshape():
+    """A conv weight computed in the graph (here mul(const, 1); a constexpr op's output alike) reaches the conv
+    through the linear's reshape, which the evaluator takes as a view: the computed float64 array is dropped once
+    the conv has read it, not kept to the end."""
+    rng = np.random.default_rng(5)
+    ws = [(rng.standard_normal((D, D)) / 16).astype(np.float16) for _ in range(LAYERS)]
+    g = Graph()
+    h = g.input("x", (1, D, 1, 4))
+    for i, w in enumerate(ws):
+        h = ops.add(h, ops.linear(h, ops.mul(g.weight(f"c{i}", w), 1.0)))
+    g.output("y", h)
+    x = np.random.default_rng(1).standard_normal((1, D, 1, 4))
+    tracemalloc.start()
+    out = evaluate(g, {"x": x})
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    np.testing.assert_allclose(out["y"][0, :, 0, :], _numpy(ws, x)[-1], rtol=1e-12)
+    assert peak < 4 * D * D * 8, f"peak {peak} bytes: computed conv weights held past their reader"

@@ -31,3 +31,12 @@ def test_to_surface_panels_equal_numpys_layout():
     np.testing.assert_array_equal(p.to_surface(w), w.reshape(4, 64, 192).transpose(0, 2, 1).reshape(1, 4, 192, 64))
     t = DynamicWeight("w", (256, 192), "conv_t", "in", (1, 192, 1, 256))
     np.testing.assert_array_equal(t.to_surface(w), w.T.reshape(1, 192, 1, 256))
+
+
+def test_element_sizes_and_ranks_the_native_transpose_lacks_go_through_numpy():
+    """complex128 (16-byte elements) and rank 9 are numpy's, not an error from the native kernel."""
+    z = (RNG.standard_normal((200, 300)) + 1j).astype(np.complex128)
+    np.testing.assert_array_equal(transposed(z, (1, 0)), z.T)
+    r9 = RNG.standard_normal((2,) * 8 + (200,)).astype(np.float32)
+    perm = tuple(range(8, -1, -1))
+    np.testing.assert_array_equal(transposed(r9, perm), np.ascontiguousarray(r9.transpose(perm)))
