@@ -4,8 +4,8 @@ compile budget (C05: ~119 compiles per process, enforced by the simulator):
 
 a SmolLM2-135M-shaped Llama (30 layers, d_model 576, 9 / 3 heads, d_ff 1536, vocab 32,000, tied embeddings,
 random fp16 weights; the smollm2 fixture's tokenizer and ChatML template) - generate with fp16, int8,
-lut4 and int4 weights, generate_batch of 8 prompts, speculative decoding with a 2-layer draft of the same
-shape, a LoRA adapter swap and Model.chat - then ``orion train --model M --lora r=8,alpha=16`` on it in a
+lut4 and int4 weights and W8A8 (int8 activations too), generate_batch of 8 prompts, speculative decoding with a
+2-layer draft of the same shape, a LoRA adapter swap and Model.chat - then ``orion train --model M --lora r=8,alpha=16`` on it in a
 second process. Prints each step's compiles, time and the process's peak RSS; exits 1 if the model alone
 needs more than 60.
 
@@ -111,6 +111,9 @@ def main(argv=None) -> int:
         mq = load(path, device="sim", quantize=q)
         step(f"generate 8 tokens, {q} weights (another Model)", lambda: mq.generate(prompt, max_tokens=8))
         mq.release()
+    mw = load(path, device="sim", quantize="int8", activations="int8", calibration=prompt * 4)
+    step("generate 8 tokens, W8A8 (another Model: baked layers)", lambda: mw.generate(prompt, max_tokens=8))
+    mw.release()
     print(f"the fp16 model alone: {model_compiles} compiles (target <= 60); the process: {used()} of 119")
     data = os.path.join(work, "data.txt")
     with open(data, "w") as fh:
